@@ -1,0 +1,148 @@
+#pragma once
+// Non-temporal ("streaming") stores for the host.
+//
+// cv is written once and never re-read, so a regular store first reads each
+// cache line of cv (read-for-ownership) and then writes it back: a third of
+// the memory traffic of the whole job is wasted. Streaming stores skip the
+// read. GCC 12 ignores `#pragma omp simd nontemporal`, so this takes SSE2
+// intrinsics (baseline on x86-64) on the host and falls back to the portable
+// loop elsewhere (other CPUs, and on the device, where it does not apply).
+#include <Kokkos_Core.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#if defined(__SSE2__) && !defined(CVEST_NO_STREAMING_STORES)
+#include <emmintrin.h>
+#define CVEST_HAVE_STREAMING_STORES 1
+#else
+#define CVEST_HAVE_STREAMING_STORES 0
+#endif
+
+namespace cvest::streaming {
+
+// Whether kernels on ExecSpace write cv with streaming stores in this build.
+template <class ExecSpace>
+constexpr bool used_on() {
+  return CVEST_HAVE_STREAMING_STORES &&
+         Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+}
+
+// One element, from inside a kernel. On the host this is MOVNTI (a scalar
+// non-temporal store); in device code a plain store.
+template <class Scalar>
+KOKKOS_FORCEINLINE_FUNCTION void store(Scalar* dst, Scalar value) {
+#if CVEST_HAVE_STREAMING_STORES && defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDA_ARCH__) && \
+    !defined(__HIP_DEVICE_COMPILE__)
+  // MOVNTI through inline asm whose output is typed Scalar: the intrinsic
+  // takes a `long long*`, which may alias the Views' 64-bit strides, so the
+  // compiler would reload every View field after every store.
+  if constexpr (sizeof(Scalar) == 8) {
+    long long bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    __asm__("movnti %1, %0" : "=m"(*dst) : "r"(bits));
+  } else if constexpr (sizeof(Scalar) == 4) {
+    int bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    __asm__("movnti %1, %0" : "=m"(*dst) : "r"(bits));
+  } else {
+    *dst = value;
+  }
+#else
+  *dst = value;
+#endif
+}
+
+// Streaming stores are weakly ordered: each host thread that issued them must
+// fence before another thread (or the caller) may read the data.
+inline void fence_this_thread() {
+#if CVEST_HAVE_STREAMING_STORES
+  _mm_sfence();
+#endif
+}
+
+namespace detail {
+#if CVEST_HAVE_STREAMING_STORES
+inline __m128d mul(__m128d a, __m128d b) { return _mm_mul_pd(a, b); }
+inline __m128 mul(__m128 a, __m128 b) { return _mm_mul_ps(a, b); }
+inline __m128d load(const double* p) { return _mm_loadu_pd(p); }
+inline __m128 load(const float* p) { return _mm_loadu_ps(p); }
+inline __m128d splat(double v) { return _mm_set1_pd(v); }
+inline __m128 splat(float v) { return _mm_set1_ps(v); }
+inline void stream(double* p, __m128d v) { _mm_stream_pd(p, v); }
+inline void stream(float* p, __m128 v) { _mm_stream_ps(p, v); }
+#endif
+}  // namespace detail
+
+// Host-only bulk versions, for runs of contiguous elements:
+//   out[j] = m[j] * d[j]      (multiply_run)
+//   out[j] = m    * d[j]      (scale_run)
+// A scalar head brings out to 16-byte alignment, the body streams whole
+// vectors, a scalar tail finishes. Results are bit-identical to the plain loop:
+// each element is one IEEE multiplication either way.
+template <class Scalar, class MFn>
+inline void streamed_run(Scalar* out, const Scalar* d, std::size_t n, MFn m_at) {
+#if CVEST_HAVE_STREAMING_STORES
+  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
+    constexpr std::size_t width = 16 / sizeof(Scalar);
+    std::size_t j = 0;
+    while (j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0) {
+      store(out + j, m_at.scalar(j) * d[j]);
+      ++j;
+    }
+    for (; j + width <= n; j += width)
+      detail::stream(out + j, detail::mul(m_at.vector(j), detail::load(d + j)));
+    for (; j < n; ++j) store(out + j, m_at.scalar(j) * d[j]);
+    return;
+  }
+#endif
+  for (std::size_t j = 0; j < n; ++j) out[j] = m_at.scalar(j) * d[j];
+}
+
+template <class Scalar>
+struct RowOf {  // m varies along the run
+  const Scalar* m;
+  Scalar scalar(std::size_t j) const { return m[j]; }
+#if CVEST_HAVE_STREAMING_STORES
+  auto vector(std::size_t j) const { return detail::load(m + j); }
+#endif
+};
+
+template <class Scalar>
+struct Constant {  // m is the same for the whole run
+  Scalar m;
+  Scalar scalar(std::size_t) const { return m; }
+#if CVEST_HAVE_STREAMING_STORES
+  auto vector(std::size_t) const { return detail::splat(m); }
+#endif
+};
+
+template <class Scalar>
+inline void multiply_run(Scalar* out, const Scalar* m, const Scalar* d, std::size_t n) {
+  streamed_run(out, d, n, RowOf<Scalar>{m});
+}
+
+template <class Scalar>
+inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
+  streamed_run(out, d, n, Constant<Scalar>{m});
+}
+
+// out[j] = in[j] with streaming stores (the streaming copy roof).
+template <class Scalar>
+inline void copy_run(Scalar* out, const Scalar* in, std::size_t n) {
+#if CVEST_HAVE_STREAMING_STORES
+  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
+    constexpr std::size_t width = 16 / sizeof(Scalar);
+    std::size_t j = 0;
+    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j) store(out + j, in[j]);
+    for (; j + width <= n; j += width) detail::stream(out + j, detail::load(in + j));
+    for (; j < n; ++j) store(out + j, in[j]);
+    return;
+  }
+#endif
+  for (std::size_t j = 0; j < n; ++j) out[j] = in[j];
+}
+
+}  // namespace cvest::streaming

@@ -1,0 +1,27 @@
+#include "core/Types.hpp"
+
+#include <stdexcept>
+
+namespace cvest {
+
+std::string_view to_string(LayoutKind layout) {
+  return layout == LayoutKind::right ? "right" : "left";
+}
+
+std::string_view to_string(Precision precision) {
+  return precision == Precision::f64 ? "double" : "float";
+}
+
+LayoutKind layout_from_name(std::string_view name) {
+  if (name == "right" || name == "LayoutRight") return LayoutKind::right;
+  if (name == "left" || name == "LayoutLeft") return LayoutKind::left;
+  throw std::invalid_argument("unknown layout '" + std::string(name) + "'; valid: right, left");
+}
+
+Precision precision_from_name(std::string_view name) {
+  if (name == "double" || name == "f64" || name == "float64") return Precision::f64;
+  if (name == "float" || name == "f32" || name == "float32") return Precision::f32;
+  throw std::invalid_argument("unknown precision '" + std::string(name) + "'; valid: double, float");
+}
+
+}  // namespace cvest

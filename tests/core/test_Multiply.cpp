@@ -1,0 +1,115 @@
+// Every strategy x layout x precision x execution space must give, bit for
+// bit, what a plain host loop gives: IEEE multiplication is exact, so no
+// tolerance is allowed.
+#include "core/Multiply.hpp"
+#include "core/Spaces.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+#include <tuple>
+
+using namespace cvest;
+
+namespace {
+
+template <class Space_, class Scalar_, class Layout_>
+struct Case {
+  using Space = Space_;
+  using Scalar = Scalar_;
+  using Layout = Layout_;
+};
+
+template <class... Spaces>
+auto all_cases(std::tuple<Spaces...>)
+    -> decltype(std::tuple_cat(std::tuple<Case<Spaces, double, Kokkos::LayoutRight>, Case<Spaces, double, Kokkos::LayoutLeft>,
+                                          Case<Spaces, float, Kokkos::LayoutRight>, Case<Spaces, float, Kokkos::LayoutLeft>>{}...));
+using Cases = decltype(all_cases(EnabledSpaces{}));
+
+template <class Scalar>
+bool same_bits(Scalar a, Scalar b) {
+  return std::memcmp(&a, &b, sizeof(Scalar)) == 0;
+}
+
+// Values spread over many binades and both signs, so products round.
+template <class Scalar>
+Scalar random_value(std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> mantissa(-1.0, 1.0);
+  std::uniform_int_distribution<int> exponent(-20, 20);
+  return Scalar(std::ldexp(mantissa(rng), exponent(rng)));
+}
+
+struct Shape {
+  Index T, N, K;
+};
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("every strategy equals the plain loop bit for bit", "[multiply]", Cases) {
+  using Space = typename TestType::Space;
+  using Scalar = typename TestType::Scalar;
+  using Layout = typename TestType::Layout;
+  using Mem = typename Space::memory_space;
+
+  const Shape shape = GENERATE(Shape{3, 1001, 7}, Shape{1, 257, 5}, Shape{4, 1, 3}, Shape{1, 1, 1},
+                               Shape{100, 40, 5}, Shape{2, 9000, 1}, Shape{7, 333, 2}, Shape{5, 4099, 5});
+  const auto [T, N, K] = shape;
+  CAPTURE(Space::name(), sizeof(Scalar), to_string(layout_kind<Layout>()), T, N, K);
+
+  Table<Scalar, Layout, Mem> m("cvest::test::multBy", N, K);
+  Cube<Scalar, Layout, Mem> d("cvest::test::discount", T, N, K);
+  Cube<Scalar, Layout, Mem> cv("cvest::test::cv", T, N, K);
+  auto m_h = Kokkos::create_mirror_view(m);
+  auto d_h = Kokkos::create_mirror_view(d);
+  auto cv_h = Kokkos::create_mirror_view(cv);
+
+  std::mt19937_64 rng(T * 1000003 + N * 101 + K);
+  for (Index i = 0; i < N; ++i)
+    for (Index k = 0; k < K; ++k) m_h(i, k) = random_value<Scalar>(rng);
+  for (Index t = 0; t < T; ++t)
+    for (Index i = 0; i < N; ++i)
+      for (Index k = 0; k < K; ++k) d_h(t, i, k) = random_value<Scalar>(rng);
+  Kokkos::deep_copy(m, m_h);
+  Kokkos::deep_copy(d, d_h);
+
+  const Operands<Scalar, Layout, Mem> ops{m, d, cv};
+  for (const auto& entry : strategy_table) {
+    CAPTURE(entry.name);
+    // A sentinel in every element catches any element a strategy skips.
+    Kokkos::deep_copy(cv, Scalar(-12345.5));
+    Space space;
+    multiply(entry.id, space, ops);
+    space.fence();
+    Kokkos::deep_copy(cv_h, cv);
+    Index wrong = 0;
+    for (Index t = 0; t < T; ++t)
+      for (Index i = 0; i < N; ++i)
+        for (Index k = 0; k < K; ++k) wrong += !same_bits<Scalar>(cv_h(t, i, k), m_h(i, k) * d_h(t, i, k));
+    CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("mismatched operands are rejected with both shapes", "[multiply]") {
+  using Mem = ExecSpace::memory_space;
+  Table<double, Kokkos::LayoutRight, Mem> m("m", 10, 5);
+  Cube<double, Kokkos::LayoutRight, Mem> d("d", 2, 10, 4);
+  Cube<double, Kokkos::LayoutRight, Mem> cv("cv", 2, 10, 4);
+  const Operands<double, Kokkos::LayoutRight, Mem> ops{m, d, cv};
+  CHECK_THROWS_WITH(multiply(Strategy::flat, ExecSpace(), ops),
+                    Catch::Contains("multBy must be (N, K)") && Catch::Contains("multBy (10, 5)") &&
+                        Catch::Contains("discount (2, 10, 4)"));
+
+  Table<double, Kokkos::LayoutRight, Mem> m4("m4", 10, 4);
+  Cube<double, Kokkos::LayoutRight, Mem> cv_short("cv", 1, 10, 4);
+  const Operands<double, Kokkos::LayoutRight, Mem> short_out{m4, d, cv_short};
+  CHECK_THROWS_WITH(multiply(Strategy::per_date, ExecSpace(), short_out), Catch::Contains("cv must have discount's shape"));
+}
+
+TEST_CASE("zero-length cubes are a no-op for every strategy", "[multiply]") {
+  using Mem = ExecSpace::memory_space;
+  Table<float, Kokkos::LayoutLeft, Mem> m("m", 0, 5);
+  Cube<float, Kokkos::LayoutLeft, Mem> d("d", 3, 0, 5), cv("cv", 3, 0, 5);
+  for (const auto& entry : strategy_table)
+    CHECK_NOTHROW(multiply(entry.id, ExecSpace(), Operands<float, Kokkos::LayoutLeft, Mem>{m, d, cv}));
+}
