@@ -1,42 +1,55 @@
 // cvest: the command-line driver. Parses arguments and calls core/ and io/;
-// all logic lives in the library. Exit codes: 0 success, 2 bad input or
-// usage, 3 I/O failure, 4 verification mismatch, 1 anything else.
+// all logic lives in the libraries. Exit codes: 0 success, 2 bad input, deck
+// or usage, 3 I/O failure, 4 verification mismatch, 1 anything else.
 #include "core/Bench.hpp"
+#include "core/Deck.hpp"
+#include "core/Errors.hpp"
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
+#include "io/Files.hpp"
+#include "io/Job.hpp"
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
+#include <hdf5.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
-
-#ifndef CVEST_VERSION
-#define CVEST_VERSION "0.0.0"
-#endif
 
 namespace {
 
-int run_bench(const cvest::bench::Config& config, const std::string& json_path) {
-  const auto report = cvest::bench::run(config, std::cerr);
-  cvest::bench::print_table(report, std::cout);
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
-    if (!out) throw std::system_error(errno, std::generic_category(), "cannot write " + json_path);
-    out << cvest::bench::to_json(report).dump(2) << '\n';
-    if (!out) throw std::system_error(errno, std::generic_category(), "cannot write " + json_path);
+// Writes `text` to `path` through a temporary file, so a failed write leaves
+// nothing half-written.
+void write_file(const std::string& path, const std::string& text) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(temp, ec);
+      throw cvest::IoError(path + ": cannot write report");
+    }
   }
-  return 0;
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) throw cvest::IoError(path + ": cannot write report: " + ec.message());
 }
 
 int print_info() {
   const auto facts = cvest::build_facts();
-  fmt::print("cvest {}\nKokkos {}\nexecution spaces: {} (default {})\nthreads: {}\nstrategies: {}\n", CVEST_VERSION,
-             facts.kokkos_version, facts.spaces, facts.backend, facts.threads, cvest::strategy_names());
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  fmt::print("cvest {}\nKokkos {}\nexecution spaces: {} (default {})\nthreads: {}\nHDF5 {}.{}.{}\nstrategies: {}\n",
+             CVEST_VERSION, facts.kokkos_version, facts.spaces, facts.backend, facts.threads, major, minor, release,
+             cvest::strategy_names());
   return 0;
 }
 
@@ -50,6 +63,7 @@ int main(int argc, char* argv[]) {
   app.require_subcommand(1);
   app.set_version_flag("--version", CVEST_VERSION);
 
+  // bench
   cvest::bench::Config bench;
   std::vector<std::string> strategy_names{"all"}, layout_names{"right", "left"}, precision_names{"double"};
   std::string json_path;
@@ -65,7 +79,35 @@ int main(int argc, char* argv[]) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   bench_cmd->add_option("--json", json_path, "also write the results as JSON to this file");
 
-  auto* info_cmd = app.add_subcommand("info", "print version, Kokkos version, execution spaces and threads");
+  // run
+  std::string deck_path;
+  std::vector<std::string> overrides;
+  auto* run_cmd = app.add_subcommand("run", "run an input deck's job(s): HDF5 file to HDF5 file");
+  run_cmd->add_option("deck", deck_path, "the deck (TOML)")->required();
+  run_cmd->add_option("--set", overrides, "override a deck value: section.key=value (repeatable)");
+
+  // generate
+  cvest::GenerateSpec gen;
+  std::string gen_out, gen_precision = "double";
+  bool gen_overwrite = false;
+  auto* gen_cmd = app.add_subcommand("generate", "write multBy (N,K) and discount (T,N,K) with reproducible values");
+  gen_cmd->add_option("--dates,-T", gen.dates, "dates T")->required()->check(CLI::PositiveNumber);
+  gen_cmd->add_option("--ids,-N", gen.ids, "ids N")->required()->check(CLI::PositiveNumber);
+  gen_cmd->add_option("--cols,-K", gen.cols, "columns K")->required()->check(CLI::PositiveNumber);
+  gen_cmd->add_option("--out,-o", gen_out, "the HDF5 file to write")->required();
+  gen_cmd->add_option("--precision", gen_precision, "double or float")->capture_default_str();
+  gen_cmd->add_option("--seed", gen.seed, "seed of the values")->capture_default_str();
+  gen_cmd->add_flag("--overwrite", gen_overwrite, "replace an existing file");
+
+  // verify
+  cvest::io::VerifyOptions verify;
+  std::string verify_deck;
+  auto* verify_cmd = app.add_subcommand("verify", "recompute multBy * discount block by block and compare bit for bit");
+  verify_cmd->add_option("output", verify.output, "the output file")->required();
+  verify_cmd->add_option("--input", verify.input, "the input file")->required();
+  verify_cmd->add_option("--deck", verify_deck, "take dataset names and the memory budget from this deck");
+
+  auto* info_cmd = app.add_subcommand("info", "print version, Kokkos version, execution spaces, threads, HDF5 version");
 
   try {
     app.parse(argc, argv);
@@ -80,14 +122,49 @@ int main(int argc, char* argv[]) {
       for (const auto& name : layout_names) bench.layouts.push_back(cvest::layout_from_name(name));
       bench.precisions.clear();
       for (const auto& name : precision_names) bench.precisions.push_back(cvest::precision_from_name(name));
-      return run_bench(bench, json_path);
+      const auto report = cvest::bench::run(bench, std::cerr);
+      cvest::bench::print_table(report, std::cout);
+      if (!json_path.empty()) write_file(json_path, cvest::bench::to_json(report).dump(2) + "\n");
+      return 0;
+    }
+    if (*run_cmd) {
+      const auto deck = cvest::load_deck(deck_path, overrides);
+      const auto report = cvest::io::run_deck(deck, std::cerr);
+      cvest::io::print_run_table(report, std::cout);
+      if (!deck.report.json.empty()) write_file(deck.report.json, cvest::io::to_json(report).dump(2) + "\n");
+      if (!deck.report.csv.empty()) write_file(deck.report.csv, cvest::io::to_csv(report));
+      return 0;
+    }
+    if (*gen_cmd) {
+      cvest::io::quiet_hdf5_errors();
+      gen.precision = cvest::precision_from_name(gen_precision);
+      cvest::io::generate_input(gen_out, gen, gen_overwrite);
+      fmt::print("wrote {} ({} x {} x {}, {})\n", gen_out, gen.dates, gen.ids, gen.cols, gen_precision);
+      return 0;
+    }
+    if (*verify_cmd) {
+      if (!verify_deck.empty()) {
+        const auto deck = cvest::load_deck(verify_deck);
+        verify.dataset = deck.output.dataset;
+        verify.multby = deck.input.multby;
+        verify.discount = deck.input.discount;
+        verify.memory_budget = deck.run.memory_budget;
+      }
+      cvest::io::verify_output(verify, std::cout);
+      return 0;
     }
     if (*info_cmd) return print_info();
+  } catch (const cvest::VerifyError& e) {
+    std::cerr << "cvest: mismatch: " << e.what() << '\n';
+    return 4;
+  } catch (const cvest::InputError& e) {
+    std::cerr << "cvest: error: " << e.what() << '\n';
+    return 2;
   } catch (const std::invalid_argument& e) {
     std::cerr << "cvest: error: " << e.what() << '\n';
     return 2;
-  } catch (const std::system_error& e) {
-    std::cerr << "cvest: error: " << e.what() << '\n';
+  } catch (const cvest::IoError& e) {
+    std::cerr << "cvest: I/O error: " << e.what() << '\n';
     return 3;
   } catch (const std::exception& e) {
     std::cerr << "cvest: error: " << e.what() << '\n';

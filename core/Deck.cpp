@@ -1,0 +1,221 @@
+#include "core/Deck.hpp"
+
+#include "core/Errors.hpp"
+#include "core/Plan.hpp"
+
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+namespace cvest {
+
+namespace {
+
+std::string type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::table: return "a table";
+    default: return "a date/time";
+  }
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+class Reader {
+ public:
+  Reader(std::string deck, std::filesystem::path dir) : deck_(std::move(deck)), dir_(std::move(dir)) {}
+
+  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
+    throw InputError(deck_ + ": " + where + " " + what);
+  }
+
+  // Every key of `table` must be in `valid`.
+  void known_keys(const toml::table& table, const std::string& where, const std::vector<std::string>& valid) const {
+    for (auto&& [key, node] : table) {
+      (void)node;
+      if (std::find(valid.begin(), valid.end(), std::string(key.str())) == valid.end())
+        fail("unknown key " + where + (where.empty() ? "" : " ") + std::string(key.str()) + ";", "valid: " + join(valid));
+    }
+  }
+
+  std::string string(const toml::node& node, const std::string& where) const {
+    if (!node.is_string()) fail(where, "must be a string, found " + type_name(node));
+    return *node.value<std::string>();
+  }
+  Index integer(const toml::node& node, const std::string& where, Index min) const {
+    if (!node.is_integer()) fail(where, "must be an integer, found " + type_name(node));
+    const Index v = *node.value<std::int64_t>();
+    if (v < min) fail(where, "must be at least " + std::to_string(min) + ", found " + std::to_string(v));
+    return v;
+  }
+  bool boolean(const toml::node& node, const std::string& where) const {
+    if (!node.is_boolean()) fail(where, "must be true or false, found " + type_name(node));
+    return *node.value<bool>();
+  }
+  std::string path(const toml::node& node, const std::string& where) const {
+    const std::string p = string(node, where);
+    if (p.empty()) fail(where, "must not be empty");
+    const std::filesystem::path fp(p);
+    return (fp.is_absolute() ? fp : dir_ / fp).lexically_normal().string();
+  }
+  // A name, or a list of names.
+  std::vector<std::string> names(const toml::node& node, const std::string& where) const {
+    std::vector<std::string> out;
+    if (node.is_string()) {
+      out.push_back(*node.value<std::string>());
+    } else if (const auto* arr = node.as_array()) {
+      for (const auto& item : *arr) out.push_back(string(item, where + " entries"));
+      if (out.empty()) fail(where, "must not be an empty list");
+    } else {
+      fail(where, "must be a name or a list of names, found " + type_name(node));
+    }
+    return out;
+  }
+  template <class F>
+  auto checked(const std::string& where, F&& f) const {
+    try {
+      return f();
+    } catch (const std::invalid_argument& e) {
+      fail(where, e.what());
+    } catch (const InputError& e) {
+      fail(where, e.what());
+    }
+  }
+
+ private:
+  std::string deck_;
+  std::filesystem::path dir_;
+};
+
+void apply_override(toml::table& root, const std::string& deck, const std::string& text) {
+  const auto eq = text.find('=');
+  const auto dot = text.find('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+    throw InputError(deck + ": --set '" + text + "' must look like section.key=value");
+  const std::string section = text.substr(0, dot), key = text.substr(dot + 1, eq - dot - 1), value = text.substr(eq + 1);
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", value}};  // a bare word: a string
+  }
+  if (!root.contains(section)) root.insert(section, toml::table{});
+  auto* table = root[section].as_table();
+  if (!table) throw InputError(deck + ": --set '" + text + "': " + section + " is not a section");
+  table->insert_or_assign(key, *parsed["v"].node());
+}
+
+}  // namespace
+
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw InputError(path + ": no such deck file");
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream where;
+    where << path << ":" << e.source().begin.line << ":" << e.source().begin.column;
+    throw InputError(where.str() + ": TOML syntax error: " + std::string(e.description()));
+  }
+  for (const auto& o : overrides) apply_override(root, path, o);
+
+  Deck deck;
+  deck.path = path;
+  const Reader r(path, std::filesystem::path(path).parent_path());
+  r.known_keys(root, "", {"input", "output", "run", "report"});
+  const auto section = [&](const char* name) -> const toml::table* {
+    const auto* node = root.get(name);
+    if (!node) return nullptr;
+    if (!node->is_table()) r.fail(std::string("[") + name + "]", "must be a table, found " + type_name(*node));
+    return node->as_table();
+  };
+
+  const auto* input = section("input");
+  if (!input) r.fail("[input]", "is missing (it names the input file)");
+  r.known_keys(*input, "[input]", {"file", "multby", "discount", "generate"});
+  if (const auto* n = input->get("file")) deck.input.file = r.path(*n, "[input] file");
+  else r.fail("[input] file", "is missing");
+  if (const auto* n = input->get("multby")) deck.input.multby = r.string(*n, "[input] multby");
+  if (const auto* n = input->get("discount")) deck.input.discount = r.string(*n, "[input] discount");
+  if (const auto* n = input->get("generate")) {
+    const auto* g = n->as_table();
+    if (!g) r.fail("[input] generate", "must be a table {dates, ids, cols}, found " + type_name(*n));
+    r.known_keys(*g, "[input.generate]", {"dates", "ids", "cols", "seed", "precision"});
+    GenerateSpec spec;
+    for (const char* key : {"dates", "ids", "cols"})
+      if (!g->get(key)) r.fail(std::string("[input.generate] ") + key, "is missing");
+    spec.dates = r.integer(*g->get("dates"), "[input.generate] dates", 1);
+    spec.ids = r.integer(*g->get("ids"), "[input.generate] ids", 1);
+    spec.cols = r.integer(*g->get("cols"), "[input.generate] cols", 1);
+    if (const auto* s = g->get("seed")) spec.seed = std::uint64_t(r.integer(*s, "[input.generate] seed", 0));
+    if (const auto* p = g->get("precision"))
+      spec.precision = r.checked("[input.generate] precision", [&] { return precision_from_name(r.string(*p, "[input.generate] precision")); });
+    deck.input.generate = spec;
+  }
+
+  const auto* output = section("output");
+  if (!output) r.fail("[output]", "is missing (it names the output file)");
+  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "chunk"});
+  if (const auto* n = output->get("file")) deck.output.file = r.path(*n, "[output] file");
+  else r.fail("[output] file", "is missing");
+  if (const auto* n = output->get("dataset")) deck.output.dataset = r.string(*n, "[output] dataset");
+  if (const auto* n = output->get("overwrite")) deck.output.overwrite = r.boolean(*n, "[output] overwrite");
+  if (const auto* n = output->get("compression")) {
+    deck.output.compression = r.string(*n, "[output] compression");
+    if (deck.output.compression != "none" && deck.output.compression != "gzip")
+      r.fail("[output] compression", "must be \"none\" or \"gzip\", found \"" + deck.output.compression + "\"");
+  }
+  if (const auto* n = output->get("gzip_level")) {
+    deck.output.gzip_level = int(r.integer(*n, "[output] gzip_level", 1));
+    if (deck.output.gzip_level > 9) r.fail("[output] gzip_level", "must be 1..9");
+  }
+  if (const auto* n = output->get("chunk")) deck.output.chunk_ids = r.integer(*n, "[output] chunk", 1);
+
+  if (const auto* run = section("run")) {
+    r.known_keys(*run, "[run]", {"strategy", "layout", "precision", "memory_budget", "repeats", "verify"});
+    if (const auto* n = run->get("strategy"))
+      deck.run.strategies = r.checked("[run] strategy", [&] { return strategies_from_names(r.names(*n, "[run] strategy")); });
+    if (const auto* n = run->get("layout")) {
+      deck.run.layouts.clear();
+      for (const auto& name : r.names(*n, "[run] layout")) {
+        if (name == "all") {
+          deck.run.layouts.push_back(LayoutKind::right);
+          deck.run.layouts.push_back(LayoutKind::left);
+        } else {
+          deck.run.layouts.push_back(r.checked("[run] layout", [&] { return layout_from_name(name); }));
+        }
+      }
+    }
+    if (const auto* n = run->get("precision"))
+      deck.run.precision = r.checked("[run] precision", [&] { return precision_from_name(r.string(*n, "[run] precision")); });
+    if (const auto* n = run->get("memory_budget")) {
+      if (n->is_integer()) deck.run.memory_budget = std::size_t(r.integer(*n, "[run] memory_budget", 1));
+      else deck.run.memory_budget = r.checked("[run] memory_budget", [&] { return parse_bytes(r.string(*n, "[run] memory_budget")); });
+    }
+    if (const auto* n = run->get("repeats")) deck.run.repeats = int(r.integer(*n, "[run] repeats", 1));
+    if (const auto* n = run->get("verify")) deck.run.verify = r.boolean(*n, "[run] verify");
+  }
+
+  if (const auto* report = section("report")) {
+    r.known_keys(*report, "[report]", {"json", "csv"});
+    if (const auto* n = report->get("json")) deck.report.json = r.path(*n, "[report] json");
+    if (const auto* n = report->get("csv")) deck.report.csv = r.path(*n, "[report] csv");
+  }
+
+  if (std::filesystem::weakly_canonical(deck.input.file, ec) == std::filesystem::weakly_canonical(deck.output.file, ec))
+    r.fail("[output] file", "is the input file (" + deck.input.file + "); cvest never overwrites its input");
+  return deck;
+}
+
+}  // namespace cvest

@@ -1,0 +1,55 @@
+#pragma once
+// Input decks (TOML): what a batch job reads, computes and writes. Parsing is
+// strict: unknown sections and keys are errors listing the valid ones, and
+// every value is type-checked. Relative paths are relative to the deck.
+#include "core/Strategy.hpp"
+#include "core/Types.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cvest {
+
+struct GenerateSpec {
+  Index dates = 0, ids = 0, cols = 0;
+  std::uint64_t seed = 1;
+  Precision precision = Precision::f64;
+};
+
+struct Deck {
+  std::string path;  // the deck file, for messages
+  struct Input {
+    std::string file;
+    std::string multby = "multBy";
+    std::string discount = "discount";
+    std::optional<GenerateSpec> generate;  // create `file` when it is missing
+  } input;
+  struct Output {
+    std::string file;
+    std::string dataset = "cv";
+    bool overwrite = false;
+    std::string compression = "none";  // none | gzip
+    int gzip_level = 4;
+    Index chunk_ids = 0;  // ids per (1, ids, K) chunk; 0: about 1 MiB
+  } output;
+  struct Run {
+    std::vector<Strategy> strategies{Strategy::flat};
+    std::vector<LayoutKind> layouts{LayoutKind::right};
+    std::optional<Precision> precision;  // default: the input's
+    std::size_t memory_budget = std::size_t(1) << 30;
+    int repeats = 1;
+    bool verify = false;
+  } run;
+  struct Report {
+    std::string json, csv;
+  } report;
+};
+
+// Reads and checks a deck; `overrides` are "section.key=value" with a TOML
+// value (bare words are taken as strings). Throws InputError naming the deck,
+// the key, and what was expected versus found.
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {});
+
+}  // namespace cvest

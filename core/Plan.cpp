@@ -1,0 +1,96 @@
+#include "core/Plan.hpp"
+
+#include "core/Errors.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace cvest {
+
+BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
+                      Index id_quantum, Index max_block_dates) {
+  BlockPlan plan;
+  plan.T = T;
+  plan.N = N;
+  plan.K = K;
+  plan.element_size = element_size;
+  const double row = double(K) * double(element_size);  // one id of one date
+  // multBy for the id block is resident too: one row per id.
+  const double per_id_date = double(pipeline_buffers) * row;
+  const auto fits = [&](Index dates, Index ids) {
+    return per_id_date * double(dates) * double(ids) + row * double(ids) <= double(budget_bytes);
+  };
+  if (!fits(1, 1))
+    throw InputError(fmt::format("memory_budget {} is too small: one id row needs {} ({} buffers of {} columns)",
+                                 format_bytes(double(budget_bytes)), format_bytes(per_id_date + row),
+                                 pipeline_buffers, K));
+  Index ids = N, dates = 1;
+  if (!fits(1, N)) {
+    ids = Index((double(budget_bytes)) / (per_id_date + row));
+    if (id_quantum > 1 && ids >= id_quantum) ids -= ids % id_quantum;
+    ids = std::clamp<Index>(ids, 1, N);
+  } else {
+    dates = Index((double(budget_bytes) - row * double(N)) / (per_id_date * double(N)));
+    dates = std::clamp<Index>(dates, 1, T);
+  }
+  if (max_block_dates > 0) dates = std::min(dates, max_block_dates);
+  // Keep at least a few blocks so reading, computing and writing overlap.
+  if (ids == N && T >= 4) dates = std::min(dates, std::max<Index>(1, (T + 3) / 4));
+  plan.block_dates = dates;
+  plan.block_ids = ids;
+  plan.buffer_bytes = std::size_t(per_id_date * double(dates) * double(ids) + row * double(ids));
+  for (Index i0 = 0; i0 < N; i0 += ids)
+    for (Index t0 = 0; t0 < T; t0 += dates)
+      plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, {i0, std::min(N, i0 + ids)}});
+  return plan;
+}
+
+std::size_t parse_bytes(const std::string& text) {
+  std::size_t pos = 0;
+  while (pos < text.size() && std::isspace(static_cast<unsigned char>(text[pos]))) ++pos;
+  std::size_t end = pos;
+  while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.' ||
+                               text[end] == '-' || text[end] == '+' || text[end] == 'e'))
+    ++end;
+  double value = 0;
+  try {
+    std::size_t used = 0;
+    value = std::stod(text.substr(pos, end - pos), &used);
+    if (used != end - pos) throw std::invalid_argument("");
+  } catch (const std::exception&) {
+    throw InputError("memory size '" + text + "' is not a number with an optional unit (e.g. 2GiB, 512MiB)");
+  }
+  std::string unit = text.substr(end);
+  unit.erase(std::remove_if(unit.begin(), unit.end(), [](unsigned char c) { return std::isspace(c); }), unit.end());
+  for (auto& c : unit) c = char(std::toupper(static_cast<unsigned char>(c)));
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "K" || unit == "KB") scale = 1e3;
+  else if (unit == "KIB") scale = 1024.0;
+  else if (unit == "M" || unit == "MB") scale = 1e6;
+  else if (unit == "MIB") scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB") scale = 1e9;
+  else if (unit == "GIB") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TB") scale = 1e12;
+  else if (unit == "TIB") scale = 1024.0 * 1024 * 1024 * 1024;
+  else throw InputError("memory size '" + text + "' has an unknown unit; use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)");
+  const double bytes = value * scale;
+  if (!(bytes > 0) || !std::isfinite(bytes)) throw InputError("memory size '" + text + "' must be positive");
+  if (bytes > 1e15) throw InputError("memory size '" + text + "' is absurd (over 1 PB)");
+  return std::size_t(bytes);
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt::format(u == 0 ? "{:.0f} {}" : "{:.2f} {}", bytes, units[u]);
+}
+
+}  // namespace cvest

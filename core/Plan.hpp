@@ -1,0 +1,47 @@
+#pragma once
+// The block plan: the cube cut into (date range, id range) blocks that fit a
+// memory budget. A plain list any worker can be handed, in the order one
+// worker runs it (id blocks outer, so multBy is loaded once per id block).
+#include "core/Types.hpp"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace cvest {
+
+struct Range {
+  Index begin = 0, end = 0;  // [begin, end)
+  Index size() const { return end - begin; }
+};
+
+struct Block {
+  Range dates, ids;
+};
+
+struct BlockPlan {
+  Index T = 0, N = 0, K = 0;
+  std::size_t element_size = 8;
+  Index block_dates = 0, block_ids = 0;  // the largest block's extents
+  std::size_t buffer_bytes = 0;          // what the pipeline allocates for them
+  std::vector<Block> blocks;
+};
+
+// How many block-sized buffers the pipeline holds at once: two discount and
+// two cv slots in host staging (one being read or written while the other is
+// computed), discount + cv in the compute space, and one to check a job
+// against the output an earlier job wrote.
+inline constexpr std::size_t pipeline_buffers = 7;
+
+// Plans blocks of whole dates when one date's N x K slab fits; otherwise
+// blocks of one date and as many ids as fit. `id_quantum` rounds id blocks
+// down to whole output chunks. Throws InputError when not even one id row
+// (K values) fits, naming the budget and the minimum.
+BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
+                      Index id_quantum = 1, Index max_block_dates = 0);
+
+// "2GiB", "512 MiB", "1.5G", "100000000" -> bytes. Throws InputError.
+std::size_t parse_bytes(const std::string& text);
+std::string format_bytes(double bytes);
+
+}  // namespace cvest

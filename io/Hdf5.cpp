@@ -1,0 +1,151 @@
+#include "io/Hdf5.hpp"
+
+#include <H5DSpublic.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace cvest::io {
+
+namespace {
+
+std::string describe_type(hid_t type) {
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER: return std::to_string(8 * H5Tget_size(type)) + "-bit integers";
+    case H5T_FLOAT: return std::to_string(8 * H5Tget_size(type)) + "-bit floats";
+    case H5T_STRING: return "strings";
+    case H5T_COMPOUND: return "a compound type";
+    default: return "a non-numeric type";
+  }
+}
+
+std::string dims_text(const std::vector<Index>& dims) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + ")";
+}
+
+Dataspace select(const Dataset& ds, const std::vector<Index>& start, const std::vector<Index>& count,
+                 const std::string& what) {
+  Dataspace space(H5Dget_space(ds.get()));
+  if (!space) throw IoError(what + ": cannot get the dataspace");
+  std::vector<hsize_t> s(start.begin(), start.end()), c(count.begin(), count.end());
+  if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, s.data(), nullptr, c.data(), nullptr) < 0)
+    throw IoError(what + ": cannot select hyperslab at " + dims_text(start) + " of " + dims_text(count));
+  return space;
+}
+
+}  // namespace
+
+void quiet_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+hid_t native_type(Precision precision) {
+  return precision == Precision::f64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+}
+
+File open_input_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError(path + ": no such file");
+  if (std::filesystem::is_directory(path, ec)) throw InputError(path + ": is a directory, expected an HDF5 file");
+  if (!std::ifstream(path)) throw InputError(path + ": cannot be opened for reading");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw InputError(path + ": not an HDF5 file");
+  File file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file) throw InputError(path + ": cannot be opened as HDF5 (truncated or damaged?)");
+  return file;
+}
+
+Dataset open_dataset(const File& file, const std::string& path, const std::string& name, int rank,
+                     DatasetShape& shape, std::size_t chunk_cache_bytes) {
+  const std::string where = path + ": dataset '" + name + "'";
+  if (H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) <= 0) throw InputError(where + " not found");
+  PropList access(H5Pcreate(H5P_DATASET_ACCESS));
+  if (chunk_cache_bytes > 0)
+    H5Pset_chunk_cache(access.get(), 100003, chunk_cache_bytes, 1.0);  // prime slot count; evict fully read chunks
+  Dataset ds(H5Dopen2(file.get(), name.c_str(), access.get()));
+  if (!ds) throw InputError(where + " cannot be opened (is it a dataset?)");
+  Dataspace space(H5Dget_space(ds.get()));
+  const int found = H5Sget_simple_extent_ndims(space.get());
+  shape.dims.assign(std::max(found, 0), 0);
+  std::vector<hsize_t> dims(shape.dims.size());
+  if (found > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  for (std::size_t i = 0; i < dims.size(); ++i) shape.dims[i] = Index(dims[i]);
+  if (found != rank)
+    throw InputError(where + " has rank " + std::to_string(found) + " " + dims_text(shape.dims) + ", expected rank " +
+                     std::to_string(rank));
+  Datatype type(H5Dget_type(ds.get()));
+  if (H5Tget_class(type.get()) != H5T_FLOAT || (H5Tget_size(type.get()) != 8 && H5Tget_size(type.get()) != 4))
+    throw InputError(where + " holds " + describe_type(type.get()) + ", expected 64-bit or 32-bit floats");
+  shape.precision = H5Tget_size(type.get()) == 8 ? Precision::f64 : Precision::f32;
+  PropList create(H5Dget_create_plist(ds.get()));
+  shape.chunk.clear();
+  if (H5Pget_layout(create.get()) == H5D_CHUNKED) {
+    std::vector<hsize_t> chunk(rank);
+    H5Pget_chunk(create.get(), rank, chunk.data());
+    shape.chunk.assign(chunk.begin(), chunk.end());
+  }
+  return ds;
+}
+
+void read_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& start, const std::vector<Index>& count,
+                    void* buffer, const std::string& what) {
+  Dataspace file_space = select(ds, start, count, what);
+  std::vector<hsize_t> c(count.begin(), count.end());
+  Dataspace mem(H5Screate_simple(int(c.size()), c.data(), nullptr));
+  if (H5Dread(ds.get(), type, mem.get(), file_space.get(), H5P_DEFAULT, buffer) < 0)
+    throw IoError(what + ": read of " + dims_text(count) + " at " + dims_text(start) + " failed (truncated file?)");
+}
+
+void write_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& start, const std::vector<Index>& count,
+                     const void* buffer, const std::string& what) {
+  Dataspace file_space = select(ds, start, count, what);
+  std::vector<hsize_t> c(count.begin(), count.end());
+  Dataspace mem(H5Screate_simple(int(c.size()), c.data(), nullptr));
+  if (H5Dwrite(ds.get(), type, mem.get(), file_space.get(), H5P_DEFAULT, buffer) < 0)
+    throw IoError(what + ": write of " + dims_text(count) + " at " + dims_text(start) + " failed (disk full?)");
+}
+
+std::array<Index, 3> cube_chunk(Index N, Index K, std::size_t element_size, std::size_t target_bytes) {
+  const Index ids = std::max<Index>(1, Index(target_bytes / (element_size * std::max<Index>(K, 1))));
+  return {1, std::max<Index>(1, std::min(N, ids)), std::max<Index>(K, 1)};
+}
+
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
+  Datatype type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(type.get(), std::max<std::size_t>(1, value.size()));
+  H5Tset_strpad(type.get(), H5T_STR_NULLTERM);
+  H5Tset_cset(type.get(), H5T_CSET_UTF8);
+  Dataspace scalar(H5Screate(H5S_SCALAR));
+  Attribute attr(H5Acreate2(object, name.c_str(), type.get(), scalar.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (!attr || H5Awrite(attr.get(), type.get(), value.c_str()) < 0)
+    throw IoError("cannot write attribute '" + name + "'");
+}
+
+std::string read_string_attribute(hid_t object, const std::string& name) {
+  if (H5Aexists(object, name.c_str()) <= 0) return "";
+  Attribute attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));
+  Datatype type(H5Aget_type(attr.get()));
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) return "";
+  std::string value(H5Tget_size(type.get()), '\0');
+  Datatype mem(H5Tcopy(type.get()));
+  if (H5Aread(attr.get(), mem.get(), value.data()) < 0) return "";
+  return value.substr(0, value.find('\0'));
+}
+
+void attach_dimension_scales(const File& file, const Dataset& ds, const std::vector<std::string>& names,
+                             const std::vector<Index>& dims, const std::string& path) {
+  for (std::size_t d = 0; d < names.size(); ++d) {
+    std::vector<std::int64_t> values(dims[d]);
+    for (Index i = 0; i < dims[d]; ++i) values[i] = i;
+    hsize_t n = hsize_t(dims[d]);
+    Dataspace space(H5Screate_simple(1, &n, nullptr));
+    Dataset scale(H5Dcreate2(file.get(), names[d].c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                             H5P_DEFAULT));
+    if (!scale) throw IoError(path + ": cannot create dimension scale '" + names[d] + "'");
+    if (n > 0 && H5Dwrite(scale.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+      throw IoError(path + ": cannot write dimension scale '" + names[d] + "' (disk full?)");
+    if (H5DSset_scale(scale.get(), names[d].c_str()) < 0 || H5DSattach_scale(ds.get(), scale.get(), unsigned(d)) < 0)
+      throw IoError(path + ": cannot attach dimension scale '" + names[d] + "'");
+  }
+}
+
+}  // namespace cvest::io

@@ -1,0 +1,93 @@
+#pragma once
+// Thin RAII over the HDF5 C API: every id is owned by a move-only Handle and
+// every return code is checked. Failures throw cvest::IoError (the file system
+// or HDF5 failed) or cvest::InputError (the file is not what a job needs),
+// with the file and dataset named.
+#include "core/Errors.hpp"
+#include "core/Types.hpp"
+
+#include <hdf5.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cvest::io {
+
+template <herr_t (*Close)(hid_t)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(hid_t id) : id_(id) {}
+  Handle(Handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, H5I_INVALID_HID);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+  hid_t get() const { return id_; }
+  explicit operator bool() const { return id_ >= 0; }
+  void reset() {
+    if (id_ >= 0) Close(id_);
+    id_ = H5I_INVALID_HID;
+  }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+};
+
+using File = Handle<H5Fclose>;
+using Dataset = Handle<H5Dclose>;
+using Dataspace = Handle<H5Sclose>;
+using Datatype = Handle<H5Tclose>;
+using PropList = Handle<H5Pclose>;
+using Attribute = Handle<H5Aclose>;
+
+// Turns off HDF5's own stack printing: cvest reports one line instead.
+void quiet_hdf5_errors();
+
+// The element types cvest computes in.
+hid_t native_type(Precision precision);
+
+struct DatasetShape {
+  std::vector<Index> dims;
+  Precision precision = Precision::f64;
+  std::vector<Index> chunk;  // empty when the dataset is not chunked
+};
+
+// Opens an existing HDF5 file read-only. InputError when it is missing or not
+// HDF5 (or truncated), naming the file.
+File open_input_file(const std::string& path);
+
+// Opens `name` in `file` (for messages: `path`) and checks its rank and
+// element type. InputError names the file, the dataset and what was found.
+Dataset open_dataset(const File& file, const std::string& path, const std::string& name, int rank,
+                     DatasetShape& shape, std::size_t chunk_cache_bytes = 0);
+
+// Reads or writes the hyperslab [start, start + count) of a dataset, from or
+// into a C-order buffer of count's shape, of `type`.
+void read_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& start,
+                    const std::vector<Index>& count, void* buffer, const std::string& what);
+void write_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& start,
+                     const std::vector<Index>& count, const void* buffer, const std::string& what);
+
+// A chunk shape of about `target_bytes` for a (T, N, K) cube: one date, as
+// many ids as fit, all columns, so blocks of whole dates are whole chunks.
+std::array<Index, 3> cube_chunk(Index N, Index K, std::size_t element_size, std::size_t target_bytes = 1 << 20);
+
+void write_string_attribute(hid_t object, const std::string& name, const std::string& value);
+std::string read_string_attribute(hid_t object, const std::string& name);  // "" when absent
+
+// Makes `scale_name` datasets of 0..n-1 into dimension scales named `date`,
+// `id`, `col` and attaches them to dimension d of `ds`.
+void attach_dimension_scales(const File& file, const Dataset& ds, const std::vector<std::string>& names,
+                             const std::vector<Index>& dims, const std::string& path);
+
+}  // namespace cvest::io

@@ -1,0 +1,332 @@
+#include "io/Job.hpp"
+
+#include "core/Errors.hpp"
+#include "core/Roof.hpp"
+#include "io/Files.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <ostream>
+#include <sstream>
+#include <sys/resource.h>
+
+namespace cvest::io {
+
+namespace {
+
+std::size_t element_size(Precision p) { return p == Precision::f64 ? 8 : 4; }
+
+template <class F>
+auto with_types(Precision precision, LayoutKind layout, F&& f) {
+  const bool right = layout == LayoutKind::right;
+  if (precision == Precision::f64)
+    return right ? f(double{}, Kokkos::LayoutRight{}) : f(double{}, Kokkos::LayoutLeft{});
+  return right ? f(float{}, Kokkos::LayoutRight{}) : f(float{}, Kokkos::LayoutLeft{});
+}
+
+// Copy roof on block-sized arrays in the compute space, same run as the jobs.
+bench::Roof measure_roof(Index elements) {
+  using Space = ExecSpace;
+  Space space;
+  roof::Flat<double, Space::memory_space> a(Kokkos::view_alloc("cvest::run::roof_a", Kokkos::WithoutInitializing), elements);
+  roof::Flat<double, Space::memory_space> b("cvest::run::roof_b", elements);
+  std::vector<double> regular, streaming;
+  for (int r = 0; r < 5; ++r) {
+    regular.push_back(roof::copy<Space, double>(space, a, b, roof::Stores::regular));
+    streaming.push_back(roof::copy<Space, double>(space, a, b, roof::Stores::streaming));
+  }
+  std::sort(regular.begin(), regular.end());
+  std::sort(streaming.begin(), streaming.end());
+  const double bytes = 2.0 * double(elements) * 8;
+  bench::Roof roof;
+  roof.copy_GBps = bytes / regular[2] / 1e9;
+  roof.copy_streaming_GBps = bytes / streaming[2] / 1e9;
+  return roof;
+}
+
+std::string first_difference(const void* expected, const void* found, const Block& b, Index K, Precision p,
+                             Index& flat) {
+  const std::size_t n = std::size_t(b.dates.size() * b.ids.size() * K);
+  const std::size_t es = element_size(p);
+  if (std::memcmp(expected, found, n * es) == 0) return "";
+  for (std::size_t j = 0; j < n; ++j)
+    if (std::memcmp(static_cast<const char*>(expected) + j * es, static_cast<const char*>(found) + j * es, es) != 0) {
+      flat = Index(j);
+      const Index t = b.dates.begin + Index(j) / (b.ids.size() * K);
+      const Index i = b.ids.begin + Index(j) / K % b.ids.size();
+      const Index k = Index(j) % K;
+      const auto value = [&](const void* base) {
+        return p == Precision::f64 ? fmt::format("{:.17g}", static_cast<const double*>(base)[j])
+                                   : fmt::format("{:.9g}", static_cast<const float*>(base)[j]);
+      };
+      return fmt::format("[{}, {}, {}]: found {}, expected {}", t, i, k, value(found), value(expected));
+    }
+  return "";
+}
+
+}  // namespace
+
+double peak_rss_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return double(usage.ru_maxrss) * 1024.0;
+}
+
+RunReport run_deck(const Deck& deck, std::ostream& progress) {
+  quiet_hdf5_errors();
+  RunReport rep;
+  rep.build = build_facts();
+  rep.deck = deck.path;
+  rep.input = deck.input.file;
+  rep.output = deck.output.file;
+  rep.memory_budget = deck.run.memory_budget;
+
+  std::error_code ec;
+  if (!std::filesystem::exists(deck.input.file, ec)) {
+    if (!deck.input.generate) throw InputError(deck.input.file + ": no such file (and the deck has no [input] generate)");
+    const auto& g = *deck.input.generate;
+    fmt::print(progress, "cvest: generating {} ({} x {} x {}, {})\n", deck.input.file, g.dates, g.ids, g.cols,
+               to_string(g.precision));
+    generate_input(deck.input.file, g, false);
+  }
+  check_output_path(deck.output.file, deck.output.overwrite);
+
+  // Chunk cache: enough for every chunk one block touches, within the budget.
+  const InputFile input(deck.input.file, deck.input.multby, deck.input.discount,
+                        std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20));
+  const auto shape = input.shape();
+  rep.T = shape.T;
+  rep.N = shape.N;
+  rep.K = shape.K;
+  const Precision precision = deck.run.precision.value_or(shape.precision);
+  const std::size_t es = element_size(precision);
+  const Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
+                                                     : cube_chunk(shape.N, shape.K, es)[1];
+  rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget, chunk_ids);
+  fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,
+             shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
+             format_bytes(double(rep.plan.buffer_bytes)));
+  rep.roof = measure_roof(rep.plan.block_dates * rep.plan.block_ids * shape.K);
+
+  OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
+                      deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
+  bool written = false;
+  std::vector<unsigned char> check_buffer;
+
+  for (const Strategy strategy : deck.run.strategies)
+    for (const LayoutKind layout : deck.run.layouts) {
+      JobReport job;
+      job.strategy = strategy;
+      job.layout = layout;
+      job.precision = precision;
+      job.runs = deck.run.repeats;
+      std::vector<PipelineStats> runs;
+      for (int r = 0; r < deck.run.repeats; ++r) {
+        const bool writes = !written;
+        std::unique_ptr<OutputFile> out;
+        // Later jobs are compared with the written output, block by block.
+        File written_file;
+        Dataset written_cv;
+        if (writes) {
+          out = std::make_unique<OutputFile>(out_spec);
+        } else {
+          DatasetShape cv_shape;
+          written_file = open_input_file(deck.output.file);
+          written_cv = open_dataset(written_file, deck.output.file, deck.output.dataset, 3, cv_shape);
+          check_buffer.resize(std::size_t(rep.plan.block_dates * rep.plan.block_ids * shape.K) * es);
+        }
+        const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
+        PipelineOptions options;
+        options.strategy = strategy;
+        options.label = label;
+        const auto stats = with_types(precision, layout, [&](auto scalar, auto layout_tag) {
+          using Scalar = decltype(scalar);
+          using Layout = decltype(layout_tag);
+          BlockIO<Scalar> io;
+          io.read_multby = [&](Range ids, Scalar* buf) { input.read_multby(ids, precision, buf); };
+          io.read_discount = [&](const Block& b, Scalar* buf) { input.read_discount(b, precision, buf); };
+          if (writes) {
+            io.write_cv = [&](const Block& b, const Scalar* buf) { out->write(b, buf); };
+          } else {
+            io.write_cv = [&](const Block& b, const Scalar* buf) {
+              read_hyperslab(written_cv, native_type(precision), {b.dates.begin, b.ids.begin, 0},
+                             {b.dates.size(), b.ids.size(), shape.K}, check_buffer.data(),
+                             deck.output.file + ": dataset '" + deck.output.dataset + "'");
+              Index flat = 0;
+              const auto diff = first_difference(check_buffer.data(), buf, b, shape.K, precision, flat);
+              if (!diff.empty())
+                throw VerifyError(fmt::format("{}: strategy {} with layout {} differs from the written output at {}",
+                                              deck.output.file, to_string(strategy), to_string(layout), diff));
+            };
+          }
+          return run_pipeline<Scalar, Layout>(rep.plan, io, options, progress);
+        });
+        if (writes) {
+          out->commit({{"cvest_version", CVEST_VERSION},
+                       {"strategy", std::string(to_string(strategy))},
+                       {"layout", std::string(to_string(layout))},
+                       {"precision", std::string(to_string(precision))},
+                       {"backend", rep.build.backend},
+                       {"kokkos_version", rep.build.kokkos_version},
+                       {"input_file", deck.input.file},
+                       {"multby_dataset", deck.input.multby},
+                       {"discount_dataset", deck.input.discount}});
+          written = true;
+          job.wrote_output = true;
+        }
+        runs.push_back(stats);
+      }
+      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.total_s < b.total_s; });
+      job.stats = runs[runs.size() / 2];
+      job.peak_rss_bytes = peak_rss_bytes();
+      const double kernel_s = job.stats.seconds[int(Phase::kernel)];
+      if (kernel_s > 0)
+        job.kernel_roof_fraction = job.stats.bytes[int(Phase::kernel)] / kernel_s / 1e9 / rep.roof.best();
+      rep.jobs.push_back(job);
+    }
+
+  if (deck.run.verify) {
+    verify_output({deck.output.file, deck.input.file, deck.output.dataset, deck.input.multby, deck.input.discount,
+                   deck.run.memory_budget},
+                  progress);
+    rep.verified = true;
+  }
+  return rep;
+}
+
+void verify_output(const VerifyOptions& o, std::ostream& progress) {
+  quiet_hdf5_errors();
+  const InputFile input(o.input, o.multby, o.discount);
+  const File out_file = open_input_file(o.output);
+  DatasetShape cv;
+  const Dataset cv_ds = open_dataset(out_file, o.output, o.dataset, 3, cv);
+  const auto s = input.shape();
+  if (cv.dims != std::vector<Index>{s.T, s.N, s.K})
+    throw VerifyError(fmt::format("{}: dataset '{}' is ({}, {}, {}), expected ({}, {}, {}) like {}'s '{}'", o.output,
+                                  o.dataset, cv.dims[0], cv.dims[1], cv.dims[2], s.T, s.N, s.K, o.input, o.discount));
+  const Precision p = cv.precision;
+  const std::size_t es = element_size(p);
+  const BlockPlan plan = plan_blocks(s.T, s.N, s.K, es, o.memory_budget);
+  const std::size_t cube = std::size_t(plan.block_dates * plan.block_ids * s.K), row = std::size_t(plan.block_ids * s.K);
+  std::vector<unsigned char> m(row * es), d(cube * es), found(cube * es), expected(cube * es);
+  Index m_ids = -1;
+  for (const Block& b : plan.blocks) {
+    if (m_ids != b.ids.begin) {
+      input.read_multby(b.ids, p, m.data());
+      m_ids = b.ids.begin;
+    }
+    input.read_discount(b, p, d.data());
+    read_hyperslab(cv_ds, native_type(p), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), s.K},
+                   found.data(), o.output + ": dataset '" + o.dataset + "'");
+    const Index slice = b.ids.size() * s.K, n = b.dates.size() * slice;
+    const auto compute = [&](auto* e, const auto* mm, const auto* dd) {
+      Kokkos::parallel_for("cvest::verify::expected",
+                           Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::IndexType<Index>>(0, n),
+                           [=](Index j) { e[j] = mm[j % slice] * dd[j]; });
+      Kokkos::fence();
+    };
+    if (p == Precision::f64)
+      compute(reinterpret_cast<double*>(expected.data()), reinterpret_cast<const double*>(m.data()),
+              reinterpret_cast<const double*>(d.data()));
+    else
+      compute(reinterpret_cast<float*>(expected.data()), reinterpret_cast<const float*>(m.data()),
+              reinterpret_cast<const float*>(d.data()));
+    Index flat = 0;
+    const auto diff = first_difference(expected.data(), found.data(), b, s.K, p, flat);
+    if (!diff.empty())
+      throw VerifyError(fmt::format("{}: dataset '{}' differs from {} '{}' * '{}' at {}", o.output, o.dataset, o.input,
+                                    o.multby, o.discount, diff));
+  }
+  fmt::print(progress, "cvest: {} matches {} bit for bit ({} x {} x {} {})\n", o.output, o.input, s.T, s.N, s.K,
+             to_string(p));
+}
+
+void print_run_table(const RunReport& rep, std::ostream& out) {
+  fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}, {} blocks\n", rep.deck, rep.T,
+             rep.N, rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)),
+             rep.plan.blocks.size());
+  fmt::print(out, "copy roof (same run, block-sized): {:.1f} GB/s regular, {:.1f} GB/s streaming\n\n",
+             rep.roof.copy_GBps, rep.roof.copy_streaming_GBps);
+  fmt::print(out, "{:<15} {:<6} {:<7} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9}  {}\n", "strategy", "layout",
+             "prec", "total s", "read", "h2d", "kernel", "d2h", "write", "GB/s in", "k.roof", "peak RSS", "output");
+  for (const auto& j : rep.jobs) {
+    const auto& st = j.stats;
+    const double in_bytes = double(rep.T * rep.N * rep.K) * double(element_size(j.precision));
+    fmt::print(out, "{:<15} {:<6} {:<7} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.2f} {:>9}  {}\n",
+               to_string(j.strategy), to_string(j.layout), to_string(j.precision), st.total_s,
+               st.seconds[int(Phase::read)], st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)],
+               st.seconds[int(Phase::d2h)], st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9,
+               j.kernel_roof_fraction, format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
+  }
+  if (rep.verified) fmt::print(out, "\nverified: {} equals multBy * discount bit for bit\n", rep.output);
+}
+
+nlohmann::json to_json(const RunReport& rep) {
+  nlohmann::json j;
+  j["cvest_version"] = CVEST_VERSION;
+  j["backend"] = rep.build.backend;
+  j["kokkos_version"] = rep.build.kokkos_version;
+  j["threads"] = rep.build.threads;
+  j["deck"] = rep.deck;
+  j["input"] = rep.input;
+  j["output"] = rep.output;
+  j["shape"] = {{"dates", rep.T}, {"ids", rep.N}, {"cols", rep.K}};
+  j["memory_budget_bytes"] = rep.memory_budget;
+  j["roof"] = {{"copy_GBps", rep.roof.copy_GBps}, {"copy_streaming_GBps", rep.roof.copy_streaming_GBps}};
+  auto& plan = j["block_plan"];
+  plan["block_dates"] = rep.plan.block_dates;
+  plan["block_ids"] = rep.plan.block_ids;
+  plan["buffer_bytes"] = rep.plan.buffer_bytes;
+  plan["blocks"] = nlohmann::json::array();
+  for (const auto& b : rep.plan.blocks)
+    plan["blocks"].push_back({{"dates", {b.dates.begin, b.dates.end}}, {"ids", {b.ids.begin, b.ids.end}}});
+  j["verified"] = rep.verified;
+  j["jobs"] = nlohmann::json::array();
+  for (const auto& job : rep.jobs) {
+    nlohmann::json jj;
+    jj["strategy"] = to_string(job.strategy);
+    jj["layout"] = to_string(job.layout);
+    jj["precision"] = to_string(job.precision);
+    jj["wrote_output"] = job.wrote_output;
+    jj["runs"] = job.runs;
+    jj["peak_rss_bytes"] = job.peak_rss_bytes;
+    jj["kernel_roof_fraction"] = job.kernel_roof_fraction;
+    jj["seconds"]["total"] = job.stats.total_s;
+    for (int p = 0; p < phase_count; ++p) {
+      const std::string name(to_string(Phase(p)));
+      jj["seconds"][name] = job.stats.seconds[p];
+      jj["bytes"][name] = job.stats.bytes[p];
+      jj["GBps"][name] = job.stats.seconds[p] > 0 ? job.stats.bytes[p] / job.stats.seconds[p] / 1e9 : 0.0;
+    }
+    jj["timeline"] = nlohmann::json::array();
+    for (const auto& span : job.stats.timeline)
+      jj["timeline"].push_back({{"block", span.block}, {"phase", to_string(span.phase)}, {"begin_s", span.begin_s},
+                                {"end_s", span.end_s}});
+    j["jobs"].push_back(jj);
+  }
+  return j;
+}
+
+std::string to_csv(const RunReport& rep) {
+  std::ostringstream s;
+  s << "strategy,layout,precision,wrote_output,total_s";
+  for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_s";
+  for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_bytes";
+  s << ",peak_rss_bytes,kernel_roof_fraction,dates,ids,cols,blocks\n";
+  for (const auto& j : rep.jobs) {
+    s << to_string(j.strategy) << ',' << to_string(j.layout) << ',' << to_string(j.precision) << ','
+      << (j.wrote_output ? "true" : "false") << ',' << fmt::format("{:.6f}", j.stats.total_s);
+    for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.6f}", j.stats.seconds[p]);
+    for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.0f}", j.stats.bytes[p]);
+    s << ',' << fmt::format("{:.0f}", j.peak_rss_bytes) << ',' << fmt::format("{:.4f}", j.kernel_roof_fraction) << ','
+      << rep.T << ',' << rep.N << ',' << rep.K << ',' << rep.plan.blocks.size() << '\n';
+  }
+  return s.str();
+}
+
+}  // namespace cvest::io

@@ -1,0 +1,59 @@
+#pragma once
+// Batch jobs: a deck's strategy x layout product run file to file through the
+// pipeline, and the verifier. Reports as a table, JSON and CSV.
+#include "core/Bench.hpp"
+#include "core/Deck.hpp"
+#include "core/Pipeline.hpp"
+#include "core/Plan.hpp"
+#include "core/Spaces.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace cvest::io {
+
+struct JobReport {
+  Strategy strategy;
+  LayoutKind layout;
+  Precision precision;
+  bool wrote_output = false;  // the first job writes; the others are checked against it
+  int runs = 1;
+  PipelineStats stats;        // the median run by total time
+  double peak_rss_bytes = 0;
+  double kernel_roof_fraction = 0;  // kernel GB/s / in-run copy roof
+};
+
+struct RunReport {
+  BuildFacts build;
+  std::string deck, input, output;
+  Index T = 0, N = 0, K = 0;
+  std::size_t memory_budget = 0;
+  BlockPlan plan;
+  bench::Roof roof;
+  std::vector<JobReport> jobs;
+  bool verified = false;
+};
+
+RunReport run_deck(const Deck& deck, std::ostream& progress);
+
+void print_run_table(const RunReport& report, std::ostream& out);
+nlohmann::json to_json(const RunReport& report);
+std::string to_csv(const RunReport& report);
+
+struct VerifyOptions {
+  std::string output, input;
+  std::string dataset = "cv", multby = "multBy", discount = "discount";
+  std::size_t memory_budget = std::size_t(1) << 30;
+};
+
+// Recomputes multBy * discount block by block and compares bit for bit.
+// Throws VerifyError naming the first differing element.
+void verify_output(const VerifyOptions& options, std::ostream& progress);
+
+// Peak resident set size of this process so far, in bytes.
+double peak_rss_bytes();
+
+}  // namespace cvest::io
