@@ -2,9 +2,11 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <unistd.h>
 
@@ -37,8 +39,10 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
     H5Pset_shuffle(create.get());
     H5Pset_deflate(create.get(), unsigned(gzip_level));
   }
-  // Space is allocated as chunks are written; nothing is pre-filled.
+  // Nothing is pre-filled. Uncompressed chunks are allocated up front, so
+  // their addresses are known and blocks can be written with pwrite.
   H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
+  if (gzip_level == 0) H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
   const hid_t type = precision == Precision::f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
   Dataset ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
   if (!ds) throw IoError(shown + ": cannot create dataset '" + name + "'");
@@ -52,6 +56,100 @@ void rename_into_place(const std::string& temp, const std::string& path) {
 }
 
 }  // namespace
+
+// --- raw access -----------------------------------------------------------------
+
+std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& path, hid_t mem_type, bool writable,
+                                       Index T, Index N, Index K) {
+  (void)T;
+  Datatype type(H5Dget_type(ds.get()));
+  if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
+  PropList create(H5Dget_create_plist(ds.get()));
+  if (H5Pget_nfilters(create.get()) != 0) return nullptr;
+  std::unique_ptr<RawCube> raw(new RawCube);
+  raw->N_ = N;
+  raw->K_ = K;
+  raw->es_ = H5Tget_size(type.get());
+  const H5D_layout_t layout = H5Pget_layout(create.get());
+  if (layout == H5D_CONTIGUOUS) {
+    raw->contiguous_base_ = H5Dget_offset(ds.get());
+    if (raw->contiguous_base_ == HADDR_UNDEF) return nullptr;
+  } else if (layout == H5D_CHUNKED) {
+    hsize_t chunk[3] = {0, 0, 0};
+    if (H5Pget_chunk(create.get(), 3, chunk) != 3 || chunk[0] != 1 || Index(chunk[2]) != K) return nullptr;
+    raw->chunk_ids_ = Index(chunk[1]);
+  } else {
+    return nullptr;
+  }
+  raw->ds_ = ds.get();
+  raw->path_ = path;
+  raw->fd_ = ::open(path.c_str(), writable ? O_WRONLY : O_RDONLY);
+  if (raw->fd_ < 0) return nullptr;
+  if (!writable) ::posix_fadvise(raw->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return raw;
+}
+
+RawCube::~RawCube() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// Calls op(file_offset, bytes, offset_in_block_buffer) for every contiguous
+// run of the block in the file; false when a chunk is not allocated.
+template <class Op>
+bool RawCube::for_each_run(const Block& b, Op&& op) const {
+  const std::size_t row = std::size_t(K_) * es_;
+  for (Index t = b.dates.begin; t < b.dates.end; ++t) {
+    const std::size_t block_row0 = std::size_t((t - b.dates.begin) * b.ids.size());
+    if (contiguous_base_ != HADDR_UNDEF) {
+      op(off_t(contiguous_base_ + (std::size_t(t * N_ + b.ids.begin)) * row), std::size_t(b.ids.size()) * row,
+         block_row0 * row);
+      continue;
+    }
+    for (Index i = b.ids.begin; i < b.ids.end;) {
+      const Index chunk_start = i - i % chunk_ids_;
+      const Index end = std::min(b.ids.end, chunk_start + chunk_ids_);
+      const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
+      unsigned mask = 0;
+      haddr_t addr = HADDR_UNDEF;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
+        return false;
+      op(off_t(addr + std::size_t(i - chunk_start) * row), std::size_t(end - i) * row,
+         (block_row0 + std::size_t(i - b.ids.begin)) * row);
+      i = end;
+    }
+  }
+  return true;
+}
+
+bool RawCube::read(const Block& b, void* buffer) const {
+  auto* out = static_cast<char*>(buffer);
+  return for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t into) {
+    for (std::size_t done = 0; done < bytes;) {
+      const ssize_t got = ::pread(fd_, out + into + done, bytes - done, at + off_t(done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0)
+        throw IoError(path_ + ": read at byte " + std::to_string(at + off_t(done)) + " failed: " +
+                      (got == 0 ? std::string("file is truncated") : std::string(std::strerror(errno))));
+      done += std::size_t(got);
+    }
+  });
+}
+
+void RawCube::write(const Block& b, const void* buffer) const {
+  const auto* in = static_cast<const char*>(buffer);
+  const bool complete = for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t from) {
+    for (std::size_t done = 0; done < bytes;) {
+      const ssize_t put = ::pwrite(fd_, in + from + done, bytes - done, at + off_t(done));
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0)
+        throw IoError(path_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
+                      (errno == ENOSPC ? " (disk full)" : ""));
+      done += std::size_t(put);
+    }
+  });
+  if (!complete) throw IoError(path_ + ": output chunk not allocated");
+}
 
 void check_output_path(const std::string& path, bool overwrite) {
   std::error_code ec;
@@ -84,6 +182,8 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
     throw InputError(path + ": dataset '" + multby + "' is " + dims(m.dims) + ", expected (" + std::to_string(d.dims[1]) +
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision};
+  for (Precision p : {Precision::f64, Precision::f32})
+    raw_[p == Precision::f64 ? 0 : 1] = RawCube::open(discount_, path, native_type(p), false, shape_.T, shape_.N, shape_.K);
 }
 
 void InputFile::read_multby(Range ids, Precision precision, void* buffer) const {
@@ -92,6 +192,7 @@ void InputFile::read_multby(Range ids, Precision precision, void* buffer) const 
 }
 
 void InputFile::read_discount(const Block& b, Precision precision, void* buffer) const {
+  if (const auto& raw = raw_[precision == Precision::f64 ? 0 : 1]; raw && raw->read(b, buffer)) return;
   read_hyperslab(discount_, native_type(precision), {b.dates.begin, b.ids.begin, 0},
                  {b.dates.size(), b.ids.size(), shape_.K}, buffer, path_ + ": dataset '" + discount_name_ + "'");
 }
@@ -170,12 +271,18 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     fs::remove(temp_path_, ec);
     throw;
   }
-  // Uncompressed chunks are written as they are: no chunk cache, no copy.
+  // Uncompressed chunks are written as they are: no chunk cache, no copy;
+  // straight to their file offsets when the raw path qualifies.
   direct_chunks_ = spec.compression != "gzip";
+  if (direct_chunks_) {
+    H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);  // chunk index on disk before a second descriptor writes
+    raw_ = RawCube::open(ds_, temp_path_, native_type(spec.precision), true, spec.T, spec.N, spec.K);
+  }
   pad_.resize(std::size_t(chunk_[1] * chunk_[2]) * es);
 }
 
 OutputFile::~OutputFile() {
+  raw_.reset();
   if (!committed_) {
     ds_.reset();
     file_.reset();
@@ -185,6 +292,10 @@ OutputFile::~OutputFile() {
 }
 
 void OutputFile::write(const Block& b, const void* buffer) {
+  if (raw_) {
+    raw_->write(b, buffer);
+    return;
+  }
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
   const bool aligned = b.ids.begin % chunk_[1] == 0 && (b.ids.end % chunk_[1] == 0 || b.ids.end == spec_.N);
   if (!direct_chunks_ || !aligned) {
@@ -212,6 +323,7 @@ void OutputFile::write(const Block& b, const void* buffer) {
 }
 
 void OutputFile::commit(const std::map<std::string, std::string>& attributes) {
+  raw_.reset();
   for (const auto& [k, v] : attributes) write_string_attribute(ds_.get(), k, v);
   attach_dimension_scales(file_, ds_, {"date", "id", "col"}, {spec_.T, spec_.N, spec_.K}, spec_.path);
   ds_.reset();

@@ -7,10 +7,41 @@
 #include "io/Hdf5.hpp"
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
 namespace cvest::io {
+
+// Direct pread/pwrite access to a (T, N, K) dataset whose bytes lie in the
+// file exactly as in memory: no filters, the memory type, and either a
+// contiguous layout or chunks of (1, ids, K). HDF5 (whose thread-safe build
+// serialises every call behind one lock) then only answers where a chunk
+// lives, and reading and writing run concurrently on separate threads.
+class RawCube {
+ public:
+  // nullptr when the dataset does not qualify; HDF5 reads/writes are used then.
+  static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& path, hid_t mem_type, bool writable,
+                                       Index T, Index N, Index K);
+  ~RawCube();
+  RawCube(const RawCube&) = delete;
+  RawCube& operator=(const RawCube&) = delete;
+  // False when part of the block is not allocated in the file (the caller
+  // then goes through HDF5, which supplies fill values).
+  bool read(const Block& block, void* buffer) const;
+  void write(const Block& block, const void* buffer) const;
+
+ private:
+  RawCube() = default;
+  template <class Op>
+  bool for_each_run(const Block& block, Op&& op) const;
+  hid_t ds_ = -1;
+  std::string path_;
+  int fd_ = -1;
+  Index N_ = 0, K_ = 0, chunk_ids_ = 0;
+  std::size_t es_ = 8;
+  haddr_t contiguous_base_ = HADDR_UNDEF;
+};
 
 struct InputShape {
   Index T = 0, N = 0, K = 0;
@@ -34,6 +65,7 @@ class InputFile {
   File file_;
   Dataset multby_, discount_;
   InputShape shape_;
+  std::unique_ptr<RawCube> raw_[2];  // per precision asked, when it qualifies
 };
 
 // Writes multBy and discount with reproducible values, one block of dates at
@@ -74,6 +106,7 @@ class OutputFile {
   std::array<Index, 3> chunk_{};
   bool direct_chunks_ = false;
   bool committed_ = false;
+  std::unique_ptr<RawCube> raw_;
   std::vector<unsigned char> pad_;
 };
 

@@ -105,29 +105,43 @@ void write_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& st
 }
 
 std::array<Index, 3> cube_chunk(Index N, Index K, std::size_t element_size, std::size_t target_bytes) {
-  const Index ids = std::max<Index>(1, Index(target_bytes / (element_size * std::max<Index>(K, 1))));
-  return {1, std::max<Index>(1, std::min(N, ids)), std::max<Index>(K, 1)};
+  // Equal chunks along ids: N split into as many pieces as target_bytes asks,
+  // so the last chunk of a date is not mostly padding.
+  const Index target = std::max<Index>(1, Index(target_bytes / (element_size * std::max<Index>(K, 1))));
+  const Index pieces = (N + target - 1) / target;
+  const Index ids = std::max<Index>(1, (N + pieces - 1) / std::max<Index>(pieces, 1));
+  return {1, std::min(N, ids), std::max<Index>(K, 1)};
 }
 
+// Variable-length UTF-8 strings: h5py and xarray read them as str.
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value) {
   Datatype type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(type.get(), std::max<std::size_t>(1, value.size()));
-  H5Tset_strpad(type.get(), H5T_STR_NULLTERM);
+  H5Tset_size(type.get(), H5T_VARIABLE);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);
   Dataspace scalar(H5Screate(H5S_SCALAR));
+  if (H5Aexists(object, name.c_str()) > 0) H5Adelete(object, name.c_str());
   Attribute attr(H5Acreate2(object, name.c_str(), type.get(), scalar.get(), H5P_DEFAULT, H5P_DEFAULT));
-  if (!attr || H5Awrite(attr.get(), type.get(), value.c_str()) < 0)
-    throw IoError("cannot write attribute '" + name + "'");
+  const char* text = value.c_str();
+  if (!attr || H5Awrite(attr.get(), type.get(), &text) < 0) throw IoError("cannot write attribute '" + name + "'");
 }
 
 std::string read_string_attribute(hid_t object, const std::string& name) {
   if (H5Aexists(object, name.c_str()) <= 0) return "";
   Attribute attr(H5Aopen(object, name.c_str(), H5P_DEFAULT));
   Datatype type(H5Aget_type(attr.get()));
-  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) return "";
+  if (H5Tget_class(type.get()) != H5T_STRING) return "";
+  if (H5Tis_variable_str(type.get()) > 0) {
+    char* text = nullptr;
+    Datatype mem(H5Tcopy(H5T_C_S1));
+    H5Tset_size(mem.get(), H5T_VARIABLE);
+    H5Tset_cset(mem.get(), H5Tget_cset(type.get()));
+    if (H5Aread(attr.get(), mem.get(), &text) < 0 || !text) return "";
+    std::string value(text);
+    H5free_memory(text);
+    return value;
+  }
   std::string value(H5Tget_size(type.get()), '\0');
-  Datatype mem(H5Tcopy(type.get()));
-  if (H5Aread(attr.get(), mem.get(), value.data()) < 0) return "";
+  if (H5Aread(attr.get(), type.get(), value.data()) < 0) return "";
   return value.substr(0, value.find('\0'));
 }
 

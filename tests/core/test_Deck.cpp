@@ -1,0 +1,99 @@
+#include "core/Deck.hpp"
+#include "core/Errors.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace cvest;
+namespace fs = std::filesystem;
+
+namespace {
+std::string write_deck(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::temp_directory_path() / "cvest_test_decks";
+  fs::create_directories(dir);
+  const auto path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* minimal = R"(
+[input]
+file = "in.h5"
+[output]
+file = "out.h5"
+)";
+}  // namespace
+
+TEST_CASE("a minimal deck gets the documented defaults", "[deck]") {
+  const auto deck = load_deck(write_deck("minimal.toml", minimal));
+  CHECK(fs::path(deck.input.file).filename() == "in.h5");
+  CHECK(fs::path(deck.input.file).parent_path() == fs::path(deck.path).parent_path());  // relative to the deck
+  CHECK(deck.input.multby == "multBy");
+  CHECK(deck.input.discount == "discount");
+  CHECK(deck.output.dataset == "cv");
+  CHECK_FALSE(deck.output.overwrite);
+  CHECK(deck.output.compression == "none");
+  CHECK(deck.run.strategies == std::vector<Strategy>{Strategy::flat});
+  CHECK(deck.run.layouts == std::vector<LayoutKind>{LayoutKind::right});
+  CHECK_FALSE(deck.run.precision.has_value());
+  CHECK(deck.run.memory_budget == std::size_t(1) << 30);
+}
+
+TEST_CASE("lists and 'all' make the strategy x layout product", "[deck]") {
+  const auto deck = load_deck(write_deck("lists.toml", std::string(minimal) + R"(
+[run]
+strategy = ["per_date", "flat"]
+layout = "all"
+precision = "float"
+memory_budget = "256MiB"
+repeats = 3
+verify = true
+[input.generate]
+dates = 3
+ids = 10
+cols = 2
+)"));
+  CHECK(deck.run.strategies == std::vector<Strategy>{Strategy::per_date, Strategy::flat});
+  CHECK(deck.run.layouts == std::vector<LayoutKind>{LayoutKind::right, LayoutKind::left});
+  CHECK(deck.run.precision == Precision::f32);
+  CHECK(deck.run.memory_budget == std::size_t(256) << 20);
+  CHECK(deck.run.repeats == 3);
+  CHECK(deck.run.verify);
+  REQUIRE(deck.input.generate);
+  CHECK(deck.input.generate->dates == 3);
+}
+
+TEST_CASE("--set overrides type-checked values", "[deck]") {
+  const auto path = write_deck("over.toml", minimal);
+  const auto deck = load_deck(path, {"run.strategy=per_id", "run.repeats=4", "output.overwrite=true",
+                                     "run.layout=[\"left\"]"});
+  CHECK(deck.run.strategies == std::vector<Strategy>{Strategy::per_id});
+  CHECK(deck.run.repeats == 4);
+  CHECK(deck.output.overwrite);
+  CHECK(deck.run.layouts == std::vector<LayoutKind>{LayoutKind::left});
+  CHECK_THROWS_WITH(load_deck(path, {"run.repeats=many"}), Catch::Contains("[run] repeats must be an integer, found a string"));
+  CHECK_THROWS_WITH(load_deck(path, {"nodot=3"}), Catch::Contains("section.key=value"));
+}
+
+TEST_CASE("deck errors name the deck, the key, expected and found", "[deck]") {
+  const auto bad = [](const std::string& name, const std::string& body) {
+    return load_deck(write_deck(name, std::string(minimal) + body));
+  };
+  CHECK_THROWS_WITH(bad("unknown.toml", "[run]\nstratgy = \"flat\"\n"),
+                    Catch::Contains("unknown key [run] stratgy") && Catch::Contains("valid: strategy, layout"));
+  CHECK_THROWS_WITH(bad("section.toml", "[runn]\n"), Catch::Contains("unknown key runn"));
+  CHECK_THROWS_WITH(bad("type.toml", "[run]\nrepeats = \"3\"\n"), Catch::Contains("[run] repeats must be an integer, found a string"));
+  CHECK_THROWS_WITH(bad("bool.toml", "[run]\nverify = 1\n"), Catch::Contains("[run] verify must be true or false"));
+  CHECK_THROWS_WITH(bad("strategy.toml", "[run]\nstrategy = \"fastest\"\n"), Catch::Contains("unknown strategy 'fastest'"));
+  CHECK_THROWS_WITH(bad("budget.toml", "[run]\nmemory_budget = \"-2GiB\"\n"), Catch::Contains("must be positive"));
+  CHECK_THROWS_WITH(bad("absurd.toml", "[run]\nmemory_budget = \"900PiB\"\n"), Catch::Contains("[run] memory_budget"));
+  CHECK_THROWS_WITH(bad("compression.toml", "[output]\n"), Catch::Contains("TOML syntax error"));  // [output] twice
+  CHECK_THROWS_AS(load_deck(write_deck("syntax.toml", "[input\nfile = 1\n")), InputError);
+  CHECK_THROWS_WITH(load_deck(write_deck("syntax2.toml", "[input]\nfile = \n")), Catch::Contains("syntax2.toml:2"));
+  CHECK_THROWS_WITH(load_deck(write_deck("noinput.toml", "[output]\nfile = \"o.h5\"\n")), Catch::Contains("[input] is missing"));
+  CHECK_THROWS_WITH(load_deck(write_deck("same.toml", "[input]\nfile = \"a.h5\"\n[output]\nfile = \"./a.h5\"\n")),
+                    Catch::Contains("is the input file"));
+  CHECK_THROWS_WITH(load_deck("/nonexistent/deck.toml"), Catch::Contains("no such deck file"));
+}

@@ -1,0 +1,120 @@
+// The pipeline over in-memory "files": every block lands, in order, bit for
+// bit, whatever the layout, precision, block plan, and however slow a stage.
+#include "core/Pipeline.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+using namespace cvest;
+
+namespace {
+
+template <class Scalar>
+struct MemoryFiles {
+  Index T, N, K;
+  std::vector<Scalar> m, d, cv;
+  std::vector<int> written_order;
+  MemoryFiles(Index T_, Index N_, Index K_) : T(T_), N(N_), K(K_), m(N * K), d(T * N * K), cv(T * N * K, Scalar(-7)) {
+    std::mt19937_64 rng(T * 31 + N * 7 + K);
+    std::uniform_real_distribution<double> u(-4, 4);
+    for (auto& x : m) x = Scalar(u(rng));
+    for (auto& x : d) x = Scalar(u(rng));
+  }
+  BlockIO<Scalar> io(const BlockPlan& plan) {
+    BlockIO<Scalar> io;
+    io.read_multby = [this](Range ids, Scalar* out) {
+      std::memcpy(out, m.data() + ids.begin * K, sizeof(Scalar) * std::size_t(ids.size() * K));
+    };
+    io.read_discount = [this](const Block& b, Scalar* out) {
+      for (Index t = b.dates.begin; t < b.dates.end; ++t)
+        std::memcpy(out + (t - b.dates.begin) * b.ids.size() * K, d.data() + (t * N + b.ids.begin) * K,
+                    sizeof(Scalar) * std::size_t(b.ids.size() * K));
+    };
+    io.write_cv = [this, &plan](const Block& b, const Scalar* in) {
+      for (std::size_t i = 0; i < plan.blocks.size(); ++i)
+        if (plan.blocks[i].dates.begin == b.dates.begin && plan.blocks[i].ids.begin == b.ids.begin)
+          written_order.push_back(int(i));
+      for (Index t = b.dates.begin; t < b.dates.end; ++t)
+        std::memcpy(cv.data() + (t * N + b.ids.begin) * K, in + (t - b.dates.begin) * b.ids.size() * K,
+                    sizeof(Scalar) * std::size_t(b.ids.size() * K));
+    };
+    return io;
+  }
+  Index mismatches() const {
+    Index bad = 0;
+    for (Index t = 0; t < T; ++t)
+      for (Index j = 0; j < N * K; ++j) {
+        const Scalar expected = m[j] * d[t * N * K + j];
+        bad += std::memcmp(&expected, &cv[t * N * K + j], sizeof(Scalar)) != 0;
+      }
+    return bad;
+  }
+};
+
+template <class Scalar, class Layout>
+void check_pipeline(Index T, Index N, Index K, std::size_t budget, Strategy strategy, bool slow) {
+  CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), to_string(strategy), slow);
+  MemoryFiles<Scalar> files(T, N, K);
+  const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, 3);
+  PipelineOptions options;
+  options.strategy = strategy;
+  options.progress = false;
+  if (slow)  // uneven delays on both I/O threads: order must hold anyway
+    options.before_io = [](Phase phase, int block) {
+      if ((block + int(phase)) % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    };
+  std::ostringstream progress;
+  const auto stats = run_pipeline<Scalar, Layout>(plan, files.io(plan), options, progress);
+  CHECK(files.mismatches() == 0);
+  REQUIRE(files.written_order.size() == plan.blocks.size());
+  for (std::size_t i = 0; i < files.written_order.size(); ++i) CHECK(files.written_order[i] == int(i));
+  CHECK(stats.total_s > 0);
+  CHECK(stats.timeline.size() == 5 * plan.blocks.size());
+}
+
+}  // namespace
+
+TEST_CASE("pipeline output equals m * d bit for bit, in order", "[pipeline]") {
+  for (bool slow : {false, true}) {
+    check_pipeline<double, Kokkos::LayoutRight>(20, 500, 5, 1 << 20, Strategy::flat, slow);
+    check_pipeline<double, Kokkos::LayoutLeft>(20, 500, 5, 1 << 20, Strategy::flat, slow);
+    check_pipeline<float, Kokkos::LayoutRight>(7, 1001, 3, 1 << 16, Strategy::per_date, slow);
+    check_pipeline<float, Kokkos::LayoutLeft>(7, 1001, 3, 1 << 16, Strategy::per_id, slow);
+    check_pipeline<double, Kokkos::LayoutLeft>(1, 1, 1, 4096, Strategy::elementwise, slow);
+  }
+}
+
+TEST_CASE("a failing read stops the pipeline and reaches the caller", "[pipeline]") {
+  MemoryFiles<double> files(10, 100, 5);
+  const auto plan = plan_blocks(10, 100, 5, 8, 1 << 14);
+  REQUIRE(plan.blocks.size() > 3);
+  auto io = files.io(plan);
+  int reads = 0;
+  const auto read = io.read_discount;
+  io.read_discount = [&](const Block& b, double* out) {
+    if (++reads == 3) throw std::runtime_error("disk on fire");
+    read(b, out);
+  };
+  PipelineOptions options;
+  options.progress = false;
+  std::ostringstream progress;
+  CHECK_THROWS_WITH((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), "disk on fire");
+  CHECK(files.written_order.size() < plan.blocks.size());
+}
+
+TEST_CASE("a failing write stops the pipeline and reaches the caller", "[pipeline]") {
+  MemoryFiles<float> files(10, 100, 5);
+  const auto plan = plan_blocks(10, 100, 5, 4, 1 << 14);
+  auto io = files.io(plan);
+  io.write_cv = [](const Block&, const float*) { throw std::runtime_error("no space"); };
+  PipelineOptions options;
+  options.progress = false;
+  std::ostringstream progress;
+  CHECK_THROWS_WITH((run_pipeline<float, Kokkos::LayoutLeft>(plan, io, options, progress)), "no space");
+}

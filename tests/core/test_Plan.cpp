@@ -1,0 +1,69 @@
+#include "core/Errors.hpp"
+#include "core/Plan.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace cvest;
+
+namespace {
+// Every (date, id) of the cube is in exactly one block.
+void check_cover(const BlockPlan& plan) {
+  std::vector<int> hits(std::size_t(plan.T * plan.N), 0);
+  for (const auto& b : plan.blocks) {
+    REQUIRE(b.dates.size() > 0);
+    REQUIRE(b.ids.size() > 0);
+    REQUIRE(b.dates.size() <= plan.block_dates);
+    REQUIRE(b.ids.size() <= plan.block_ids);
+    for (Index t = b.dates.begin; t < b.dates.end; ++t)
+      for (Index i = b.ids.begin; i < b.ids.end; ++i) ++hits[std::size_t(t * plan.N + i)];
+  }
+  for (int h : hits) REQUIRE(h == 1);
+}
+}  // namespace
+
+TEST_CASE("blocks of whole dates when a date fits the budget", "[plan]") {
+  const auto plan = plan_blocks(100, 4000, 5, 8, std::size_t(64) << 20);
+  CHECK(plan.block_ids == 4000);
+  CHECK(plan.block_dates >= 1);
+  CHECK(plan.blocks.size() >= 4);  // several blocks, so the stages overlap
+  CHECK(plan.buffer_bytes <= std::size_t(64) << 20);
+  check_cover(plan);
+}
+
+TEST_CASE("blocks of ids when one date does not fit", "[plan]") {
+  const std::size_t budget = 1 << 20;
+  const auto plan = plan_blocks(3, 10000, 7, 8, budget, 100);
+  CHECK(plan.block_dates == 1);
+  CHECK(plan.block_ids < 10000);
+  CHECK(plan.block_ids % 100 == 0);  // whole output chunks
+  CHECK(plan.buffer_bytes <= budget);
+  check_cover(plan);
+  // id blocks outer: multBy is loaded once per id block
+  for (std::size_t b = 1; b < plan.blocks.size(); ++b)
+    CHECK(plan.blocks[b].ids.begin >= plan.blocks[b - 1].ids.begin);
+}
+
+TEST_CASE("odd shapes are covered exactly", "[plan]") {
+  for (auto [T, N, K] : {std::tuple<Index, Index, Index>{1, 1, 1}, {7, 1001, 3}, {200, 17, 5}, {1, 99999, 2}})
+    for (std::size_t budget : {std::size_t(4096), std::size_t(1) << 16, std::size_t(1) << 26}) {
+      CAPTURE(T, N, K, budget);
+      check_cover(plan_blocks(T, N, K, 8, budget, 7));
+    }
+}
+
+TEST_CASE("a budget too small for one row is an error naming the minimum", "[plan]") {
+  CHECK_THROWS_AS(plan_blocks(10, 10, 5, 8, 100), InputError);
+  CHECK_THROWS_WITH(plan_blocks(10, 10, 5, 8, 100), Catch::Contains("too small") && Catch::Contains("one id row needs"));
+}
+
+TEST_CASE("memory sizes parse strictly", "[plan]") {
+  CHECK(parse_bytes("2GiB") == std::size_t(2) << 30);
+  CHECK(parse_bytes("512 MiB") == std::size_t(512) << 20);
+  CHECK(parse_bytes("1.5G") == std::size_t(1500000000));
+  CHECK(parse_bytes("4096") == 4096);
+  CHECK_THROWS_WITH(parse_bytes("-1GiB"), Catch::Contains("must be positive"));
+  CHECK_THROWS_WITH(parse_bytes("0"), Catch::Contains("must be positive"));
+  CHECK_THROWS_WITH(parse_bytes("3 parsecs"), Catch::Contains("unknown unit"));
+  CHECK_THROWS_WITH(parse_bytes("lots"), Catch::Contains("not a number"));
+  CHECK_THROWS_WITH(parse_bytes("5000TiB"), Catch::Contains("absurd"));
+}

@@ -1,0 +1,190 @@
+// HDF5 files: generated inputs, input checks (one error per kind of bad
+// input, naming file and dataset), and outputs written through a temporary
+// file with attributes and dimension scales.
+#include "io/Files.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <H5DSpublic.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+using namespace cvest;
+using namespace cvest::io;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / "cvest_test_files";
+  fs::create_directories(dir);
+  fs::remove(dir / name);
+  return dir / name;
+}
+
+// Writes a dataset of `type` with `dims` (values: zeros) into `path`.
+void add_dataset(const fs::path& path, const std::string& name, hid_t type, std::vector<hsize_t> dims) {
+  const bool exists = fs::exists(path);
+  File f(exists ? H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)
+                : H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  REQUIRE(f);
+  Dataspace s(H5Screate_simple(int(dims.size()), dims.data(), nullptr));
+  Dataset d(H5Dcreate2(f.get(), name.c_str(), type, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  REQUIRE(d);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no InputError";
+}
+
+}  // namespace
+
+TEST_CASE("generated inputs hold the documented values and shapes", "[io]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("gen.h5").string();
+  generate_input(path, {3, 1001, 7, 9, Precision::f64}, false);
+  const InputFile in(path, "multBy", "discount");
+  CHECK(in.shape().T == 3);
+  CHECK(in.shape().N == 1001);
+  CHECK(in.shape().K == 7);
+  CHECK(in.shape().precision == Precision::f64);
+  std::vector<double> m(1001 * 7), d(2 * 10 * 7);
+  in.read_multby({0, 1001}, Precision::f64, m.data());
+  for (std::size_t j = 0; j < m.size(); ++j) REQUIRE(m[j] == generated_value(9, 0, j));
+  in.read_discount({{1, 3}, {500, 510}}, Precision::f64, d.data());
+  for (Index t = 1; t < 3; ++t)
+    for (Index i = 500; i < 510; ++i)
+      for (Index k = 0; k < 7; ++k)
+        REQUIRE(d[std::size_t(((t - 1) * 10 + (i - 500)) * 7 + k)] == generated_value(9, 1, std::uint64_t((t * 1001 + i) * 7 + k)));
+  // float reads of a double file convert through HDF5
+  std::vector<float> f(7);
+  in.read_multby({3, 4}, Precision::f32, f.data());
+  CHECK(f[0] == float(generated_value(9, 0, 21)));
+  // refuses to overwrite unless asked
+  CHECK_THROWS_AS(generate_input(path, {1, 1, 1, 1, Precision::f64}, false), InputError);
+}
+
+TEST_CASE("bad inputs are one-line errors naming file, dataset, expected and found", "[io]") {
+  quiet_hdf5_errors();
+  CHECK_THAT(error_of([] { InputFile("/nonexistent/in.h5", "multBy", "discount"); }),
+             Catch::Contains("/nonexistent/in.h5: no such file"));
+
+  const auto text = scratch("text.h5");
+  std::ofstream(text) << "not hdf5 at all\n";
+  CHECK_THAT(error_of([&] { InputFile(text.string(), "multBy", "discount"); }), Catch::Contains("not an HDF5 file"));
+
+  const auto truncated = scratch("truncated.h5");
+  generate_input(truncated.string(), {4, 2000, 5, 1, Precision::f64}, false);
+  fs::resize_file(truncated, fs::file_size(truncated) / 2);
+  CHECK_THAT(error_of([&] { InputFile(truncated.string(), "multBy", "discount"); }),
+             Catch::Contains(truncated.string()) && Catch::Contains("truncated"));
+
+  const auto missing = scratch("missing.h5");
+  add_dataset(missing, "multBy", H5T_IEEE_F64LE, {4, 5});
+  CHECK_THAT(error_of([&] { InputFile(missing.string(), "multBy", "discount"); }),
+             Catch::Contains("dataset 'discount' not found"));
+
+  const auto rank = scratch("rank.h5");
+  add_dataset(rank, "multBy", H5T_IEEE_F64LE, {4, 5});
+  add_dataset(rank, "discount", H5T_IEEE_F64LE, {3, 20});
+  CHECK_THAT(error_of([&] { InputFile(rank.string(), "multBy", "discount"); }),
+             Catch::Contains("dataset 'discount' has rank 2 (3, 20), expected rank 3"));
+
+  const auto mismatch = scratch("mismatch.h5");
+  add_dataset(mismatch, "multBy", H5T_IEEE_F64LE, {4, 6});
+  add_dataset(mismatch, "discount", H5T_IEEE_F64LE, {3, 4, 5});
+  CHECK_THAT(error_of([&] { InputFile(mismatch.string(), "multBy", "discount"); }),
+             Catch::Contains("dataset 'multBy' is (4, 6), expected (4, 5)"));
+
+  const auto zero = scratch("zero.h5");
+  add_dataset(zero, "multBy", H5T_IEEE_F64LE, {0, 5});
+  add_dataset(zero, "discount", H5T_IEEE_F64LE, {3, 0, 5});
+  CHECK_THAT(error_of([&] { InputFile(zero.string(), "multBy", "discount"); }),
+             Catch::Contains("no zero-length dimension"));
+
+  const auto ints = scratch("ints.h5");
+  add_dataset(ints, "multBy", H5T_STD_I32LE, {4, 5});
+  add_dataset(ints, "discount", H5T_IEEE_F64LE, {3, 4, 5});
+  CHECK_THAT(error_of([&] { InputFile(ints.string(), "multBy", "discount"); }),
+             Catch::Contains("dataset 'multBy' holds 32-bit integers, expected 64-bit or 32-bit floats"));
+
+  const auto strings = scratch("strings.h5");
+  Datatype str(H5Tcopy(H5T_C_S1));
+  H5Tset_size(str.get(), 8);
+  add_dataset(strings, "multBy", H5T_IEEE_F64LE, {4, 5});
+  add_dataset(strings, "discount", str.get(), {3, 4, 5});
+  CHECK_THAT(error_of([&] { InputFile(strings.string(), "multBy", "discount"); }), Catch::Contains("holds strings"));
+}
+
+TEST_CASE("outputs are written to a temporary file and renamed on commit", "[io]") {
+  quiet_hdf5_errors();
+  for (const std::string compression : {"none", "gzip"}) {
+    CAPTURE(compression);
+    const auto path = scratch("out_" + compression + ".h5");
+    const Index T = 3, N = 1001, K = 7;
+    std::vector<double> values(std::size_t(T * N * K));
+    for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j) * 0.5 - 3;
+    {
+      OutputFile out({path.string(), "cv", T, N, K, Precision::f64, compression, 4, 300, false});
+      CHECK_FALSE(fs::exists(path));  // nothing at the final name until commit
+      // three blocks: ids [0, 600) and [600, 1001) of dates 0-1, then date 2
+      const auto block = [&](Index t0, Index t1, Index i0, Index i1) {
+        std::vector<double> buf;
+        for (Index t = t0; t < t1; ++t)
+          for (Index i = i0; i < i1; ++i)
+            for (Index k = 0; k < K; ++k) buf.push_back(values[std::size_t((t * N + i) * K + k)]);
+        out.write({{t0, t1}, {i0, i1}}, buf.data());
+      };
+      block(0, 2, 0, 600);
+      block(0, 2, 600, 1001);
+      block(2, 3, 0, 1001);
+      out.commit({{"strategy", "flat"}});
+    }
+    REQUIRE(fs::exists(path));
+    for (const auto& entry : fs::directory_iterator(path.parent_path()))
+      CHECK(entry.path().filename().string().find(".tmp-") == std::string::npos);
+    File f = open_input_file(path.string());
+    DatasetShape shape;
+    Dataset ds = open_dataset(f, path.string(), "cv", 3, shape);
+    CHECK(shape.dims == std::vector<Index>{T, N, K});
+    CHECK(shape.chunk == std::vector<Index>{1, 300, K});
+    std::vector<double> back(values.size());
+    read_hyperslab(ds, H5T_NATIVE_DOUBLE, {0, 0, 0}, {T, N, K}, back.data(), "cv");
+    CHECK(std::memcmp(back.data(), values.data(), values.size() * sizeof(double)) == 0);
+    CHECK(read_string_attribute(ds.get(), "strategy") == "flat");
+    char name[16] = {};
+    for (unsigned d = 0; d < 3; ++d) CHECK(H5DSget_num_scales(ds.get(), d) == 1);
+    Dataset date(H5Dopen2(f.get(), "date", H5P_DEFAULT));
+    CHECK(H5DSget_scale_name(date.get(), name, sizeof name) > 0);
+    CHECK(std::string(name) == "date");
+  }
+}
+
+TEST_CASE("an output never committed leaves nothing behind", "[io]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("abandoned.h5");
+  {
+    OutputFile out({path.string(), "cv", 2, 10, 3, Precision::f32, "none", 4, 0, false});
+    std::vector<float> buf(30, 1.0f);
+    out.write({{0, 1}, {0, 10}}, buf.data());
+  }
+  CHECK_FALSE(fs::exists(path));
+  for (const auto& entry : fs::directory_iterator(path.parent_path()))
+    CHECK(entry.path().filename().string().find("abandoned") == std::string::npos);
+}
+
+TEST_CASE("output paths are checked before any work", "[io]") {
+  const auto existing = scratch("exists.h5");
+  std::ofstream(existing) << "x";
+  CHECK_THROWS_WITH(check_output_path(existing.string(), false), Catch::Contains("output exists"));
+  CHECK_NOTHROW(check_output_path(existing.string(), true));
+  // a directory that cannot exist: its parent is a regular file
+  CHECK_THROWS_AS(check_output_path((existing / "sub" / "out.h5").string(), false), IoError);
+}
