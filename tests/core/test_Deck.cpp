@@ -65,7 +65,7 @@ cols = 2
   CHECK(deck.input.generate->dates == 3);
 }
 
-TEST_CASE("--set overrides type-checked values", "[deck]") {
+TEST_CASE("deck overrides from the command line are type-checked", "[deck]") {
   const auto path = write_deck("over.toml", minimal);
   const auto deck = load_deck(path, {"run.strategy=per_id", "run.repeats=4", "output.overwrite=true",
                                      "run.layout=[\"left\"]"});
