@@ -58,6 +58,7 @@ int print_info() {
 int main(int argc, char* argv[]) {
   // Kokkos takes its own --kokkos-* flags (threads, device, tools) first.
   Kokkos::ScopeGuard kokkos(argc, argv);
+  cvest::io::quiet_hdf5_errors();
 
   CLI::App app{"cvest: cv[t][i][k] = multBy[i][k] * discount[t][i][k] as batch jobs on Kokkos"};
   app.require_subcommand(1);
@@ -136,7 +137,6 @@ int main(int argc, char* argv[]) {
       return 0;
     }
     if (*gen_cmd) {
-      cvest::io::quiet_hdf5_errors();
       gen.precision = cvest::precision_from_name(gen_precision);
       cvest::io::generate_input(gen_out, gen, gen_overwrite);
       fmt::print("wrote {} ({} x {} x {}, {})\n", gen_out, gen.dates, gen.ids, gen.cols, gen_precision);

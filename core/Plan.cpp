@@ -76,7 +76,9 @@ std::size_t parse_bytes(const std::string& text) {
   else if (unit == "GIB") scale = 1024.0 * 1024 * 1024;
   else if (unit == "T" || unit == "TB") scale = 1e12;
   else if (unit == "TIB") scale = 1024.0 * 1024 * 1024 * 1024;
-  else throw InputError("memory size '" + text + "' has an unknown unit; use B, KiB, MiB, GiB, TiB (or KB, MB, GB, TB)");
+  else if (unit == "P" || unit == "PB") scale = 1e15;
+  else if (unit == "PIB") scale = 1024.0 * 1024 * 1024 * 1024 * 1024;
+  else throw InputError("memory size '" + text + "' has an unknown unit; use B, KiB, MiB, GiB, TiB, PiB (or KB, MB, GB, TB, PB)");
   const double bytes = value * scale;
   if (!(bytes > 0) || !std::isfinite(bytes)) throw InputError("memory size '" + text + "' must be positive");
   if (bytes > 1e15) throw InputError("memory size '" + text + "' is absurd (over 1 PB)");

@@ -59,9 +59,8 @@ void rename_into_place(const std::string& temp, const std::string& path) {
 
 // --- raw access -----------------------------------------------------------------
 
-std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& path, hid_t mem_type, bool writable,
-                                       Index T, Index N, Index K) {
-  (void)T;
+std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& path, const std::string& shown,
+                                       hid_t mem_type, bool writable, Index N, Index K) {
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
@@ -82,7 +81,7 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& pat
     return nullptr;
   }
   raw->ds_ = ds.get();
-  raw->path_ = path;
+  raw->path_ = shown;
   raw->fd_ = ::open(path.c_str(), writable ? O_WRONLY : O_RDONLY);
   if (raw->fd_ < 0) return nullptr;
   if (!writable) ::posix_fadvise(raw->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -183,7 +182,7 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision};
   for (Precision p : {Precision::f64, Precision::f32})
-    raw_[p == Precision::f64 ? 0 : 1] = RawCube::open(discount_, path, native_type(p), false, shape_.T, shape_.N, shape_.K);
+    raw_[p == Precision::f64 ? 0 : 1] = RawCube::open(discount_, path, path, native_type(p), false, shape_.N, shape_.K);
 }
 
 void InputFile::read_multby(Range ids, Precision precision, void* buffer) const {
@@ -275,8 +274,15 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   // straight to their file offsets when the raw path qualifies.
   direct_chunks_ = spec.compression != "gzip";
   if (direct_chunks_) {
-    H5Fflush(file_.get(), H5F_SCOPE_GLOBAL);  // chunk index on disk before a second descriptor writes
-    raw_ = RawCube::open(ds_, temp_path_, native_type(spec.precision), true, spec.T, spec.N, spec.K);
+    // The chunk index goes to disk before a second descriptor writes data.
+    if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
+      ds_.reset();
+      file_.reset();
+      std::error_code ec;
+      fs::remove(temp_path_, ec);
+      throw IoError(spec.path + ": cannot allocate the output (disk full?)");
+    }
+    raw_ = RawCube::open(ds_, temp_path_, spec.path, native_type(spec.precision), true, spec.N, spec.K);
   }
   pad_.resize(std::size_t(chunk_[1] * chunk_[2]) * es);
 }

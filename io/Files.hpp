@@ -21,8 +21,10 @@ namespace cvest::io {
 class RawCube {
  public:
   // nullptr when the dataset does not qualify; HDF5 reads/writes are used then.
-  static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& path, hid_t mem_type, bool writable,
-                                       Index T, Index N, Index K);
+  // `path` is opened; `shown` names it in messages (the final output name
+  // rather than its temporary file).
+  static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& path, const std::string& shown,
+                                       hid_t mem_type, bool writable, Index N, Index K);
   ~RawCube();
   RawCube(const RawCube&) = delete;
   RawCube& operator=(const RawCube&) = delete;

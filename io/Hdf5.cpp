@@ -37,7 +37,17 @@ Dataspace select(const Dataset& ds, const std::vector<Index>& start, const std::
 
 }  // namespace
 
-void quiet_hdf5_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+void quiet_hdf5_errors() {
+  // No library clean-up at exit: every id cvest opens is closed by its
+  // Handle, and HDF5 1.10's exit-time close of a file whose close already
+  // failed (disk full) crashes instead of exiting with cvest's error code.
+  static const bool once = [] {
+    H5dont_atexit();
+    return true;
+  }();
+  (void)once;
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 hid_t native_type(Precision precision) {
   return precision == Precision::f64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;

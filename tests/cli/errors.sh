@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Command-line failure cases: each must print one line naming the file (and
+# dataset), exit with its documented code, and leave nothing half-written.
+#   errors.sh CVEST_BINARY CASE
+set -uo pipefail
+cvest="$1"; case_name="$2"
+work=$(mktemp -d /tmp/cvest-cli-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+export OMP_PROC_BIND=spread OMP_PLACES=threads
+
+fail() { echo "FAIL [$case_name]: $*" >&2; exit 1; }
+
+# expect CODE PATTERN -- command...: runs it, checks exit code, one-line stderr
+# containing PATTERN, and that no output or temporary file was left in out/.
+expect() {
+  local code="$1" pattern="$2"; shift 3
+  "$@" > stdout.txt 2> stderr.txt
+  local rc=$?
+  [ "$rc" -eq "$code" ] || { cat stderr.txt >&2; fail "exit $rc, expected $code"; }
+  local errors
+  errors=$(grep -c '^cvest: \(error\|I/O error\|mismatch\)' stderr.txt)
+  [ "$errors" -eq 1 ] || { cat stderr.txt >&2; fail "expected exactly one error line, got $errors"; }
+  grep -q -- "$pattern" stderr.txt || { cat stderr.txt >&2; fail "message lacks '$pattern'"; }
+  if [ -d out ]; then
+    leftovers=$(find out -name '*.tmp*' -o -name 'cv.h5' | head -1)
+    [ -z "$leftovers" ] || fail "left behind: $leftovers"
+  fi
+  echo "ok [$case_name]: exit $rc: $(grep '^cvest:' stderr.txt)"
+}
+
+deck() {  # a deck over in.h5 -> out/cv.h5, with extra lines appended
+  { printf '[input]\nfile = "in.h5"\n[output]\nfile = "out/cv.h5"\n'; printf '%b' "${1:-}"; } > deck.toml
+}
+
+"$cvest" generate --dates 6 --ids 2000 --cols 5 --out in.h5 > /dev/null || fail "generate failed"
+
+case "$case_name" in
+  missing_input)   deck; rm in.h5; expect 2 "in.h5: no such file" -- "$cvest" run deck.toml ;;
+  not_hdf5)        deck; echo "plain text" > in.h5; expect 2 "in.h5: not an HDF5 file" -- "$cvest" run deck.toml ;;
+  truncated)       deck; truncate -s 100000 in.h5; expect 2 "truncated" -- "$cvest" run deck.toml ;;
+  missing_dataset) deck; expect 2 "dataset 'rates' not found" -- "$cvest" run deck.toml --set input.discount=rates ;;
+  wrong_rank)      deck; expect 2 "dataset 'multBy' has rank 2 (2000, 5), expected rank 3" -- "$cvest" run deck.toml --set input.discount=multBy ;;
+  deck_syntax)     printf '[input\nfile = "in.h5"\n' > deck.toml; expect 2 "deck.toml:1" -- "$cvest" run deck.toml ;;
+  unknown_key)     deck '[run]\nstrategie = "flat"\n'; expect 2 "unknown key \[run\] strategie; valid: strategy" -- "$cvest" run deck.toml ;;
+  wrong_type)      deck '[run]\nrepeats = "two"\n'; expect 2 "\[run\] repeats must be an integer, found a string" -- "$cvest" run deck.toml ;;
+  unknown_strategy) deck; expect 2 "unknown strategy 'fastest'; valid: one_worker" -- "$cvest" run deck.toml --set run.strategy=fastest ;;
+  negative_budget) deck '[run]\nmemory_budget = "-1GiB"\n'; expect 2 "must be positive" -- "$cvest" run deck.toml ;;
+  absurd_budget)   deck '[run]\nmemory_budget = "100PB"\n'; expect 2 "absurd" -- "$cvest" run deck.toml ;;
+  tiny_budget)     deck '[run]\nmemory_budget = 64\n'; expect 2 "too small: one id row needs" -- "$cvest" run deck.toml ;;
+  output_is_input) printf '[input]\nfile = "in.h5"\n[output]\nfile = "./in.h5"\n' > deck.toml
+                   expect 2 "is the input file" -- "$cvest" run deck.toml
+                   "$cvest" verify in.h5 --input in.h5 > /dev/null 2>&1; [ -f in.h5 ] || fail "input was removed" ;;
+  existing_output) deck; mkdir -p out; echo keep > out/cv.h5
+                   "$cvest" run deck.toml > stdout.txt 2> stderr.txt; rc=$?
+                   [ $rc -eq 2 ] || fail "exit $rc, expected 2"
+                   grep -q "output exists; set \[output\] overwrite = true" stderr.txt || fail "message"
+                   [ "$(cat out/cv.h5)" = keep ] || fail "existing output was touched"; echo "ok [$case_name]" ;;
+  unwritable_dir)  echo file > blocker; printf '[input]\nfile = "in.h5"\n[output]\nfile = "blocker/sub/cv.h5"\n' > deck.toml
+                   expect 3 "cannot create the output directory" -- "$cvest" run deck.toml ;;
+  disk_full|disk_full_gzip)
+                   compression=none; [ "$case_name" = disk_full_gzip ] && compression=gzip
+                   "$cvest" generate --dates 6 --ids 200000 --cols 5 --out big.h5 --seed 5 > /dev/null || fail "generate"
+                   printf '[input]\nfile = "big.h5"\n[output]\nfile = "out/cv.h5"\ncompression = "%s"\n[run]\nmemory_budget = "4MiB"\n' \
+                     "$compression" > deck.toml
+                   mkdir -p out
+                   # RLIMIT_FSIZE makes writes past 4 MB fail with EFBIG, as a full disk would.
+                   expect 3 "out/cv.h5" -- bash -c "trap '' XFSZ; ulimit -f 4096; exec \"$cvest\" run deck.toml" ;;
+  verify_mismatch) deck; "$cvest" run deck.toml > /dev/null 2>&1 || fail "run failed"
+                   "$cvest" generate --dates 6 --ids 2000 --cols 5 --out other.h5 --seed 99 > /dev/null
+                   "$cvest" verify out/cv.h5 --input other.h5 > stdout.txt 2> stderr.txt; rc=$?
+                   [ $rc -eq 4 ] || fail "exit $rc, expected 4"
+                   grep -q "out/cv.h5: dataset 'cv' differs from other.h5 'multBy' \* 'discount' at \[0, 0, 0\]" stderr.txt || { cat stderr.txt; fail "message"; }
+                   echo "ok [$case_name]" ;;
+  success)         deck '[run]\nstrategy = ["flat", "per_date"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n'
+                   "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
+                   [ -f out/cv.h5 ] || fail "no output"
+                   grep -q "verified" stdout.txt || fail "not verified"
+                   "$cvest" verify out/cv.h5 --input in.h5 --deck deck.toml > /dev/null || fail "verify failed"
+                   [ -z "$(find out -name '*.tmp*')" ] || fail "temporary files left"; echo "ok [$case_name]" ;;
+  *) fail "unknown case" ;;
+esac

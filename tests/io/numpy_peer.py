@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""cvest's output equals NumPy's multBy[None] * discount bit for bit, on files
+written by h5py (contiguous and h5py-chunked layouts), for both layouts and
+both precisions; and h5py sees named dimensions and string attributes.
+
+    numpy_peer.py CVEST_BINARY
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+cvest = sys.argv[1]
+env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads")
+failures = 0
+cases = 0
+
+with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
+    rng = np.random.default_rng(2026)
+    for dtype in (np.float64, np.float32):
+        for chunks in (None, True):  # contiguous, and h5py's own chunk shapes
+            T, N, K = 13, 3001, 5
+            # values over many binades, both signs: products round
+            m = (rng.uniform(-1, 1, (N, K)) * 2.0 ** rng.integers(-30, 30, (N, K))).astype(dtype)
+            d = (rng.uniform(-1, 1, (T, N, K)) * 2.0 ** rng.integers(-30, 30, (T, N, K))).astype(dtype)
+            expected = m[None] * d
+            tag = f"{np.dtype(dtype).name}_{'chunked' if chunks else 'contiguous'}"
+            src = os.path.join(work, f"in_{tag}.h5")
+            with h5py.File(src, "w") as f:
+                f.create_dataset("multBy", data=m, chunks=chunks)
+                f.create_dataset("discount", data=d, chunks=chunks)
+            for layout in ("right", "left"):
+                cases += 1
+                out = os.path.join(work, f"cv_{tag}_{layout}.h5")
+                deck = os.path.join(work, f"deck_{tag}_{layout}.toml")
+                with open(deck, "w") as fh:
+                    fh.write(f'[input]\nfile = "{src}"\n[output]\nfile = "{out}"\n'
+                             f'[run]\nlayout = "{layout}"\nstrategy = ["flat", "elementwise", "per_id"]\n'
+                             f'memory_budget = "2MiB"\n')
+                run = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
+                if run.returncode != 0:
+                    print(f"FAIL {tag} {layout}: exit {run.returncode}\n{run.stderr}")
+                    failures += 1
+                    continue
+                with h5py.File(out, "r") as f:
+                    cv = f["cv"]
+                    got = cv[...]
+                    same = got.dtype == expected.dtype and np.array_equal(
+                        got.view(np.uint8), expected.view(np.uint8))
+                    names = [cv.dims[i][0].name for i in range(3)]
+                    attrs_ok = isinstance(cv.attrs["strategy"], str) and cv.attrs["layout"] == layout
+                ok = same and names == ["/date", "/id", "/col"] and attrs_ok
+                print(f"{'ok' if ok else 'FAIL'} {tag} layout={layout}: bitwise={same} dims={names} attrs={attrs_ok}")
+                failures += not ok
+
+print(f"{cases - failures} passed, {failures} failed")
+sys.exit(1 if failures else 0)
