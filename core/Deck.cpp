@@ -183,7 +183,7 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   if (const auto* n = output->get("chunk")) deck.output.chunk_ids = r.integer(*n, "[output] chunk", 1);
 
   if (const auto* run = section("run")) {
-    r.known_keys(*run, "[run]", {"strategy", "layout", "precision", "memory_budget", "repeats", "verify"});
+    r.known_keys(*run, "[run]", {"strategy", "layout", "precision", "memory_budget", "max_block", "repeats", "verify"});
     if (const auto* n = run->get("strategy"))
       deck.run.strategies = r.checked("[run] strategy", [&] { return strategies_from_names(r.names(*n, "[run] strategy")); });
     if (const auto* n = run->get("layout")) {
@@ -202,6 +202,10 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
     if (const auto* n = run->get("memory_budget")) {
       if (n->is_integer()) deck.run.memory_budget = std::size_t(r.integer(*n, "[run] memory_budget", 1));
       else deck.run.memory_budget = r.checked("[run] memory_budget", [&] { return parse_bytes(r.string(*n, "[run] memory_budget")); });
+    }
+    if (const auto* n = run->get("max_block")) {
+      if (n->is_integer()) deck.run.max_block = std::size_t(r.integer(*n, "[run] max_block", 0));
+      else deck.run.max_block = r.checked("[run] max_block", [&] { return parse_bytes(r.string(*n, "[run] max_block")); });
     }
     if (const auto* n = run->get("repeats")) deck.run.repeats = int(r.integer(*n, "[run] repeats", 1));
     if (const auto* n = run->get("verify")) deck.run.verify = r.boolean(*n, "[run] verify");

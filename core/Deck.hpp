@@ -39,6 +39,9 @@ struct Deck {
     std::vector<LayoutKind> layouts{LayoutKind::right};
     std::optional<Precision> precision;  // default: the input's
     std::size_t memory_budget = std::size_t(1) << 30;
+    // Cap on one block's discount buffer; unset: 2 MiB on host spaces (blocks
+    // that stay in cache from read to write), none on devices.
+    std::optional<std::size_t> max_block;
     int repeats = 1;
     bool verify = false;
   } run;

@@ -15,6 +15,10 @@
 #include <ostream>
 #include <thread>
 #include <unistd.h>
+#ifdef __linux__
+#include <pthread.h>
+#include <sched.h>
+#endif
 
 namespace cvest {
 
@@ -32,6 +36,21 @@ std::string_view to_string(Phase phase) {
 namespace pipeline_detail {
 
 using Clock = std::chrono::steady_clock;
+
+// Lets the calling I/O thread run on any CPU. OpenMP binding
+// (OMP_PROC_BIND) pins the main thread to one core as libgomp loads, and
+// threads it starts inherit that pin, which would put both I/O threads on
+// the core that also runs compute thread 0. The kernel narrows the mask to
+// the CPUs the process's cgroup allows.
+void unpin_this_thread() {
+#ifdef __linux__
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  for (long c = 0; c < cpus && c < CPU_SETSIZE; ++c) CPU_SET(int(c), &all);
+  pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+#endif
+}
 
 // A blocking queue of slot numbers; close() wakes everyone for shutdown.
 class Channel {
@@ -199,6 +218,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
 
   // Reader: fills discount (and, when the id block changes, multBy) slots.
   std::thread reader([&] {
+    unpin_this_thread();
     guarded([&] {
       Index m_ids[2] = {-1, -1};
       for (int b = 0; b < nblocks; ++b) {
@@ -221,6 +241,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
 
   // Writer: drains cv slots in block order.
   std::thread writer([&] {
+    unpin_this_thread();
     guarded([&] {
       for (int b = 0; b < nblocks; ++b) {
         const auto slot = out_full.pop();

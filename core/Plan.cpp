@@ -11,7 +11,7 @@
 namespace cvest {
 
 BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
-                      Index id_quantum, Index max_block_dates) {
+                      Index id_quantum, std::size_t max_block_bytes) {
   BlockPlan plan;
   plan.T = T;
   plan.N = N;
@@ -21,24 +21,30 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   // multBy for the id block is resident too: one row per id.
   const double per_id_date = double(pipeline_buffers) * row;
   const auto fits = [&](Index dates, Index ids) {
-    return per_id_date * double(dates) * double(ids) + row * double(ids) <= double(budget_bytes);
+    const bool in_budget = per_id_date * double(dates) * double(ids) + row * double(ids) <= double(budget_bytes);
+    const bool in_cap = max_block_bytes == 0 || row * double(dates) * double(ids) <= double(max_block_bytes);
+    return in_budget && in_cap;
   };
-  if (!fits(1, 1))
+  if (per_id_date + row > double(budget_bytes))
     throw InputError(fmt::format("memory_budget {} is too small: one id row needs {} ({} buffers of {} columns)",
                                  format_bytes(double(budget_bytes)), format_bytes(per_id_date + row),
                                  pipeline_buffers, K));
-  Index ids = N, dates = 1;
+  Index dates = 1, ids = N;
   if (!fits(1, N)) {
-    ids = Index((double(budget_bytes)) / (per_id_date + row));
+    // Largest id count that fits, rounded down to whole output chunks.
+    Index lo = 1, hi = N;
+    while (lo < hi) {
+      const Index mid = lo + (hi - lo + 1) / 2;
+      if (fits(1, mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    ids = lo;
     if (id_quantum > 1 && ids >= id_quantum) ids -= ids % id_quantum;
-    ids = std::clamp<Index>(ids, 1, N);
   } else {
-    dates = Index((double(budget_bytes) - row * double(N)) / (per_id_date * double(N)));
-    dates = std::clamp<Index>(dates, 1, T);
+    while (dates < T && fits(dates + 1, N)) ++dates;
+    // Keep a few blocks so reading, computing and writing overlap.
+    if (T >= 4) dates = std::min(dates, std::max<Index>(1, (T + 3) / 4));
   }
-  if (max_block_dates > 0) dates = std::min(dates, max_block_dates);
-  // Keep at least a few blocks so reading, computing and writing overlap.
-  if (ids == N && T >= 4) dates = std::min(dates, std::max<Index>(1, (T + 3) / 4));
   plan.block_dates = dates;
   plan.block_ids = ids;
   plan.buffer_bytes = std::size_t(per_id_date * double(dates) * double(ids) + row * double(ids));

@@ -35,10 +35,13 @@ inline constexpr std::size_t pipeline_buffers = 7;
 
 // Plans blocks of whole dates when one date's N x K slab fits; otherwise
 // blocks of one date and as many ids as fit. `id_quantum` rounds id blocks
-// down to whole output chunks. Throws InputError when not even one id row
-// (K values) fits, naming the budget and the minimum.
+// down to whole output chunks. `max_block_bytes` (0: none) caps one block's
+// discount buffer below what the budget allows: on host spaces blocks that
+// stay in cache between the read, the kernel and the write are faster.
+// Throws InputError when not even one id row (K values) fits, naming the
+// budget and the minimum.
 BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
-                      Index id_quantum = 1, Index max_block_dates = 0);
+                      Index id_quantum = 1, std::size_t max_block_bytes = 0);
 
 // "2GiB", "512 MiB", "1.5G", "100000000" -> bytes. Throws InputError.
 std::size_t parse_bytes(const std::string& text);

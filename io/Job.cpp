@@ -1,6 +1,7 @@
 #include "io/Job.hpp"
 
 #include "core/Errors.hpp"
+#include "core/Policies.hpp"
 #include "core/Roof.hpp"
 #include "io/Files.hpp"
 
@@ -107,7 +108,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   const std::size_t es = element_size(precision);
   const Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
                                                      : cube_chunk(shape.N, shape.K, es)[1];
-  rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget, chunk_ids);
+  const std::size_t max_block = deck.run.max_block.value_or(policy::on_host<ExecSpace> ? std::size_t(2) << 20 : 0);
+  rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget, chunk_ids, max_block);
   fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,
              shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
              format_bytes(double(rep.plan.buffer_bytes)));
