@@ -25,6 +25,10 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
     const bool in_cap = max_block_bytes == 0 || row * double(dates) * double(ids) <= double(max_block_bytes);
     return in_budget && in_cap;
   };
+  // A resident multBy (and its copy in the compute space) takes its share first.
+  const double multby_bytes = 2.0 * row * double(N);
+  plan.multby_resident = multby_bytes <= double(budget_bytes) / 4;
+  if (plan.multby_resident) budget_bytes -= std::size_t(multby_bytes);
   if (per_id_date + row > double(budget_bytes))
     throw InputError(fmt::format("memory_budget {} is too small: one id row needs {} ({} buffers of {} columns)",
                                  format_bytes(double(budget_bytes)), format_bytes(per_id_date + row),
@@ -48,9 +52,16 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   plan.block_dates = dates;
   plan.block_ids = ids;
   plan.buffer_bytes = std::size_t(per_id_date * double(dates) * double(ids) + row * double(ids));
-  for (Index i0 = 0; i0 < N; i0 += ids)
+  if (plan.multby_resident) {
+    plan.buffer_bytes += std::size_t(multby_bytes);
     for (Index t0 = 0; t0 < T; t0 += dates)
-      plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, {i0, std::min(N, i0 + ids)}});
+      for (Index i0 = 0; i0 < N; i0 += ids)
+        plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, {i0, std::min(N, i0 + ids)}});
+  } else {
+    for (Index i0 = 0; i0 < N; i0 += ids)
+      for (Index t0 = 0; t0 < T; t0 += dates)
+        plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, {i0, std::min(N, i0 + ids)}});
+  }
   return plan;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The block plan: the cube cut into (date range, id range) blocks that fit a
 // memory budget. A plain list any worker can be handed, in the order one
-// worker runs it (id blocks outer, so multBy is loaded once per id block).
+// worker runs it.
 #include "core/Types.hpp"
 
 #include <cstddef>
@@ -22,6 +22,10 @@ struct Block {
 struct BlockPlan {
   Index T = 0, N = 0, K = 0;
   std::size_t element_size = 8;
+  // multBy is small enough (at most a quarter of the budget) to be read once
+  // and kept whole: blocks then go date by date through the file, in file
+  // order. Otherwise id blocks are outermost, each reading its multBy rows once.
+  bool multby_resident = false;
   Index block_dates = 0, block_ids = 0;  // the largest block's extents
   std::size_t buffer_bytes = 0;          // what the pipeline allocates for them
   std::vector<Block> blocks;

@@ -150,7 +150,16 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
           using Scalar = decltype(scalar);
           using Layout = decltype(layout_tag);
           BlockIO<Scalar> io;
-          io.read_multby = [&](Range ids, Scalar* buf) { input.read_multby(ids, precision, buf); };
+          std::vector<Scalar> multby;  // all of it, read once, when the plan keeps it resident
+          if (rep.plan.multby_resident) {
+            multby.resize(std::size_t(shape.N * shape.K));
+            input.read_multby({0, shape.N}, precision, multby.data());
+            io.read_multby = [&](Range ids, Scalar* buf) {
+              std::copy(multby.begin() + ids.begin * shape.K, multby.begin() + ids.end * shape.K, buf);
+            };
+          } else {
+            io.read_multby = [&](Range ids, Scalar* buf) { input.read_multby(ids, precision, buf); };
+          }
           io.read_discount = [&](const Block& b, Scalar* buf) { input.read_discount(b, precision, buf); };
           if (writes) {
             io.write_cv = [&](const Block& b, const Scalar* buf) { out->write(b, buf); };

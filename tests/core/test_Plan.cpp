@@ -38,7 +38,8 @@ TEST_CASE("blocks of ids when one date does not fit", "[plan]") {
   CHECK(plan.block_ids % 100 == 0);  // whole output chunks
   CHECK(plan.buffer_bytes <= budget);
   check_cover(plan);
-  // id blocks outer: multBy is loaded once per id block
+  // multBy too big to keep: id blocks outer, so its rows are read once
+  CHECK_FALSE(plan.multby_resident);
   for (std::size_t b = 1; b < plan.blocks.size(); ++b)
     CHECK(plan.blocks[b].ids.begin >= plan.blocks[b - 1].ids.begin);
 }
@@ -66,4 +67,23 @@ TEST_CASE("memory sizes parse strictly", "[plan]") {
   CHECK_THROWS_WITH(parse_bytes("3 parsecs"), Catch::Contains("unknown unit"));
   CHECK_THROWS_WITH(parse_bytes("lots"), Catch::Contains("not a number"));
   CHECK_THROWS_WITH(parse_bytes("5000TiB"), Catch::Contains("absurd"));
+}
+
+TEST_CASE("max_block caps a block below what the budget allows", "[plan]") {
+  const std::size_t cap = std::size_t(2) << 20;
+  const auto plan = plan_blocks(100, 400000, 5, 8, std::size_t(512) << 20, 26214, cap);
+  CHECK(plan.block_dates == 1);
+  CHECK(double(plan.block_ids) * 5 * 8 <= double(cap));
+  CHECK(plan.block_ids % 26214 == 0);
+  check_cover(plan);
+  // multBy (16 MB) stays resident: blocks walk the file in order
+  CHECK(plan.multby_resident);
+  for (std::size_t b = 1; b < plan.blocks.size(); ++b) {
+    const auto& p = plan.blocks[b - 1];
+    const auto& c = plan.blocks[b];
+    CHECK((c.dates.begin > p.dates.begin || (c.dates.begin == p.dates.begin && c.ids.begin == p.ids.end)));
+  }
+  const auto uncapped = plan_blocks(100, 400000, 5, 8, std::size_t(512) << 20, 26214, 0);
+  CHECK(uncapped.block_ids == 400000);
+  CHECK(uncapped.block_dates > 1);
 }
