@@ -6,6 +6,7 @@
 #include "core/Errors.hpp"
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
+#include "core/Version.hpp"
 #include "io/Files.hpp"
 #include "io/Job.hpp"
 

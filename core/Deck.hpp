@@ -3,7 +3,7 @@
 // strict: unknown sections and keys are errors listing the valid ones, and
 // every value is type-checked. Relative paths are relative to the deck.
 #include "core/Strategy.hpp"
-#include "core/Types.hpp"
+#include "core/Names.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -127,21 +127,25 @@ using BlockCube = Cube<Scalar, Layout, Mem>;
 // C-order host staging <-> the compute view (layouts may differ). On host
 // spaces a tiled MDRange transposes in place of a copy; on devices the block
 // is copied as C order and transposed by a device kernel.
+// to(t, i, k) = from(t, i, k) between layouts, iterating in `to`'s order.
+template <class Space, class From, class To>
+void transpose(Space const& space, const From& from, const To& to, const char* label) {
+  using Layout = typename To::array_layout;
+  Kokkos::parallel_for(label, policy::cube_elements<Space, Layout>(space, to.extent(0), to.extent(1), to.extent(2)),
+                       KOKKOS_LAMBDA(Index t, Index i, Index k) { to(t, i, k) = from(t, i, k); });
+}
+
 template <class Space, class Scalar, class Layout>
 void stage(Space const& space, const Cube<const Scalar, Kokkos::LayoutRight, Kokkos::HostSpace>& from_host,
            const Cube<Scalar, Layout, typename Space::memory_space>& to,
            const Cube<Scalar, Kokkos::LayoutRight, typename Space::memory_space>& scratch) {
   if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight>) {
     Kokkos::deep_copy(space, to, from_host);
+  } else if constexpr (policy::on_host<Space>) {
+    transpose(space, from_host, to, "cvest::pipeline::transpose_in");
   } else {
-    Cube<const Scalar, Kokkos::LayoutRight, typename Space::memory_space> src = from_host;
-    if constexpr (!policy::on_host<Space>) {
-      Kokkos::deep_copy(space, scratch, from_host);
-      src = scratch;
-    }
-    Kokkos::parallel_for("cvest::pipeline::transpose_in",
-                         policy::cube_elements<Space, Layout>(space, to.extent(0), to.extent(1), to.extent(2)),
-                         KOKKOS_LAMBDA(Index t, Index i, Index k) { to(t, i, k) = src(t, i, k); });
+    Kokkos::deep_copy(space, scratch, from_host);
+    transpose(space, scratch, to, "cvest::pipeline::transpose_in");
   }
 }
 
@@ -151,12 +155,11 @@ void unstage(Space const& space, const Cube<const Scalar, Layout, typename Space
              const Cube<Scalar, Kokkos::LayoutRight, typename Space::memory_space>& scratch) {
   if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight>) {
     Kokkos::deep_copy(space, to_host, from);
+  } else if constexpr (policy::on_host<Space>) {
+    transpose(space, from, to_host, "cvest::pipeline::transpose_out");
   } else {
-    auto dst = policy::on_host<Space> ? Cube<Scalar, Kokkos::LayoutRight, typename Space::memory_space>(to_host.data(), to_host.extent(0), to_host.extent(1), to_host.extent(2)) : scratch;
-    Kokkos::parallel_for("cvest::pipeline::transpose_out",
-                         policy::cube_elements<Space, Kokkos::LayoutRight>(space, dst.extent(0), dst.extent(1), dst.extent(2)),
-                         KOKKOS_LAMBDA(Index t, Index i, Index k) { dst(t, i, k) = from(t, i, k); });
-    if constexpr (!policy::on_host<Space>) Kokkos::deep_copy(space, to_host, scratch);
+    transpose(space, from, scratch, "cvest::pipeline::transpose_out");
+    Kokkos::deep_copy(space, to_host, scratch);
   }
 }
 

@@ -2,7 +2,7 @@
 // The block plan: the cube cut into (date range, id range) blocks that fit a
 // memory budget. A plain list any worker can be handed, in the order one
 // worker runs it.
-#include "core/Types.hpp"
+#include "core/Names.hpp"
 
 #include <cstddef>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 // The table of slicing strategies: how the multiply is cut into work items.
 // Selected by name at run time; the kernels live in core/Multiply*.hpp.
-#include "core/Types.hpp"
+#include "core/Names.hpp"
 
 #include <array>
 #include <string>

@@ -95,10 +95,11 @@ inline void streamed_run(Scalar* out, const Scalar* d, std::size_t n, MFn m_at) 
     for (; j + width <= n; j += width)
       detail::stream(out + j, detail::mul(m_at.vector(j), detail::load(d + j)));
     for (; j < n; ++j) store(out + j, m_at.scalar(j) * d[j]);
-    return;
-  }
+  } else
 #endif
-  for (std::size_t j = 0; j < n; ++j) out[j] = m_at.scalar(j) * d[j];
+  {
+    for (std::size_t j = 0; j < n; ++j) out[j] = m_at.scalar(j) * d[j];
+  }
 }
 
 template <class Scalar>
@@ -139,10 +140,11 @@ inline void copy_run(Scalar* out, const Scalar* in, std::size_t n) {
     for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j) store(out + j, in[j]);
     for (; j + width <= n; j += width) detail::stream(out + j, detail::load(in + j));
     for (; j < n; ++j) store(out + j, in[j]);
-    return;
-  }
+  } else
 #endif
-  for (std::size_t j = 0; j < n; ++j) out[j] = in[j];
+  {
+    for (std::size_t j = 0; j < n; ++j) out[j] = in[j];
+  }
 }
 
 }  // namespace cvest::streaming

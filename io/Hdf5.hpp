@@ -4,7 +4,7 @@
 // or HDF5 failed) or cvest::InputError (the file is not what a job needs),
 // with the file and dataset named.
 #include "core/Errors.hpp"
-#include "core/Types.hpp"
+#include "core/Names.hpp"
 
 #include <hdf5.h>
 

@@ -3,6 +3,7 @@
 #include "core/Errors.hpp"
 #include "core/Policies.hpp"
 #include "core/Roof.hpp"
+#include "core/Version.hpp"
 #include "io/Files.hpp"
 
 #include <fmt/format.h>

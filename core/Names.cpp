@@ -1,4 +1,4 @@
-#include "core/Types.hpp"
+#include "core/Names.hpp"
 
 #include <stdexcept>
 

@@ -1,0 +1,22 @@
+#pragma once
+// Run-time names for cvest's compile-time choices, free of Kokkos so that
+// host-only code (deck parsing) compiles with the host compiler in Cuda builds.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace cvest {
+
+// 64-bit indices everywhere a T*N*K count can pass 2^32 (200 x 10M x 5 does).
+using Index = std::int64_t;
+
+// As decks and flags spell them.
+enum class LayoutKind { right, left };
+enum class Precision { f64, f32 };
+
+std::string_view to_string(LayoutKind layout);
+std::string_view to_string(Precision precision);
+LayoutKind layout_from_name(std::string_view name);     // throws std::invalid_argument
+Precision precision_from_name(std::string_view name);   // throws std::invalid_argument
+
+}  // namespace cvest
