@@ -172,8 +172,9 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   using Space = ExecSpace;
   using Mem = Space::memory_space;
   using HostCube = Cube<Scalar, Kokkos::LayoutRight, Kokkos::HostSpace>;
-  // On host spaces a LayoutRight run computes straight in the staging slots.
-  constexpr bool direct = policy::on_host<Space> && std::is_same_v<Layout, Kokkos::LayoutRight>;
+  // On host spaces a LayoutRight run computes straight in the staging slots,
+  // unless the staging path is forced (to test it where there is no device).
+  const bool direct = policy::on_host<Space> && std::is_same_v<Layout, Kokkos::LayoutRight> && !options.force_staging;
 
   PipelineStats stats;
   const int nblocks = int(plan.blocks.size());
@@ -183,7 +184,14 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   const double esize = sizeof(Scalar);
 
   // Buffers, allocated once for the largest block and viewed per block.
-  using Flat = Kokkos::View<Scalar*, Kokkos::HostSpace>;
+  // Host staging is pinned when the compute space is a Cuda device, so the
+  // copies run at full link speed and can be asynchronous.
+#ifdef KOKKOS_ENABLE_CUDA
+  using StagingSpace = std::conditional_t<policy::on_host<Space>, Kokkos::HostSpace, Kokkos::CudaHostPinnedSpace>;
+#else
+  using StagingSpace = Kokkos::HostSpace;
+#endif
+  using Flat = Kokkos::View<Scalar*, StagingSpace>;
   using FlatC = Kokkos::View<Scalar*, Mem>;
   const auto alloc = [](const std::string& label, std::size_t n) {
     return Flat(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
@@ -192,7 +200,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   Flat cv_slot[2] = {alloc("cvest::pipeline::cv_slot0", cube_elems), alloc("cvest::pipeline::cv_slot1", cube_elems)};
   Flat m_slot[2] = {alloc("cvest::pipeline::multBy_slot0", row_elems), alloc("cvest::pipeline::multBy_slot1", row_elems)};
   FlatC d_c, cv_c, m_c, scratch_c;
-  if constexpr (!direct) {
+  if (!direct) {
     d_c = FlatC(Kokkos::view_alloc("cvest::pipeline::discount", Kokkos::WithoutInitializing), cube_elems);
     cv_c = FlatC(Kokkos::view_alloc("cvest::pipeline::cv", Kokkos::WithoutInitializing), cube_elems);
     m_c = FlatC(Kokkos::view_alloc("cvest::pipeline::multBy", Kokkos::WithoutInitializing), row_elems);
@@ -276,7 +284,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
 
       // h2d: stage discount (and multBy) into the compute space and layout.
       rec.time(b, Phase::h2d, direct ? 0.0 : block_bytes, [&] {
-        if constexpr (direct) {
+        if (direct) {
           m = Table<const Scalar, Layout, Mem>(m_slot[*in].data(), nb, K);
           d = Cube<const Scalar, Layout, Mem>(d_slot[*in].data(), tb, nb, K);
         } else {
@@ -296,23 +304,23 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
       });
       // The input slot can be refilled as soon as its data is in the compute
       // space; on direct runs the kernel still reads it.
-      if constexpr (!direct) in_free.push(*in);
+      if (!direct) in_free.push(*in);
 
       const auto out = out_free.pop();
       if (!out) return;
       HostCube cv_host(cv_slot[*out].data(), tb, nb, K);
-      if constexpr (direct) cv = Cube<Scalar, Layout, Mem>(cv_slot[*out].data(), tb, nb, K);
+      if (direct) cv = Cube<Scalar, Layout, Mem>(cv_slot[*out].data(), tb, nb, K);
       else cv = Cube<Scalar, Layout, Mem>(cv_c.data(), tb, nb, K);
 
       rec.time(b, Phase::kernel, double(2 * tb * nb * K + nb * K) * esize, [&] {
         multiply(options.strategy, space, Operands<Scalar, Layout, Mem>{m, d, cv});
         space.fence();
       });
-      if constexpr (direct) in_free.push(*in);
+      if (direct) in_free.push(*in);
 
       // d2h: back to C order in host staging.
       rec.time(b, Phase::d2h, direct ? 0.0 : block_bytes, [&] {
-        if constexpr (!direct) {
+        if (!direct) {
           const Cube<Scalar, Kokkos::LayoutRight, Mem> scratch(scratch_c.data(), tb, nb, K);
           unstage<Space, Scalar, Layout>(space, cv, cv_host, scratch);
           space.fence();

@@ -46,6 +46,10 @@ struct PipelineOptions {
   Strategy strategy = Strategy::flat;
   bool progress = true;         // a progress line per block on `progress_out`
   std::string label;            // names the job in progress lines
+  // Host spaces: stage through separate compute buffers even where the
+  // kernel could work in the staging slots, so the device path's staging
+  // is exercised (and tested) on machines without a device.
+  bool force_staging = false;
   // Test hook: called by the I/O threads before each read/write, so tests can
   // make a stage slow and check that blocks still land in order.
   std::function<void(Phase, int block)> before_io;

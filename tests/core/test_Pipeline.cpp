@@ -58,13 +58,15 @@ struct MemoryFiles {
 };
 
 template <class Scalar, class Layout>
-void check_pipeline(Index T, Index N, Index K, std::size_t budget, Strategy strategy, bool slow) {
-  CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), to_string(strategy), slow);
+void check_pipeline(Index T, Index N, Index K, std::size_t budget, Strategy strategy, bool slow,
+                    bool force_staging = false) {
+  CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), to_string(strategy), slow, force_staging);
   MemoryFiles<Scalar> files(T, N, K);
   const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, 3);
   PipelineOptions options;
   options.strategy = strategy;
   options.progress = false;
+  options.force_staging = force_staging;
   if (slow)  // uneven delays on both I/O threads: order must hold anyway
     options.before_io = [](Phase phase, int block) {
       if ((block + int(phase)) % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
@@ -87,6 +89,16 @@ TEST_CASE("pipeline output equals m * d bit for bit, in order", "[pipeline]") {
     check_pipeline<float, Kokkos::LayoutRight>(7, 1001, 3, 1 << 16, Strategy::per_date, slow);
     check_pipeline<float, Kokkos::LayoutLeft>(7, 1001, 3, 1 << 16, Strategy::per_id, slow);
     check_pipeline<double, Kokkos::LayoutLeft>(1, 1, 1, 4096, Strategy::elementwise, slow);
+  }
+}
+
+TEST_CASE("the forced staging path (the device path's stages, on the host) is bit-identical and in order",
+          "[pipeline]") {
+  for (bool slow : {false, true}) {
+    check_pipeline<double, Kokkos::LayoutRight>(20, 500, 5, 1 << 20, Strategy::flat, slow, true);
+    check_pipeline<double, Kokkos::LayoutLeft>(20, 500, 5, 1 << 20, Strategy::elementwise, slow, true);
+    check_pipeline<float, Kokkos::LayoutRight>(7, 1001, 3, 1 << 16, Strategy::team, slow, true);
+    check_pipeline<float, Kokkos::LayoutLeft>(7, 1001, 3, 1 << 16, Strategy::kokkos_kernels, slow, true);
   }
 }
 
