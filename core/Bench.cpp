@@ -121,10 +121,10 @@ Report run(const Config& config_in, std::ostream& progress) {
   report.config = config;
 
   const Index elements = config.dates * config.ids * config.cols;
-  double gib = 3.0 * double(elements) * 8;  // roof arrays
-  for (auto p : config.precisions) gib += config.layouts.size() * 2.0 * double(elements) * (p == Precision::f64 ? 8 : 4);
+  double bytes = 3.0 * double(elements) * 8;  // roof arrays
+  for (auto p : config.precisions) bytes += config.layouts.size() * 2.0 * double(elements) * (p == Precision::f64 ? 8 : 4);
   fmt::print(progress, "cvest bench: {} x {} x {} on {} ({} threads), {:.2f} GiB of arrays\n", config.dates,
-             config.ids, config.cols, report.build.backend, report.build.threads, gib / double(1 << 30));
+             config.ids, config.cols, report.build.backend, report.build.threads, bytes / double(1 << 30));
 
   std::vector<Variant> variants;
   for (auto p : config.precisions)

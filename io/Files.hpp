@@ -8,7 +8,6 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace cvest::io {
