@@ -268,6 +268,9 @@ void multiply(Strategy strategy, ExecSpace const& space,
       space.fence();
       Kokkos::Profiling::pushRegion(label);
       blas_per_date(ops);
+      // It ran on the default instance: done before the caller's instance
+      // (maybe another stream) is fenced and the result is read.
+      Kokkos::fence();
       Kokkos::Profiling::popRegion();
       break;
   }

@@ -88,11 +88,15 @@ class Recorder {
   void time(int block, Phase phase, double bytes, F&& f) {
     const double b = now();
     f();
-    const double e = now();
+    span(block, phase, bytes, b, now());
+  }
+  // A phase that ran asynchronously, from when it was issued to when a fence
+  // saw it finish.
+  void span(int block, Phase phase, double bytes, double begin, double end) {
     std::lock_guard lock(m_);
-    stats_.seconds[int(phase)] += e - b;
+    stats_.seconds[int(phase)] += end - begin;
     stats_.bytes[int(phase)] += bytes;
-    stats_.timeline.push_back({block, phase, b, e});
+    stats_.timeline.push_back({block, phase, begin, end});
   }
 
  private:
@@ -163,6 +167,36 @@ void unstage(Space const& space, const Cube<const Scalar, Layout, typename Space
   }
 }
 
+// The execution-space instances the staged path issues work to: copies in
+// (h2d), kernels, copies out (d2h). On Cuda each is its own stream, so block
+// k+1's copy in and block k-1's copy out overlap block k's kernel; on host
+// spaces all three are the one instance and every step is synchronous.
+template <class Space>
+struct Instances {
+  Space h2d, compute, d2h;
+};
+
+#ifdef KOKKOS_ENABLE_CUDA
+template <>
+struct Instances<Kokkos::Cuda> {
+  // Streams made here and instances made from them (works on 3.4 and 4.x);
+  // the instances go before the streams.
+  struct Streams {
+    cudaStream_t s[3] = {};
+    Streams() {
+      for (auto& st : s)
+        if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess)
+          throw std::runtime_error("cvest: cannot create a Cuda stream");
+    }
+    ~Streams() {
+      for (auto st : s)
+        if (st) cudaStreamDestroy(st);
+    }
+  } streams;
+  Kokkos::Cuda h2d{streams.s[0]}, compute{streams.s[1]}, d2h{streams.s[2]};
+};
+#endif
+
 }  // namespace pipeline_detail
 
 template <class Scalar, class Layout>
@@ -199,13 +233,30 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   Flat d_slot[2] = {alloc("cvest::pipeline::discount_slot0", cube_elems), alloc("cvest::pipeline::discount_slot1", cube_elems)};
   Flat cv_slot[2] = {alloc("cvest::pipeline::cv_slot0", cube_elems), alloc("cvest::pipeline::cv_slot1", cube_elems)};
   Flat m_slot[2] = {alloc("cvest::pipeline::multBy_slot0", row_elems), alloc("cvest::pipeline::multBy_slot1", row_elems)};
-  FlatC d_c, cv_c, m_c, scratch_c;
+  // The staged path computes in two sets of compute-space buffers, so block
+  // k+1 can be copied in while block k computes and block k-1 is copied out.
+  struct ComputeSet {
+    FlatC d, cv, m;
+    Index m_ids = -1;  // which id block `m` holds
+  };
+  ComputeSet sets[2];
+  FlatC scratch_in, scratch_out;  // C-order landing zones for device transposes
+  const auto alloc_c = [](const std::string& label, std::size_t n) {
+    return FlatC(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
+  };
   if (!direct) {
-    d_c = FlatC(Kokkos::view_alloc("cvest::pipeline::discount", Kokkos::WithoutInitializing), cube_elems);
-    cv_c = FlatC(Kokkos::view_alloc("cvest::pipeline::cv", Kokkos::WithoutInitializing), cube_elems);
-    m_c = FlatC(Kokkos::view_alloc("cvest::pipeline::multBy", Kokkos::WithoutInitializing), row_elems);
-    if constexpr (!policy::on_host<Space>)
-      scratch_c = FlatC(Kokkos::view_alloc("cvest::pipeline::transpose_scratch", Kokkos::WithoutInitializing), cube_elems);
+    for (int s = 0; s < 2; ++s) {
+      const std::string tag = std::to_string(s);
+      sets[s].d = alloc_c("cvest::pipeline::discount" + tag, cube_elems);
+      sets[s].cv = alloc_c("cvest::pipeline::cv" + tag, cube_elems);
+      sets[s].m = alloc_c("cvest::pipeline::multBy" + tag, row_elems);
+    }
+    if constexpr (!policy::on_host<Space>) {
+      if constexpr (!std::is_same_v<Layout, Kokkos::LayoutRight>) {
+        scratch_in = alloc_c("cvest::pipeline::transpose_in", cube_elems);
+        scratch_out = alloc_c("cvest::pipeline::transpose_out", cube_elems);
+      }
+    }
   }
 
   Channel in_free, in_full, out_free, out_full;
@@ -267,78 +318,152 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   });
 
   const bool tty = isatty(STDERR_FILENO);
-  guarded([&] {
+  double last_progress = -1;
+  // One line per block, at most two a second (and always the last).
+  const auto report_progress = [&](int b) {
+    if (!options.progress || (rec.now() - last_progress < 0.5 && b + 1 != nblocks)) return;
+    const double elapsed = rec.now();
+    last_progress = elapsed;
+    const double done = double(b + 1) / nblocks;
+    const double gbps = double(plan.T * plan.N * K) * esize * done / elapsed / 1e9;
+    fmt::print(progress_out, "{}{} block {}/{}  {:.2f} GB/s in  {:.1f} s left{}", tty ? "\r" : "",
+               options.label, b + 1, nblocks, gbps, elapsed / done - elapsed, tty ? "   " : "\n");
+    progress_out.flush();
+  };
+  const auto block_bytes = [&](int b) {
+    return double(plan.blocks[b].dates.size() * plan.blocks[b].ids.size() * K) * esize;
+  };
+  const auto kernel_bytes = [&](int b) {
+    const Block& blk = plan.blocks[b];
+    return double(2 * blk.dates.size() * blk.ids.size() * K + blk.ids.size() * K) * esize;
+  };
+
+  // Direct path (host spaces, LayoutRight): the kernel reads and writes the
+  // staging slots themselves; h2d and d2h are empty.
+  const auto run_direct = [&] {
     Space space;
-    Index m_loaded = -1;
-    double last_progress = -1;
     for (int b = 0; b < nblocks; ++b) {
       const auto in = in_full.pop();
       if (!in) return;
       const Block& blk = plan.blocks[b];
       const Index tb = blk.dates.size(), nb = blk.ids.size();
-      const double block_bytes = double(tb * nb * K) * esize;
-      HostCube d_host(d_slot[*in].data(), tb, nb, K);
-      Table<const Scalar, Layout, Mem> m;
-      Cube<const Scalar, Layout, Mem> d;
-      Cube<Scalar, Layout, Mem> cv;
-
-      // h2d: stage discount (and multBy) into the compute space and layout.
-      rec.time(b, Phase::h2d, direct ? 0.0 : block_bytes, [&] {
-        if (direct) {
-          m = Table<const Scalar, Layout, Mem>(m_slot[*in].data(), nb, K);
-          d = Cube<const Scalar, Layout, Mem>(d_slot[*in].data(), tb, nb, K);
-        } else {
-          const Cube<Scalar, Kokkos::LayoutRight, Mem> scratch(scratch_c.data(), tb, nb, K);
-          const Cube<Scalar, Layout, Mem> d_dev(d_c.data(), tb, nb, K);
-          stage<Space, Scalar, Layout>(space, d_host, d_dev, scratch);
-          if (m_loaded != blk.ids.begin) {
-            const Cube<Scalar, Layout, Mem> m_dev(m_c.data(), 1, nb, K);
-            const Cube<Scalar, Kokkos::LayoutRight, Mem> m_scratch(scratch_c.data(), 1, nb, K);
-            stage<Space, Scalar, Layout>(space, HostCube(m_slot[*in].data(), 1, nb, K), m_dev, m_scratch);
-            m_loaded = blk.ids.begin;
-          }
-          m = Table<const Scalar, Layout, Mem>(m_c.data(), nb, K);
-          d = d_dev;
-          space.fence();
-        }
-      });
-      // The input slot can be refilled as soon as its data is in the compute
-      // space; on direct runs the kernel still reads it.
-      if (!direct) in_free.push(*in);
-
+      rec.time(b, Phase::h2d, 0.0, [] {});
       const auto out = out_free.pop();
       if (!out) return;
-      HostCube cv_host(cv_slot[*out].data(), tb, nb, K);
-      if (direct) cv = Cube<Scalar, Layout, Mem>(cv_slot[*out].data(), tb, nb, K);
-      else cv = Cube<Scalar, Layout, Mem>(cv_c.data(), tb, nb, K);
-
-      rec.time(b, Phase::kernel, double(2 * tb * nb * K + nb * K) * esize, [&] {
-        multiply(options.strategy, space, Operands<Scalar, Layout, Mem>{m, d, cv});
+      const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(m_slot[*in].data(), nb, K),
+                                              Cube<const Scalar, Layout, Mem>(d_slot[*in].data(), tb, nb, K),
+                                              Cube<Scalar, Layout, Mem>(cv_slot[*out].data(), tb, nb, K)};
+      rec.time(b, Phase::kernel, kernel_bytes(b), [&] {
+        multiply(options.strategy, space, ops);
         space.fence();
       });
-      if (direct) in_free.push(*in);
-
-      // d2h: back to C order in host staging.
-      rec.time(b, Phase::d2h, direct ? 0.0 : block_bytes, [&] {
-        if (!direct) {
-          const Cube<Scalar, Kokkos::LayoutRight, Mem> scratch(scratch_c.data(), tb, nb, K);
-          unstage<Space, Scalar, Layout>(space, cv, cv_host, scratch);
-          space.fence();
-        }
-      });
+      in_free.push(*in);
+      rec.time(b, Phase::d2h, 0.0, [] {});
       out_full.push(*out);
-
-      // One line per block, at most two a second (and always the last).
-      if (options.progress && (rec.now() - last_progress >= 0.5 || b + 1 == nblocks)) {
-        const double elapsed = rec.now();
-        last_progress = elapsed;
-        const double done = double(b + 1) / nblocks;
-        const double gbps = double(plan.T * plan.N * K) * esize * done / elapsed / 1e9;
-        fmt::print(progress_out, "{}{} block {}/{}  {:.2f} GB/s in  {:.1f} s left{}", tty ? "\r" : "",
-                   options.label, b + 1, nblocks, gbps, elapsed / done - elapsed, tty ? "   " : "\n");
-        progress_out.flush();
-      }
+      report_progress(b);
     }
+  };
+
+  // Staged path (devices, LayoutLeft, or forced): software-pipelined over two
+  // compute sets. Iteration b issues block b's copy in, retires block b-1's
+  // kernel and block b-2's copy out, issues block b-1's copy out, and launches
+  // block b's kernel. A set is reused only after the fences that retire its
+  // previous block.
+  const auto run_staged = [&] {
+    Instances<Space> inst;
+    // Work issued and not yet retired. On host spaces every step has finished
+    // when its call returns, so its span is recorded then (`timed`), and the
+    // later fence only retires it.
+    struct Pending {
+      int block = -1;
+      int slot = -1;
+      double since = 0;
+      bool timed = false;
+    } kernel, copy_out;
+    const auto issue_copy_out = [&](int blk_index) {
+      const auto out = out_free.pop();
+      if (!out) return false;
+      const Block& blk = plan.blocks[blk_index];
+      const Index tb = blk.dates.size(), nb = blk.ids.size();
+      const ComputeSet& set = sets[blk_index % 2];
+      copy_out = {blk_index, *out, rec.now()};
+      unstage<Space, Scalar, Layout>(inst.d2h, Cube<const Scalar, Layout, Mem>(set.cv.data(), tb, nb, K),
+                                     HostCube(cv_slot[*out].data(), tb, nb, K),
+                                     Cube<Scalar, Kokkos::LayoutRight, Mem>(scratch_out.data(), tb, nb, K));
+      if constexpr (policy::on_host<Space>) {
+        inst.d2h.fence();
+        rec.span(blk_index, Phase::d2h, block_bytes(blk_index), copy_out.since, rec.now());
+        copy_out.timed = true;
+      }
+      return true;
+    };
+    const auto retire_copy_out = [&] {
+      if (copy_out.block < 0) return;
+      inst.d2h.fence();
+      if (!copy_out.timed)
+        rec.span(copy_out.block, Phase::d2h, block_bytes(copy_out.block), copy_out.since, rec.now());
+      out_full.push(copy_out.slot);
+      copy_out = {};
+    };
+    const auto retire_kernel = [&] {
+      if (kernel.block < 0 || kernel.timed) return;
+      inst.compute.fence();
+      rec.span(kernel.block, Phase::kernel, kernel_bytes(kernel.block), kernel.since, rec.now());
+      kernel.timed = true;
+    };
+
+    for (int b = 0; b < nblocks; ++b) {
+      const auto in = in_full.pop();
+      if (!in) return;
+      const Block& blk = plan.blocks[b];
+      const Index tb = blk.dates.size(), nb = blk.ids.size();
+      ComputeSet& set = sets[b % 2];
+
+      // Block b in: discount, and multBy when this set holds other ids.
+      const double h2d_since = rec.now();
+      double h2d_bytes = block_bytes(b);
+      stage<Space, Scalar, Layout>(inst.h2d, Cube<const Scalar, Kokkos::LayoutRight, Kokkos::HostSpace>(d_slot[*in].data(), tb, nb, K),
+                                   Cube<Scalar, Layout, Mem>(set.d.data(), tb, nb, K),
+                                   Cube<Scalar, Kokkos::LayoutRight, Mem>(scratch_in.data(), tb, nb, K));
+      if (set.m_ids != blk.ids.begin) {
+        // multBy travels as a (1, ids, K) cube: the same bytes as the (ids, K)
+        // table. Same instance as the discount copy, so scratch_in is reused
+        // in order.
+        stage<Space, Scalar, Layout>(inst.h2d, Cube<const Scalar, Kokkos::LayoutRight, Kokkos::HostSpace>(m_slot[*in].data(), 1, nb, K),
+                                     Cube<Scalar, Layout, Mem>(set.m.data(), 1, nb, K),
+                                     Cube<Scalar, Kokkos::LayoutRight, Mem>(scratch_in.data(), 1, nb, K));
+        set.m_ids = blk.ids.begin;
+        h2d_bytes += double(nb * K) * esize;
+      }
+
+      // Block b-1's kernel and block b-2's copy out finish; b-1 goes out.
+      retire_kernel();
+      retire_copy_out();
+      if (kernel.block >= 0 && !issue_copy_out(kernel.block)) return;
+      kernel = {};
+
+      inst.h2d.fence();
+      rec.span(b, Phase::h2d, h2d_bytes, h2d_since, rec.now());
+      in_free.push(*in);
+
+      kernel = {b, -1, rec.now()};
+      multiply(options.strategy, inst.compute,
+               Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(set.m.data(), nb, K),
+                                             Cube<const Scalar, Layout, Mem>(set.d.data(), tb, nb, K),
+                                             Cube<Scalar, Layout, Mem>(set.cv.data(), tb, nb, K)});
+      if constexpr (policy::on_host<Space>) retire_kernel();
+      report_progress(b);
+    }
+    // Drain: the last kernel, the copy out in flight, the last copy out.
+    const int last = kernel.block;
+    retire_kernel();
+    retire_copy_out();
+    if (last >= 0 && issue_copy_out(last)) retire_copy_out();
+  };
+
+  guarded([&] {
+    if (direct) run_direct();
+    else run_staged();
   });
   reader.join();
   writer.join();

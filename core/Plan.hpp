@@ -33,9 +33,10 @@ struct BlockPlan {
 
 // How many block-sized buffers the pipeline holds at once: two discount and
 // two cv slots in host staging (one being read or written while the other is
-// computed), discount + cv in the compute space, and one to check a job
+// computed), two sets of discount + cv in the compute space (the staged path
+// copies block k+1 in while block k computes), and one to check a job
 // against the output an earlier job wrote.
-inline constexpr std::size_t pipeline_buffers = 7;
+inline constexpr std::size_t pipeline_buffers = 9;
 
 // Plans blocks of whole dates when one date's N x K slab fits; otherwise
 // blocks of one date and as many ids as fit. `id_quantum` rounds id blocks
