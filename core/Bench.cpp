@@ -100,8 +100,7 @@ Variant make_variant(Space const& space, const Config& c, LayoutKind layout, Pre
 using namespace detail;
 
 double bytes_moved(Index T, Index N, Index K, Precision precision) {
-  const double size = precision == Precision::f64 ? 8.0 : 4.0;
-  return (2.0 * double(T) * double(N) * double(K) + double(N) * double(K)) * size;
+  return (2.0 * double(T) * double(N) * double(K) + double(N) * double(K)) * double(element_size(precision));
 }
 
 Report run(const Config& config_in, std::ostream& progress) {
@@ -122,7 +121,7 @@ Report run(const Config& config_in, std::ostream& progress) {
 
   const Index elements = config.dates * config.ids * config.cols;
   double bytes = 3.0 * double(elements) * 8;  // roof arrays
-  for (auto p : config.precisions) bytes += config.layouts.size() * 2.0 * double(elements) * (p == Precision::f64 ? 8 : 4);
+  for (auto p : config.precisions) bytes += config.layouts.size() * 2.0 * double(elements) * double(element_size(p));
   fmt::print(progress, "cvest bench: {} x {} x {} on {} ({} threads), {:.2f} GiB of arrays\n", config.dates,
              config.ids, config.cols, report.build.backend, report.build.threads, bytes / double(1 << 30));
 

@@ -1,6 +1,7 @@
 #pragma once
 // Run-time names for cvest's compile-time choices, free of Kokkos so that
 // host-only code (deck parsing) compiles with the host compiler in Cuda builds.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -13,6 +14,9 @@ using Index = std::int64_t;
 // As decks and flags spell them.
 enum class LayoutKind { right, left };
 enum class Precision { f64, f32 };
+
+// Bytes per element.
+constexpr std::size_t element_size(Precision precision) { return precision == Precision::f64 ? 8 : 4; }
 
 std::string_view to_string(LayoutKind layout);
 std::string_view to_string(Precision precision);

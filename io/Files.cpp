@@ -21,8 +21,6 @@ std::string temp_path_for(const std::string& path) {
   return (p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
 }
 
-std::size_t element_size(Precision p) { return p == Precision::f64 ? 8 : 4; }
-
 // Creates `path` (truncating) as a new HDF5 file. IoError when it can't.
 File create_file(const std::string& path, const std::string& shown) {
   File file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
@@ -169,17 +167,12 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
   DatasetShape m, d;
   multby_ = open_dataset(file_, path, multby, 2, m, chunk_cache_bytes);
   discount_ = open_dataset(file_, path, discount, 3, d, chunk_cache_bytes);
-  const auto dims = [](const std::vector<Index>& v) {
-    std::string s = "(";
-    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-    return s + ")";
-  };
   for (std::size_t i = 0; i < 3; ++i)
     if (d.dims[i] == 0)
-      throw InputError(path + ": dataset '" + discount + "' is " + dims(d.dims) + ", expected no zero-length dimension");
+      throw InputError(path + ": dataset '" + discount + "' is " + dims_text(d.dims) + ", expected no zero-length dimension");
   if (m.dims[0] != d.dims[1] || m.dims[1] != d.dims[2])
-    throw InputError(path + ": dataset '" + multby + "' is " + dims(m.dims) + ", expected (" + std::to_string(d.dims[1]) +
-                     ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims(d.dims));
+    throw InputError(path + ": dataset '" + multby + "' is " + dims_text(m.dims) + ", expected (" + std::to_string(d.dims[1]) +
+                     ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision};
   for (Precision p : {Precision::f64, Precision::f32})
     raw_[p == Precision::f64 ? 0 : 1] = RawCube::open(discount_, path, path, native_type(p), false, shape_.N, shape_.K);

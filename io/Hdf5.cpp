@@ -19,12 +19,6 @@ std::string describe_type(hid_t type) {
   }
 }
 
-std::string dims_text(const std::vector<Index>& dims) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + ")";
-}
-
 Dataspace select(const Dataset& ds, const std::vector<Index>& start, const std::vector<Index>& count,
                  const std::string& what) {
   Dataspace space(H5Dget_space(ds.get()));
@@ -36,6 +30,12 @@ Dataspace select(const Dataset& ds, const std::vector<Index>& start, const std::
 }
 
 }  // namespace
+
+std::string dims_text(const std::vector<Index>& dims) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + ")";
+}
 
 void quiet_hdf5_errors() {
   // No library clean-up at exit: every id cvest opens is closed by its

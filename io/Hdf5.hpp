@@ -54,6 +54,9 @@ using Attribute = Handle<H5Aclose>;
 // reports one line instead) and its exit-time clean-up.
 void quiet_hdf5_errors();
 
+// "(2, 3, 4)", for messages.
+std::string dims_text(const std::vector<Index>& dims);
+
 // The element types cvest computes in.
 hid_t native_type(Precision precision);
 

@@ -21,8 +21,6 @@ namespace cvest::io {
 
 namespace {
 
-std::size_t element_size(Precision p) { return p == Precision::f64 ? 8 : 4; }
-
 template <class F>
 auto with_types(Precision precision, LayoutKind layout, F&& f) {
   const bool right = layout == LayoutKind::right;
@@ -53,14 +51,12 @@ bench::Roof measure_roof(Index elements) {
   return roof;
 }
 
-std::string first_difference(const void* expected, const void* found, const Block& b, Index K, Precision p,
-                             Index& flat) {
+std::string first_difference(const void* expected, const void* found, const Block& b, Index K, Precision p) {
   const std::size_t n = std::size_t(b.dates.size() * b.ids.size() * K);
   const std::size_t es = element_size(p);
   if (std::memcmp(expected, found, n * es) == 0) return "";
   for (std::size_t j = 0; j < n; ++j)
     if (std::memcmp(static_cast<const char*>(expected) + j * es, static_cast<const char*>(found) + j * es, es) != 0) {
-      flat = Index(j);
       const Index t = b.dates.begin + Index(j) / (b.ids.size() * K);
       const Index i = b.ids.begin + Index(j) / K % b.ids.size();
       const Index k = Index(j) % K;
@@ -171,8 +167,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
               read_hyperslab(written_cv, native_type(precision), {b.dates.begin, b.ids.begin, 0},
                              {b.dates.size(), b.ids.size(), shape.K}, check_buffer.data(),
                              deck.output.file + ": dataset '" + deck.output.dataset + "'");
-              Index flat = 0;
-              const auto diff = first_difference(check_buffer.data(), buf, b, shape.K, precision, flat);
+              const auto diff = first_difference(check_buffer.data(), buf, b, shape.K, precision);
               if (!diff.empty())
                 throw VerifyError(fmt::format("{}: strategy {} with layout {} differs from the written output at {}",
                                               deck.output.file, to_string(strategy), to_string(layout), diff));
@@ -250,8 +245,7 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
     else
       compute(reinterpret_cast<float*>(expected.data()), reinterpret_cast<const float*>(m.data()),
               reinterpret_cast<const float*>(d.data()));
-    Index flat = 0;
-    const auto diff = first_difference(expected.data(), found.data(), b, s.K, p, flat);
+    const auto diff = first_difference(expected.data(), found.data(), b, s.K, p);
     if (!diff.empty())
       throw VerifyError(fmt::format("{}: dataset '{}' differs from {} '{}' * '{}' at {}", o.output, o.dataset, o.input,
                                     o.multby, o.discount, diff));
