@@ -4,8 +4,10 @@
 #include "core/Bench.hpp"
 #include "core/Deck.hpp"
 #include "core/Errors.hpp"
+#include "core/Plan.hpp"
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
+#include "core/Transfers.hpp"
 #include "core/Version.hpp"
 #include "io/Files.hpp"
 #include "io/Job.hpp"
@@ -81,6 +83,24 @@ int main(int argc, char* argv[]) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   bench_cmd->add_option("--json", json_path, "also write the results as JSON to this file");
 
+  // transfers
+  cvest::transfers::Config transfers;
+  std::string tr_strategy = "flat", tr_layout = "right", tr_precision = "double", tr_block, tr_copy = "1GiB", tr_json;
+  auto* transfers_cmd = app.add_subcommand(
+      "transfers", "host<->device copies (pageable vs pinned) and the in-memory pipeline against its pure copies");
+  transfers_cmd->add_option("--dates,-T", transfers.dates, "dates T")->capture_default_str()->check(CLI::PositiveNumber);
+  transfers_cmd->add_option("--ids,-N", transfers.ids, "ids N")->capture_default_str()->check(CLI::PositiveNumber);
+  transfers_cmd->add_option("--cols,-K", transfers.cols, "columns K")->capture_default_str()->check(CLI::PositiveNumber);
+  transfers_cmd->add_option("--precision", tr_precision, "double or float")->capture_default_str();
+  transfers_cmd->add_option("--strategy", tr_strategy, "the pipeline's kernel: " + cvest::strategy_names())
+      ->capture_default_str();
+  transfers_cmd->add_option("--layout", tr_layout, "right or left")->capture_default_str();
+  transfers_cmd->add_option("--block", tr_block, "one block's discount bytes (default 64MiB on a device, 2MiB on the host)");
+  transfers_cmd->add_option("--copy-size", tr_copy, "array size of the pageable/pinned copy test")->capture_default_str();
+  transfers_cmd->add_option("--repeats", transfers.repeats, "timed rounds (median)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  transfers_cmd->add_option("--json", tr_json, "also write the results as JSON to this file");
+
   // run
   std::string deck_path;
   std::vector<std::string> overrides;
@@ -127,6 +147,17 @@ int main(int argc, char* argv[]) {
       const auto report = cvest::bench::run(bench, std::cerr);
       cvest::bench::print_table(report, std::cout);
       if (!json_path.empty()) write_file(json_path, cvest::bench::to_json(report).dump(2) + "\n");
+      return 0;
+    }
+    if (*transfers_cmd) {
+      transfers.precision = cvest::precision_from_name(tr_precision);
+      transfers.strategy = cvest::strategy_from_name(tr_strategy);
+      transfers.layout = cvest::layout_from_name(tr_layout);
+      if (!tr_block.empty()) transfers.block_bytes = cvest::parse_bytes(tr_block);
+      transfers.copy_bytes = cvest::parse_bytes(tr_copy);
+      const auto report = cvest::transfers::run(transfers, std::cerr);
+      cvest::transfers::print(report, std::cout);
+      if (!tr_json.empty()) write_file(tr_json, cvest::transfers::to_json(report).dump(2) + "\n");
       return 0;
     }
     if (*run_cmd) {

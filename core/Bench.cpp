@@ -19,12 +19,6 @@ namespace detail {
 using Space = ExecSpace;
 using Mem = Space::memory_space;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Reproducible, non-trivial values: every element's product is distinct
 // enough that a strategy writing the wrong element is caught.
 template <class Scalar, class Layout>
@@ -98,6 +92,13 @@ Variant make_variant(Space const& space, const Config& c, LayoutKind layout, Pre
 
 }  // namespace detail
 using namespace detail;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 double bytes_moved(Index T, Index N, Index K, Precision precision) {
   return (2.0 * double(T) * double(N) * double(K) + double(N) * double(K)) * double(element_size(precision));

@@ -44,6 +44,9 @@ struct Report {
   std::vector<Result> results;
 };
 
+// The median of repeated timings (the mean of the middle two for an even count).
+double median(std::vector<double> v);
+
 // Bytes one pass moves: read d, write cv, read multBy once.
 double bytes_moved(Index T, Index N, Index K, Precision precision);
 

@@ -14,6 +14,7 @@
 #include <optional>
 #include <ostream>
 #include <thread>
+#include <utility>
 #include <unistd.h>
 #ifdef __linux__
 #include <pthread.h>
@@ -197,6 +198,71 @@ struct Instances<Kokkos::Cuda> {
 };
 #endif
 
+// When the staged path's steps ran, per step kind (h2d, kernel, d2h; one of
+// each is in flight at a time). On host spaces every step has finished when
+// its call returns, so a mark is the host clock after a fence. On Cuda a mark
+// is an event recorded on the step's stream and read once the fence that
+// retires the step has returned: h2d, kernel and d2h are timed on the device's
+// own clock, not by when the host thread happened to look.
+enum class Step { h2d, kernel, d2h };
+
+template <class Space>
+class StepClock {
+ public:
+  StepClock(Recorder& rec, Instances<Space>&) : rec_(rec) {}
+  void begin(Step s, Space const&) { begin_[int(s)] = rec_.now(); }
+  void end(Step s, Space const& space) {
+    space.fence();
+    end_[int(s)] = rec_.now();
+  }
+  // Seconds since the pipeline started; call after the step's fence.
+  std::pair<double, double> span(Step s) { return {begin_[int(s)], end_[int(s)]}; }
+
+ private:
+  Recorder& rec_;
+  double begin_[3] = {}, end_[3] = {};
+};
+
+#ifdef KOKKOS_ENABLE_CUDA
+template <>
+class StepClock<Kokkos::Cuda> {
+ public:
+  // `origin_` is recorded and waited for now, so device times map onto the
+  // host clock at this point.
+  StepClock(Recorder& rec, Instances<Kokkos::Cuda>& inst) {
+    check(cudaEventCreate(&origin_));
+    for (int i = 0; i < 3; ++i) {
+      check(cudaEventCreate(&begin_[i]));
+      check(cudaEventCreate(&end_[i]));
+    }
+    check(cudaEventRecord(origin_, inst.h2d.cuda_stream()));
+    check(cudaEventSynchronize(origin_));
+    origin_s_ = rec.now();
+  }
+  ~StepClock() {
+    for (auto e : {origin_, begin_[0], begin_[1], begin_[2], end_[0], end_[1], end_[2]})
+      if (e) cudaEventDestroy(e);
+  }
+  StepClock(const StepClock&) = delete;
+  StepClock& operator=(const StepClock&) = delete;
+  void begin(Step s, Kokkos::Cuda const& space) { check(cudaEventRecord(begin_[int(s)], space.cuda_stream())); }
+  void end(Step s, Kokkos::Cuda const& space) { check(cudaEventRecord(end_[int(s)], space.cuda_stream())); }
+  std::pair<double, double> span(Step s) { return {at(begin_[int(s)]), at(end_[int(s)])}; }
+
+ private:
+  static void check(cudaError_t e) {
+    if (e != cudaSuccess) throw std::runtime_error(std::string("cvest: Cuda event: ") + cudaGetErrorString(e));
+  }
+  double at(cudaEvent_t e) const {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, origin_, e));
+    return origin_s_ + double(ms) * 1e-3;
+  }
+  cudaEvent_t origin_ = nullptr, begin_[3] = {}, end_[3] = {};
+  double origin_s_ = 0;
+};
+#endif
+
 }  // namespace pipeline_detail
 
 template <class Scalar, class Layout>
@@ -206,6 +272,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   using Space = ExecSpace;
   using Mem = Space::memory_space;
   using HostCube = Cube<Scalar, Kokkos::LayoutRight, Kokkos::HostSpace>;
+  using HostCubeC = Cube<const Scalar, Kokkos::LayoutRight, Kokkos::HostSpace>;
   // On host spaces a LayoutRight run computes straight in the staging slots,
   // unless the staging path is forced (to test it where there is no device).
   const bool direct = policy::on_host<Space> && std::is_same_v<Layout, Kokkos::LayoutRight> && !options.force_staging;
@@ -217,22 +284,31 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   const std::size_t cube_elems = std::size_t(TB * NB * K), row_elems = std::size_t(NB * K);
   const double esize = sizeof(Scalar);
 
-  // Buffers, allocated once for the largest block and viewed per block.
-  // Host staging is pinned when the compute space is a Cuda device, so the
-  // copies run at full link speed and can be asynchronous.
-#ifdef KOKKOS_ENABLE_CUDA
-  using StagingSpace = std::conditional_t<policy::on_host<Space>, Kokkos::HostSpace, Kokkos::CudaHostPinnedSpace>;
-#else
-  using StagingSpace = Kokkos::HostSpace;
-#endif
+  // Buffers, allocated once for the largest block and viewed per block; none
+  // for data that BlockIO hands over in place. Host staging is pinned when
+  // the compute space is a Cuda device (StagingSpace).
   using Flat = Kokkos::View<Scalar*, StagingSpace>;
   using FlatC = Kokkos::View<Scalar*, Mem>;
   const auto alloc = [](const std::string& label, std::size_t n) {
     return Flat(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
   };
-  Flat d_slot[2] = {alloc("cvest::pipeline::discount_slot0", cube_elems), alloc("cvest::pipeline::discount_slot1", cube_elems)};
-  Flat cv_slot[2] = {alloc("cvest::pipeline::cv_slot0", cube_elems), alloc("cvest::pipeline::cv_slot1", cube_elems)};
-  Flat m_slot[2] = {alloc("cvest::pipeline::multBy_slot0", row_elems), alloc("cvest::pipeline::multBy_slot1", row_elems)};
+  const std::size_t d_elems = io.discount_at ? 0 : cube_elems, cv_elems = io.cv_at ? 0 : cube_elems,
+                    m_elems = io.multby_at ? 0 : row_elems;
+  Flat d_slot[2] = {alloc("cvest::pipeline::discount_slot0", d_elems), alloc("cvest::pipeline::discount_slot1", d_elems)};
+  Flat cv_slot[2] = {alloc("cvest::pipeline::cv_slot0", cv_elems), alloc("cvest::pipeline::cv_slot1", cv_elems)};
+  Flat m_slot[2] = {alloc("cvest::pipeline::multBy_slot0", m_elems), alloc("cvest::pipeline::multBy_slot1", m_elems)};
+  // Where block b's data is on the host: in place, or in the slot the I/O
+  // thread filled (or the writer will drain).
+  const auto discount_of = [&](int b, int slot) -> const Scalar* {
+    return io.discount_at ? io.discount_at(plan.blocks[b]) : d_slot[slot].data();
+  };
+  const auto multby_of = [&](int b, int slot) -> const Scalar* {
+    return io.multby_at ? io.multby_at(plan.blocks[b].ids) : m_slot[slot].data();
+  };
+  const auto cv_of = [&](int b, int slot) -> Scalar* {
+    return io.cv_at ? io.cv_at(plan.blocks[b]) : cv_slot[slot].data();
+  };
+
   // The staged path computes in two sets of compute-space buffers, so block
   // k+1 can be copied in while block k computes and block k-1 is copied out.
   struct ComputeSet {
@@ -288,13 +364,15 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
         if (!slot) return;
         const Block& blk = plan.blocks[b];
         if (options.before_io) options.before_io(Phase::read, b);
-        const double bytes = double(blk.dates.size() * blk.ids.size() * K) * esize;
-        rec.time(b, Phase::read, bytes + (m_ids[*slot] != blk.ids.begin ? double(blk.ids.size() * K) * esize : 0), [&] {
-          if (m_ids[*slot] != blk.ids.begin) {
+        const bool read_m = !io.multby_at && m_ids[*slot] != blk.ids.begin, read_d = !io.discount_at;
+        const double bytes = (read_d ? double(blk.dates.size() * blk.ids.size() * K) * esize : 0.0) +
+                             (read_m ? double(blk.ids.size() * K) * esize : 0.0);
+        rec.time(b, Phase::read, bytes, [&] {
+          if (read_m) {
             io.read_multby(blk.ids, m_slot[*slot].data());
             m_ids[*slot] = blk.ids.begin;
           }
-          io.read_discount(blk, d_slot[*slot].data());
+          if (read_d) io.read_discount(blk, d_slot[*slot].data());
         });
         in_full.push(*slot);
       }
@@ -310,8 +388,9 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
         if (!slot) return;
         const Block& blk = plan.blocks[b];
         if (options.before_io) options.before_io(Phase::write, b);
-        rec.time(b, Phase::write, double(blk.dates.size() * blk.ids.size() * K) * esize,
-                 [&] { io.write_cv(blk, cv_slot[*slot].data()); });
+        if (!io.cv_at)
+          rec.time(b, Phase::write, double(blk.dates.size() * blk.ids.size() * K) * esize,
+                   [&] { io.write_cv(blk, cv_slot[*slot].data()); });
         out_free.push(*slot);
       }
     });
@@ -339,7 +418,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   };
 
   // Direct path (host spaces, LayoutRight): the kernel reads and writes the
-  // staging slots themselves; h2d and d2h are empty.
+  // staging slots (or the in-place memory) themselves; h2d and d2h are empty.
   const auto run_direct = [&] {
     Space space;
     for (int b = 0; b < nblocks; ++b) {
@@ -350,9 +429,9 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
       rec.time(b, Phase::h2d, 0.0, [] {});
       const auto out = out_free.pop();
       if (!out) return;
-      const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(m_slot[*in].data(), nb, K),
-                                              Cube<const Scalar, Layout, Mem>(d_slot[*in].data(), tb, nb, K),
-                                              Cube<Scalar, Layout, Mem>(cv_slot[*out].data(), tb, nb, K)};
+      const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(multby_of(b, *in), nb, K),
+                                              Cube<const Scalar, Layout, Mem>(discount_of(b, *in), tb, nb, K),
+                                              Cube<Scalar, Layout, Mem>(cv_of(b, *out), tb, nb, K)};
       rec.time(b, Phase::kernel, kernel_bytes(b), [&] {
         multiply(options.strategy, space, ops);
         space.fence();
@@ -371,14 +450,11 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   // previous block.
   const auto run_staged = [&] {
     Instances<Space> inst;
-    // Work issued and not yet retired. On host spaces every step has finished
-    // when its call returns, so its span is recorded then (`timed`), and the
-    // later fence only retires it.
+    StepClock<Space> clock(rec, inst);
+    // Work issued and not yet retired: which block, and its cv slot.
     struct Pending {
       int block = -1;
       int slot = -1;
-      double since = 0;
-      bool timed = false;
     } kernel, copy_out;
     const auto issue_copy_out = [&](int blk_index) {
       const auto out = out_free.pop();
@@ -386,30 +462,31 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
       const Block& blk = plan.blocks[blk_index];
       const Index tb = blk.dates.size(), nb = blk.ids.size();
       const ComputeSet& set = sets[blk_index % 2];
-      copy_out = {blk_index, *out, rec.now()};
+      copy_out = {blk_index, *out};
+      clock.begin(Step::d2h, inst.d2h);
       unstage<Space, Scalar, Layout>(inst.d2h, Cube<const Scalar, Layout, Mem>(set.cv.data(), tb, nb, K),
-                                     HostCube(cv_slot[*out].data(), tb, nb, K),
+                                     HostCube(cv_of(blk_index, *out), tb, nb, K),
                                      Cube<Scalar, Kokkos::LayoutRight, Mem>(scratch_out.data(), tb, nb, K));
-      if constexpr (policy::on_host<Space>) {
-        inst.d2h.fence();
-        rec.span(blk_index, Phase::d2h, block_bytes(blk_index), copy_out.since, rec.now());
-        copy_out.timed = true;
-      }
+      clock.end(Step::d2h, inst.d2h);
       return true;
     };
     const auto retire_copy_out = [&] {
       if (copy_out.block < 0) return;
       inst.d2h.fence();
-      if (!copy_out.timed)
-        rec.span(copy_out.block, Phase::d2h, block_bytes(copy_out.block), copy_out.since, rec.now());
+      const auto [begin, end] = clock.span(Step::d2h);
+      rec.span(copy_out.block, Phase::d2h, block_bytes(copy_out.block), begin, end);
       out_full.push(copy_out.slot);
       copy_out = {};
     };
+    // Returns the block whose kernel finished, or -1.
     const auto retire_kernel = [&] {
-      if (kernel.block < 0 || kernel.timed) return;
+      const int done = kernel.block;
+      if (done < 0) return done;
       inst.compute.fence();
-      rec.span(kernel.block, Phase::kernel, kernel_bytes(kernel.block), kernel.since, rec.now());
-      kernel.timed = true;
+      const auto [begin, end] = clock.span(Step::kernel);
+      rec.span(done, Phase::kernel, kernel_bytes(done), begin, end);
+      kernel = {};
+      return done;
     };
 
     for (int b = 0; b < nblocks; ++b) {
@@ -420,43 +497,44 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
       ComputeSet& set = sets[b % 2];
 
       // Block b in: discount, and multBy when this set holds other ids.
-      const double h2d_since = rec.now();
       double h2d_bytes = block_bytes(b);
-      stage<Space, Scalar, Layout>(inst.h2d, Cube<const Scalar, Kokkos::LayoutRight, Kokkos::HostSpace>(d_slot[*in].data(), tb, nb, K),
+      clock.begin(Step::h2d, inst.h2d);
+      stage<Space, Scalar, Layout>(inst.h2d, HostCubeC(discount_of(b, *in), tb, nb, K),
                                    Cube<Scalar, Layout, Mem>(set.d.data(), tb, nb, K),
                                    Cube<Scalar, Kokkos::LayoutRight, Mem>(scratch_in.data(), tb, nb, K));
       if (set.m_ids != blk.ids.begin) {
         // multBy travels as a (1, ids, K) cube: the same bytes as the (ids, K)
         // table. Same instance as the discount copy, so scratch_in is reused
         // in order.
-        stage<Space, Scalar, Layout>(inst.h2d, Cube<const Scalar, Kokkos::LayoutRight, Kokkos::HostSpace>(m_slot[*in].data(), 1, nb, K),
+        stage<Space, Scalar, Layout>(inst.h2d, HostCubeC(multby_of(b, *in), 1, nb, K),
                                      Cube<Scalar, Layout, Mem>(set.m.data(), 1, nb, K),
                                      Cube<Scalar, Kokkos::LayoutRight, Mem>(scratch_in.data(), 1, nb, K));
         set.m_ids = blk.ids.begin;
         h2d_bytes += double(nb * K) * esize;
       }
+      clock.end(Step::h2d, inst.h2d);
 
       // Block b-1's kernel and block b-2's copy out finish; b-1 goes out.
-      retire_kernel();
+      const int computed = retire_kernel();
       retire_copy_out();
-      if (kernel.block >= 0 && !issue_copy_out(kernel.block)) return;
-      kernel = {};
+      if (computed >= 0 && !issue_copy_out(computed)) return;
 
       inst.h2d.fence();
-      rec.span(b, Phase::h2d, h2d_bytes, h2d_since, rec.now());
+      const auto [h2d_begin, h2d_end] = clock.span(Step::h2d);
+      rec.span(b, Phase::h2d, h2d_bytes, h2d_begin, h2d_end);
       in_free.push(*in);
 
-      kernel = {b, -1, rec.now()};
+      kernel = {b, -1};
+      clock.begin(Step::kernel, inst.compute);
       multiply(options.strategy, inst.compute,
                Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(set.m.data(), nb, K),
                                              Cube<const Scalar, Layout, Mem>(set.d.data(), tb, nb, K),
                                              Cube<Scalar, Layout, Mem>(set.cv.data(), tb, nb, K)});
-      if constexpr (policy::on_host<Space>) retire_kernel();
+      clock.end(Step::kernel, inst.compute);
       report_progress(b);
     }
     // Drain: the last kernel, the copy out in flight, the last copy out.
-    const int last = kernel.block;
-    retire_kernel();
+    const int last = retire_kernel();
     retire_copy_out();
     if (last >= 0 && issue_copy_out(last)) retire_copy_out();
   };

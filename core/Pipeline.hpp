@@ -23,6 +23,15 @@ struct BlockIO {
   std::function<void(Range ids, Scalar* multby)> read_multby;               // (ids, K)
   std::function<void(const Block&, Scalar* discount)> read_discount;        // (dates, ids, K)
   std::function<void(const Block&, const Scalar* cv)> write_cv;             // (dates, ids, K)
+  // Optional, each in place of the matching call above: where a block's
+  // data already lies in host memory (C-order, contiguous, in StagingSpace
+  // where it is to be copied asynchronously). The pipeline then computes
+  // from / copies out of that memory directly instead of through a staging
+  // slot, and the I/O thread has nothing to do for it. A resident multBy
+  // and the in-memory benchmark (`cvest transfers`) use these.
+  std::function<const Scalar*(Range ids)> multby_at;
+  std::function<const Scalar*(const Block&)> discount_at;
+  std::function<Scalar*(const Block&)> cv_at;
 };
 
 enum class Phase { read, h2d, kernel, d2h, write };

@@ -21,14 +21,6 @@ namespace cvest::io {
 
 namespace {
 
-template <class F>
-auto with_types(Precision precision, LayoutKind layout, F&& f) {
-  const bool right = layout == LayoutKind::right;
-  if (precision == Precision::f64)
-    return right ? f(double{}, Kokkos::LayoutRight{}) : f(double{}, Kokkos::LayoutLeft{});
-  return right ? f(float{}, Kokkos::LayoutRight{}) : f(float{}, Kokkos::LayoutLeft{});
-}
-
 // Copy roof on block-sized arrays in the compute space, same run as the jobs.
 bench::Roof measure_roof(Index elements) {
   using Space = ExecSpace;
@@ -149,13 +141,14 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
           using Scalar = decltype(scalar);
           using Layout = decltype(layout_tag);
           BlockIO<Scalar> io;
-          std::vector<Scalar> multby;  // all of it, read once, when the plan keeps it resident
+          // All of multBy, read once, when the plan keeps it resident; blocks
+          // use it in place (pinned in a Cuda build, so its copies are async).
+          Kokkos::View<Scalar*, StagingSpace> multby;
           if (rep.plan.multby_resident) {
-            multby.resize(std::size_t(shape.N * shape.K));
+            multby = Kokkos::View<Scalar*, StagingSpace>(
+                Kokkos::view_alloc("cvest::job::multBy", Kokkos::WithoutInitializing), std::size_t(shape.N * shape.K));
             input.read_multby({0, shape.N}, precision, multby.data());
-            io.read_multby = [&](Range ids, Scalar* buf) {
-              std::copy(multby.begin() + ids.begin * shape.K, multby.begin() + ids.end * shape.K, buf);
-            };
+            io.multby_at = [&](Range ids) -> const Scalar* { return multby.data() + ids.begin * shape.K; };
           } else {
             io.read_multby = [&](Range ids, Scalar* buf) { input.read_multby(ids, precision, buf); };
           }

@@ -130,3 +130,48 @@ TEST_CASE("a failing write stops the pipeline and reaches the caller", "[pipelin
   std::ostringstream progress;
   CHECK_THROWS_WITH((run_pipeline<float, Kokkos::LayoutLeft>(plan, io, options, progress)), "no space");
 }
+
+TEST_CASE("data handed over in place (BlockIO::*_at) is used directly, bit-identical and in order", "[pipeline]") {
+  const auto check = [](auto scalar, auto layout, Index T, Index N, Index K, std::size_t budget, bool all_in_place,
+                        bool force_staging) {
+    using Scalar = decltype(scalar);
+    using Layout = decltype(layout);
+    CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), all_in_place, force_staging);
+    MemoryFiles<Scalar> files(T, N, K);
+    const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, 3);
+    auto io = files.io(plan);
+    // A resident multBy, as a job keeps it: never read through read_multby.
+    io.read_multby = [](Range, Scalar*) { throw std::logic_error("read_multby called although multby_at is set"); };
+    io.multby_at = [&](Range ids) -> const Scalar* { return files.m.data() + ids.begin * K; };
+    if (all_in_place) {  // the in-memory benchmark: no I/O at all
+      io.read_discount = [](const Block&, Scalar*) { throw std::logic_error("read_discount called"); };
+      io.write_cv = [](const Block&, const Scalar*) { throw std::logic_error("write_cv called"); };
+      io.discount_at = [&](const Block& b) -> const Scalar* {
+        return files.d.data() + (b.dates.begin * N + b.ids.begin) * K;
+      };
+      io.cv_at = [&](const Block& b) -> Scalar* { return files.cv.data() + (b.dates.begin * N + b.ids.begin) * K; };
+    }
+    PipelineOptions options;
+    options.progress = false;
+    options.force_staging = force_staging;
+    std::ostringstream progress;
+    const auto stats = run_pipeline<Scalar, Layout>(plan, io, options, progress);
+    CHECK(files.mismatches() == 0);
+    if (all_in_place) {
+      CHECK(stats.bytes[int(Phase::read)] == 0);
+      CHECK(stats.bytes[int(Phase::write)] == 0);
+    } else {
+      REQUIRE(files.written_order.size() == plan.blocks.size());
+      for (std::size_t i = 0; i < files.written_order.size(); ++i) CHECK(files.written_order[i] == int(i));
+      // Only discount was read: multBy came in place.
+      CHECK(stats.bytes[int(Phase::read)] == double(T * N * K * Index(sizeof(Scalar))));
+    }
+  };
+  for (bool all : {false, true})
+    for (bool staged : {false, true}) {
+      check(double{}, Kokkos::LayoutRight{}, 20, 500, 5, 1 << 20, all, staged);
+      check(double{}, Kokkos::LayoutLeft{}, 20, 500, 5, 1 << 20, all, staged);
+      check(float{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, all, staged);  // id blocks within a date
+      check(float{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, all, staged);
+    }
+}
