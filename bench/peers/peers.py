@@ -88,40 +88,10 @@ def make_gpu(numba):
     except Exception:
         gpu = False
     if gpu:
-        from numba import cuda, vectorize, guvectorize
-
-        @vectorize(["float64(float64, float64)", "float32(float32, float32)"], target="cuda")
-        def vmul(m, d):
-            return m * d
-
-        @guvectorize(["void(float64[:,:], float64[:], float64[:,:])",
-                      "void(float32[:,:], float32[:], float32[:,:])"], "(t,k),(k)->(t,k)", target="cuda")
-        def per_id(d, m, out):
-            for t in range(d.shape[0]):
-                for k in range(d.shape[1]):
-                    out[t, k] = m[k] * d[t, k]
-
-        def with_copies_vectorize(m, d, cv):
-            cv[...] = vmul(np.broadcast_to(m[None], d.shape), d)
-
-        def resident_vectorize(m, d, cv, state={}):
-            key = id(d)
-            if key not in state:
-                state.clear()
-                state[key] = (cuda.to_device(np.ascontiguousarray(np.broadcast_to(m[None], d.shape))),
-                              cuda.to_device(d), cuda.device_array_like(d))
-            mb, dd, out = state[key]
-            vmul(mb, dd, out=out)
-            cuda.synchronize()
-
-        def with_copies_per_id(m, d, cv):
-            # slice dim 1: the cube re-shaped to N x T x K, as the question did
-            dn = np.ascontiguousarray(d.transpose(1, 0, 2))
-            cv[...] = per_id(dn, m).transpose(1, 0, 2)
-
-        peers["numba_cuda_vectorize_copies"] = with_copies_vectorize
-        peers["numba_cuda_vectorize_resident"] = resident_vectorize
-        peers["numba_cuda_guvec_per_id_copies"] = with_copies_per_id
+        try:
+            peers.update(make_numba_cuda())
+        except Exception as e:  # a numba without working CUDA support: the other peers still run
+            print(f"peers: numba CUDA peers unavailable: {type(e).__name__}: {e}", file=sys.stderr)
     try:
         import cupy
         cupy.cuda.runtime.getDeviceCount()
@@ -142,6 +112,46 @@ def make_gpu(numba):
         peers["cupy_resident"] = cupy_resident
     except Exception:
         pass
+    return peers
+
+
+def make_numba_cuda():
+    """numba CUDA peers, in the question's variants."""
+    from numba import cuda, vectorize, guvectorize
+    peers = {}
+
+    @vectorize(["float64(float64, float64)", "float32(float32, float32)"], target="cuda")
+    def vmul(m, d):
+        return m * d
+
+    @guvectorize(["void(float64[:,:], float64[:], float64[:,:])",
+                  "void(float32[:,:], float32[:], float32[:,:])"], "(t,k),(k)->(t,k)", target="cuda")
+    def per_id(d, m, out):
+        for t in range(d.shape[0]):
+            for k in range(d.shape[1]):
+                out[t, k] = m[k] * d[t, k]
+
+    def with_copies_vectorize(m, d, cv):
+        cv[...] = vmul(np.broadcast_to(m[None], d.shape), d)
+
+    def resident_vectorize(m, d, cv, state={}):
+        key = id(d)
+        if key not in state:
+            state.clear()
+            state[key] = (cuda.to_device(np.ascontiguousarray(np.broadcast_to(m[None], d.shape))),
+                          cuda.to_device(d), cuda.device_array_like(d))
+        mb, dd, out = state[key]
+        vmul(mb, dd, out=out)
+        cuda.synchronize()
+
+    def with_copies_per_id(m, d, cv):
+        # slice dim 1: the cube re-shaped to N x T x K, as the question did
+        dn = np.ascontiguousarray(d.transpose(1, 0, 2))
+        cv[...] = per_id(dn, m).transpose(1, 0, 2)
+
+    peers["numba_cuda_vectorize_copies"] = with_copies_vectorize
+    peers["numba_cuda_vectorize_resident"] = resident_vectorize
+    peers["numba_cuda_guvec_per_id_copies"] = with_copies_per_id
     return peers
 
 
