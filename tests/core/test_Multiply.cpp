@@ -113,3 +113,53 @@ TEST_CASE("zero-length cubes are a no-op for every strategy", "[multiply]") {
   for (const auto& entry : strategy_table)
     CHECK_NOTHROW(multiply(entry.id, ExecSpace(), Operands<float, Kokkos::LayoutLeft, Mem>{m, d, cv}));
 }
+
+// The device path of `flat` (plain stores, one element per index, a division
+// by reciprocal) never runs on this machine's host spaces, which stream.
+// Checked here directly: the division, then the functor on the host.
+#include "core/MultiplyKernels.hpp"
+
+TEST_CASE("flat's division by reciprocal is exact", "[multiply]") {
+  std::mt19937_64 rng(7);
+  for (Index d : {Index(1), Index(2), Index(3), Index(5), Index(7), Index(100), Index(200), Index(4000 * 5),
+                  Index(10000000) * 5, Index(2147483647), (Index(1) << 33) + 1}) {
+    const detail::Divider by(d);
+    CAPTURE(d);
+    Index wrong = 0;
+    const Index top = Index(1) << 40;
+    const auto check = [&](Index e) { wrong += by.quotient(e) != e / d; };
+    for (Index q : {Index(0), Index(1), Index(2), top / d - 1})  // around exact multiples
+      for (Index off : {Index(-1), Index(0), Index(1)})
+        if (q * d + off >= 0) check(q * d + off);
+    std::uniform_int_distribution<Index> any(0, top);
+    for (int n = 0; n < 200000; ++n) check(any(rng));
+    CHECK(wrong == 0);
+  }
+}
+
+TEMPLATE_TEST_CASE("flat's device functor equals the plain loop (run on the host)", "[multiply]", Kokkos::LayoutRight,
+                   Kokkos::LayoutLeft) {
+  using Layout = TestType;
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Mem = Host::memory_space;
+  for (const Shape shape : {Shape{3, 1001, 7}, Shape{1, 1, 1}, Shape{100, 40, 5}, Shape{7, 333, 2}}) {
+    const auto [T, N, K] = shape;
+    CAPTURE(to_string(layout_kind<Layout>()), T, N, K);
+    Table<double, Layout, Mem> m("m", N, K);
+    Cube<double, Layout, Mem> d("d", T, N, K), cv("cv", T, N, K);
+    std::mt19937_64 rng(T + N + K);
+    for (Index i = 0; i < N; ++i)
+      for (Index k = 0; k < K; ++k) m(i, k) = random_value<double>(rng);
+    for (Index t = 0; t < T; ++t)
+      for (Index i = 0; i < N; ++i)
+        for (Index k = 0; k < K; ++k) d(t, i, k) = random_value<double>(rng);
+    const Operands<double, Layout, Mem> ops{m, d, cv};
+    Kokkos::parallel_for(policy::range(Host(), T * N * K), detail::Flat<double, Layout, Mem>(ops));
+    Host().fence();
+    Index wrong = 0;
+    for (Index t = 0; t < T; ++t)
+      for (Index i = 0; i < N; ++i)
+        for (Index k = 0; k < K; ++k) wrong += !same_bits<double>(cv(t, i, k), m(i, k) * d(t, i, k));
+    CHECK(wrong == 0);
+  }
+}
