@@ -22,6 +22,7 @@
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -59,8 +60,12 @@ int print_info() {
 }  // namespace
 
 int main(int argc, char* argv[]) {
-  // Kokkos takes its own --kokkos-* flags (threads, device, tools) first.
-  Kokkos::ScopeGuard kokkos(argc, argv);
+  // Kokkos' own --kokkos-* flags (threads, device, tools) go to Kokkos, the
+  // rest to the command line parser. Kokkos is initialised only after a
+  // successful parse, so --help and --version work even where a Cuda build
+  // finds no GPU.
+  std::vector<char*> ours{argv[0]}, kokkos_args{argv[0]};
+  for (int i = 1; i < argc; ++i) (std::string_view(argv[i]).rfind("--kokkos-", 0) == 0 ? kokkos_args : ours).push_back(argv[i]);
   cvest::io::quiet_hdf5_errors();
 
   CLI::App app{"cvest: cv[t][i][k] = multBy[i][k] * discount[t][i][k] as batch jobs on Kokkos"};
@@ -132,10 +137,12 @@ int main(int argc, char* argv[]) {
   auto* info_cmd = app.add_subcommand("info", "print version, Kokkos version, execution spaces, threads, HDF5 version");
 
   try {
-    app.parse(argc, argv);
+    app.parse(int(ours.size()), ours.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  int kokkos_argc = int(kokkos_args.size());
+  Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
 
   try {
     if (*bench_cmd) {
