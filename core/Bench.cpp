@@ -82,12 +82,9 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
 }
 
 Variant make_variant(Space const& space, const Config& c, LayoutKind layout, Precision precision) {
-  const bool right = layout == LayoutKind::right;
-  if (precision == Precision::f64)
-    return right ? make_variant<double, Kokkos::LayoutRight>(space, c.dates, c.ids, c.cols)
-                 : make_variant<double, Kokkos::LayoutLeft>(space, c.dates, c.ids, c.cols);
-  return right ? make_variant<float, Kokkos::LayoutRight>(space, c.dates, c.ids, c.cols)
-               : make_variant<float, Kokkos::LayoutLeft>(space, c.dates, c.ids, c.cols);
+  return with_types(precision, layout, [&](auto scalar, auto layout_tag) {
+    return make_variant<decltype(scalar), decltype(layout_tag)>(space, c.dates, c.ids, c.cols);
+  });
 }
 
 }  // namespace detail

@@ -34,12 +34,10 @@ bench::Roof measure_roof(Index elements) {
     regular.push_back(roof::copy<Space, double>(space, a, b, roof::Stores::regular));
     streaming.push_back(roof::copy<Space, double>(space, a, b, roof::Stores::streaming));
   }
-  std::sort(regular.begin(), regular.end());
-  std::sort(streaming.begin(), streaming.end());
   const double bytes = 2.0 * double(elements) * 8;
   bench::Roof roof;
-  roof.copy_GBps = bytes / regular[regular.size() / 2] / 1e9;
-  roof.copy_streaming_GBps = bytes / streaming[streaming.size() / 2] / 1e9;
+  roof.copy_GBps = bytes / bench::median(regular) / 1e9;
+  roof.copy_streaming_GBps = bytes / bench::median(streaming) / 1e9;
   return roof;
 }
 
