@@ -19,8 +19,6 @@ namespace detail {
 using Space = ExecSpace;
 using Mem = Space::memory_space;
 
-// Reproducible, non-trivial values: every element's product is distinct
-// enough that a strategy writing the wrong element is caught.
 template <class Scalar, class Layout>
 Operands<Scalar, Layout, Mem> make_operands(Space const& space, Index T, Index N, Index K) {
   const std::string tag = std::string(to_string(layout_kind<Layout>())) + "_" +
@@ -30,10 +28,10 @@ Operands<Scalar, Layout, Mem> make_operands(Space const& space, Index T, Index N
   Cube<Scalar, Layout, Mem> cv(Kokkos::view_alloc("cvest::bench::cv_" + tag, Kokkos::WithoutInitializing), T, N, K);
   // First touch by the same policy shape the kernels use.
   Kokkos::parallel_for("cvest::bench::fill_multBy", Kokkos::MDRangePolicy<Space, Kokkos::Rank<2>>(space, {0, 0}, {N, K}),
-                       KOKKOS_LAMBDA(Index i, Index k) { m(i, k) = Scalar(1) + Scalar((i * 7 + k * 3) % 61) / Scalar(64); });
+                       KOKKOS_LAMBDA(Index i, Index k) { m(i, k) = multby_value<Scalar>(i, k); });
   Kokkos::parallel_for("cvest::bench::fill_discount", policy::cube_elements<Space, Layout>(space, T, N, K),
                        KOKKOS_LAMBDA(Index t, Index i, Index k) {
-                         d(t, i, k) = Scalar(1) / Scalar(1 + t) - Scalar((i + 5 * k) % 97) / Scalar(1024);
+                         d(t, i, k) = discount_value<Scalar>(t, i, k);
                          cv(t, i, k) = Scalar(0);
                        });
   space.fence();

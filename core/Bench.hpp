@@ -44,6 +44,18 @@ struct Report {
   std::vector<Result> results;
 };
 
+// The values the in-memory benchmarks fill in: reproducible, non-trivial,
+// every element's product distinct enough that one written to the wrong
+// place is caught.
+template <class Scalar>
+KOKKOS_INLINE_FUNCTION Scalar multby_value(Index i, Index k) {
+  return Scalar(1) + Scalar((i * 7 + k * 3) % 61) / Scalar(64);
+}
+template <class Scalar>
+KOKKOS_INLINE_FUNCTION Scalar discount_value(Index t, Index i, Index k) {
+  return Scalar(1) / Scalar(1 + t) - Scalar((i + 5 * k) % 97) / Scalar(1024);
+}
+
 // The median of repeated timings (the mean of the middle two for an even count).
 double median(std::vector<double> v);
 

@@ -63,12 +63,12 @@ void measure_pipeline(const Config& c, Report& rep, std::ostream& progress) {
   HostFlat m(Kokkos::view_alloc("cvest::transfers::multBy", Kokkos::WithoutInitializing), NK);
   HostFlat d(Kokkos::view_alloc("cvest::transfers::discount", Kokkos::WithoutInitializing), T * NK);
   HostFlat cv(Kokkos::view_alloc("cvest::transfers::cv", Kokkos::WithoutInitializing), T * NK);
-  // Filled (and first touched) on the host, in parallel.
+  // The bench's values, filled (and first touched) on the host, in parallel.
   Kokkos::parallel_for("cvest::transfers::fill_multBy", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, NK),
-                       [=](Index j) { m(j) = Scalar(1) + Scalar((j / K * 7 + j % K * 3) % 61) / Scalar(64); });
+                       [=](Index j) { m(j) = bench::multby_value<Scalar>(j / K, j % K); });
   Kokkos::parallel_for("cvest::transfers::fill_discount",
                        Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, T * NK), [=](Index j) {
-                         d(j) = Scalar(1) / Scalar(1 + j / NK) - Scalar((j % NK / K + 5 * (j % K)) % 97) / Scalar(1024);
+                         d(j) = bench::discount_value<Scalar>(j / NK, j % NK / K, j % K);
                          cv(j) = Scalar(0);
                        });
   Host().fence();
