@@ -39,10 +39,8 @@ struct Deck {
     std::vector<LayoutKind> layouts{LayoutKind::right};
     std::optional<Precision> precision;  // default: the input's
     std::size_t memory_budget = std::size_t(1) << 30;
-    // Cap on one block's discount buffer; unset: 2 MiB on host spaces (blocks
-    // that stay in cache from read to write), 64 MiB on devices (enough blocks
-    // for copies, kernels and file I/O to overlap; each copy still long
-    // enough to run at the link's speed).
+    // Cap on one block's discount buffer; unset: policy::default_block_bytes
+    // (2 MiB on host spaces, 64 MiB on devices).
     std::optional<std::size_t> max_block;
     int repeats = 1;
     bool verify = false;

@@ -5,6 +5,7 @@
 #include "core/Types.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <type_traits>
 
 namespace cvest::policy {
@@ -17,6 +18,13 @@ inline constexpr bool on_host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::Ho
 // its body is a vector loop with streaming stores. A multiple of every SIMD
 // width, and large enough to amortise the index arithmetic.
 inline constexpr Index host_flat_chunk = 8192;
+
+// Default cap on one pipeline block's discount buffer: 2 MiB on host spaces
+// (a block stays in cache from the read through the kernel to the write),
+// 64 MiB on devices (enough blocks for copies, kernels and I/O to overlap,
+// each copy still long enough to run at the link's speed).
+template <class ExecSpace>
+inline constexpr std::size_t default_block_bytes = on_host<ExecSpace> ? std::size_t(2) << 20 : std::size_t(64) << 20;
 
 // Iterate the fastest-varying index of the layout innermost:
 // LayoutRight -> k fastest, LayoutLeft -> t fastest.

@@ -73,7 +73,7 @@ void measure_pipeline(const Config& c, Report& rep, std::ostream& progress) {
                        });
   Host().fence();
 
-  const std::size_t block = c.block_bytes ? c.block_bytes : (on_device ? std::size_t(64) << 20 : std::size_t(2) << 20);
+  const std::size_t block = c.block_bytes ? c.block_bytes : policy::default_block_bytes<Space>;
   // The budget is no limit here: the block cap decides. Blocks are whole
   // dates or one date's id range, so each is contiguous in the C-order cube.
   const BlockPlan plan = plan_blocks(T, N, K, sizeof(Scalar), std::size_t(1) << 50, 1, block);

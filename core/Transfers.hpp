@@ -23,7 +23,7 @@ struct Config {
   Precision precision = Precision::f64;
   Strategy strategy = Strategy::flat;
   LayoutKind layout = LayoutKind::right;
-  std::size_t block_bytes = 0;           // one block's discount; 0: 64 MiB on a device, 2 MiB on the host
+  std::size_t block_bytes = 0;           // one block's discount; 0: policy::default_block_bytes
   std::size_t copy_bytes = std::size_t(1) << 30;  // array size of the pageable / pinned copy test
   int repeats = 5;                       // timed rounds after one warm-up (medians)
 };

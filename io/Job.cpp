@@ -97,8 +97,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   const std::size_t es = element_size(precision);
   const Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
                                                      : cube_chunk(shape.N, shape.K, es)[1];
-  const std::size_t max_block =
-      deck.run.max_block.value_or(policy::on_host<ExecSpace> ? std::size_t(2) << 20 : std::size_t(64) << 20);
+  const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget, chunk_ids, max_block);
   fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,
              shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
