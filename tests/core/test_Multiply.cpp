@@ -44,6 +44,29 @@ struct Shape {
   Index T, N, K;
 };
 
+// Host views (or mirrors): m and d filled with random values.
+template <class Table, class Cube>
+void fill_random(const Table& m, const Cube& d, std::mt19937_64& rng) {
+  using Scalar = typename Cube::non_const_value_type;
+  const Index T = d.extent(0), N = d.extent(1), K = d.extent(2);
+  for (Index i = 0; i < N; ++i)
+    for (Index k = 0; k < K; ++k) m(i, k) = random_value<Scalar>(rng);
+  for (Index t = 0; t < T; ++t)
+    for (Index i = 0; i < N; ++i)
+      for (Index k = 0; k < K; ++k) d(t, i, k) = random_value<Scalar>(rng);
+}
+
+// Host views: how many elements of cv differ in any bit from m * d.
+template <class Table, class Cube, class Out>
+Index count_wrong(const Table& m, const Cube& d, const Out& cv) {
+  using Scalar = typename Cube::non_const_value_type;
+  Index wrong = 0;
+  for (Index t = 0; t < Index(d.extent(0)); ++t)
+    for (Index i = 0; i < Index(d.extent(1)); ++i)
+      for (Index k = 0; k < Index(d.extent(2)); ++k) wrong += !same_bits<Scalar>(cv(t, i, k), m(i, k) * d(t, i, k));
+  return wrong;
+}
+
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("every strategy equals the plain loop bit for bit", "[multiply]", Cases) {
@@ -65,11 +88,7 @@ TEMPLATE_LIST_TEST_CASE("every strategy equals the plain loop bit for bit", "[mu
   auto cv_h = Kokkos::create_mirror_view(cv);
 
   std::mt19937_64 rng(T * 1000003 + N * 101 + K);
-  for (Index i = 0; i < N; ++i)
-    for (Index k = 0; k < K; ++k) m_h(i, k) = random_value<Scalar>(rng);
-  for (Index t = 0; t < T; ++t)
-    for (Index i = 0; i < N; ++i)
-      for (Index k = 0; k < K; ++k) d_h(t, i, k) = random_value<Scalar>(rng);
+  fill_random(m_h, d_h, rng);
   Kokkos::deep_copy(m, m_h);
   Kokkos::deep_copy(d, d_h);
 
@@ -82,11 +101,7 @@ TEMPLATE_LIST_TEST_CASE("every strategy equals the plain loop bit for bit", "[mu
     multiply(entry.id, space, ops);
     space.fence();
     Kokkos::deep_copy(cv_h, cv);
-    Index wrong = 0;
-    for (Index t = 0; t < T; ++t)
-      for (Index i = 0; i < N; ++i)
-        for (Index k = 0; k < K; ++k) wrong += !same_bits<Scalar>(cv_h(t, i, k), m_h(i, k) * d_h(t, i, k));
-    CHECK(wrong == 0);
+    CHECK(count_wrong(m_h, d_h, cv_h) == 0);
   }
 }
 
@@ -148,18 +163,10 @@ TEMPLATE_TEST_CASE("flat's device functor equals the plain loop (run on the host
     Table<double, Layout, Mem> m("m", N, K);
     Cube<double, Layout, Mem> d("d", T, N, K), cv("cv", T, N, K);
     std::mt19937_64 rng(T + N + K);
-    for (Index i = 0; i < N; ++i)
-      for (Index k = 0; k < K; ++k) m(i, k) = random_value<double>(rng);
-    for (Index t = 0; t < T; ++t)
-      for (Index i = 0; i < N; ++i)
-        for (Index k = 0; k < K; ++k) d(t, i, k) = random_value<double>(rng);
+    fill_random(m, d, rng);
     const Operands<double, Layout, Mem> ops{m, d, cv};
     Kokkos::parallel_for(policy::range(Host(), T * N * K), detail::Flat<double, Layout, Mem>(ops));
     Host().fence();
-    Index wrong = 0;
-    for (Index t = 0; t < T; ++t)
-      for (Index i = 0; i < N; ++i)
-        for (Index k = 0; k < K; ++k) wrong += !same_bits<double>(cv(t, i, k), m(i, k) * d(t, i, k));
-    CHECK(wrong == 0);
+    CHECK(count_wrong(m, d, cv) == 0);
   }
 }
