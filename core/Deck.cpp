@@ -184,7 +184,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   if (const auto* n = output->get("chunk")) deck.output.chunk_ids = r.integer(*n, "[output] chunk", 1);
 
   if (const auto* run = section("run")) {
-    r.known_keys(*run, "[run]", {"strategy", "layout", "precision", "memory_budget", "max_block", "repeats", "verify"});
+    r.known_keys(*run, "[run]", {"strategy", "layout", "precision", "memory_budget", "max_block", "pipeline", "repeats",
+                                  "verify"});
     if (const auto* n = run->get("strategy"))
       deck.run.strategies = r.checked("[run] strategy", [&] { return strategies_from_names(r.names(*n, "[run] strategy")); });
     if (const auto* n = run->get("layout")) {
@@ -208,6 +209,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
       if (n->is_integer()) deck.run.max_block = std::size_t(r.integer(*n, "[run] max_block", 0));
       else deck.run.max_block = r.checked("[run] max_block", [&] { return parse_bytes(r.string(*n, "[run] max_block")); });
     }
+    if (const auto* n = run->get("pipeline"))
+      deck.run.pipeline = r.checked("[run] pipeline", [&] { return pipeline_from_name(r.string(*n, "[run] pipeline")); });
     if (const auto* n = run->get("repeats")) deck.run.repeats = int(r.integer(*n, "[run] repeats", 1));
     if (const auto* n = run->get("verify")) deck.run.verify = r.boolean(*n, "[run] verify");
   }

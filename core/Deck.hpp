@@ -42,6 +42,7 @@ struct Deck {
     // Cap on one block's discount buffer; unset: policy::default_block_bytes
     // (2 MiB on host spaces, 64 MiB on devices).
     std::optional<std::size_t> max_block;
+    PipelineKind pipeline = PipelineKind::automatic;
     int repeats = 1;
     bool verify = false;
   } run;

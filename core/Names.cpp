@@ -24,4 +24,20 @@ Precision precision_from_name(std::string_view name) {
   throw std::invalid_argument("unknown precision '" + std::string(name) + "'; valid: double, float");
 }
 
+std::string_view to_string(PipelineKind kind) {
+  switch (kind) {
+    case PipelineKind::automatic: return "auto";
+    case PipelineKind::overlapped: return "overlapped";
+    case PipelineKind::per_thread: return "per_thread";
+  }
+  return "?";
+}
+
+PipelineKind pipeline_from_name(std::string_view name) {
+  if (name == "auto") return PipelineKind::automatic;
+  if (name == "overlapped") return PipelineKind::overlapped;
+  if (name == "per_thread") return PipelineKind::per_thread;
+  throw std::invalid_argument("unknown pipeline '" + std::string(name) + "'; valid: auto, overlapped, per_thread");
+}
+
 }  // namespace cvest

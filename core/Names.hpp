@@ -14,6 +14,11 @@ using Index = std::int64_t;
 // As decks and flags spell them.
 enum class LayoutKind { right, left };
 enum class Precision { f64, f32 };
+// How a file job moves blocks (core/Pipeline.hpp): `overlapped` streams them
+// read thread -> kernel on every thread -> write thread; `per_thread` gives
+// each host thread whole blocks to read, compute and write itself; `automatic`
+// (spelled "auto") takes per_thread where it applies, else overlapped.
+enum class PipelineKind { automatic, overlapped, per_thread };
 
 // Bytes per element.
 constexpr std::size_t element_size(Precision precision) { return precision == Precision::f64 ? 8 : 4; }
@@ -22,5 +27,7 @@ std::string_view to_string(LayoutKind layout);
 std::string_view to_string(Precision precision);
 LayoutKind layout_from_name(std::string_view name);     // throws std::invalid_argument
 Precision precision_from_name(std::string_view name);   // throws std::invalid_argument
+std::string_view to_string(PipelineKind kind);
+PipelineKind pipeline_from_name(std::string_view name);  // throws std::invalid_argument
 
 }  // namespace cvest

@@ -1,11 +1,18 @@
 #pragma once
-// The out-of-core pipeline: blocks of the plan flow
+// The out-of-core pipeline, in one of two shapes.
+// Overlapped (every space): blocks of the plan flow
 //   read (I/O thread) -> h2d -> kernel -> d2h -> write (I/O thread)
 // with two host staging slots on each side, so block k+1 is read and block
-// k-1 written while block k is computed. Buffers are allocated once. The
-// file side always holds C-order (T, N, K); a LayoutLeft run transposes in
-// the stage-in / stage-out steps. h2d and d2h are explicit stages even on host
-// spaces (where a LayoutRight run computes straight in the staging slots).
+// k-1 written while block k is computed on every thread of the space.
+// h2d and d2h are explicit stages even on host spaces (where a LayoutRight
+// run computes straight in the staging slots).
+// Per thread (host OpenMP): each thread takes whole blocks and reads,
+// computes (the strategy's kernel, run inline on that thread) and writes them
+// itself. A block then stays in its core's cache from read to write, no block
+// changes hands between threads, and one thread's write (which the file
+// system serialises) overlaps the other threads' reads and kernels.
+// Buffers are allocated once. The file side always holds C-order (T, N, K);
+// a LayoutLeft run transposes in the stage-in / stage-out steps.
 #include "core/Plan.hpp"
 #include "core/Strategy.hpp"
 #include "core/Types.hpp"
@@ -32,6 +39,9 @@ struct BlockIO {
   std::function<const Scalar*(Range ids)> multby_at;
   std::function<const Scalar*(const Block&)> discount_at;
   std::function<Scalar*(const Block&)> cv_at;
+  // The calls above may run on several threads at once (the per-thread
+  // pipeline needs that).
+  bool concurrent = false;
 };
 
 enum class Phase { read, h2d, kernel, d2h, write };
@@ -55,6 +65,10 @@ struct PipelineOptions {
   Strategy strategy = Strategy::flat;
   bool progress = true;         // a progress line per block on `progress_out`
   std::string label;            // names the job in progress lines
+  // 0: the overlapped pipeline. N > 0: the per-thread pipeline on N threads
+  // (see per_thread_threads; run_pipeline throws std::invalid_argument
+  // where it does not apply).
+  int threads = 0;
   // Host spaces: stage through separate compute buffers even where the
   // kernel could work in the staging slots, so the device path's staging
   // is exercised (and tested) on machines without a device.
@@ -63,6 +77,15 @@ struct PipelineOptions {
   // make a stage slow and check that blocks still land in order.
   std::function<void(Phase, int block)> before_io;
 };
+
+// How many threads the per-thread pipeline runs for this plan: every thread
+// of the host OpenMP space, as far as `budget_bytes` holds each thread's
+// block buffers beside a resident multBy. 0, with the reason in `why_not`,
+// where it does not apply: another execution space, the `team` strategy
+// (teams cannot launch inside a thread's block), BlockIO calls that are not
+// `concurrent`, or fewer than two threads.
+int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy strategy, LayoutKind layout,
+                       bool concurrent_io, std::string& why_not);
 
 // Runs the plan. Throws whatever BlockIO throws (from any thread), after the
 // other threads have stopped.

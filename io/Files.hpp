@@ -96,6 +96,9 @@ class OutputFile {
 
   Index chunk_ids() const { return chunk_[1]; }
   void write(const Block& block, const void* buffer);  // C order (dates, ids, K)
+  // Whether write() may run on several threads at once: uncompressed output
+  // goes by pwrite to fixed offsets; HDF5's chunk writes share a pad buffer.
+  bool concurrent_writes() const { return bool(raw_); }
   // Attributes and dimension scales, close, rename onto spec.path.
   void commit(const std::map<std::string, std::string>& attributes);
 

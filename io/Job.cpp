@@ -107,7 +107,6 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
                       deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
   bool written = false;
-  std::vector<unsigned char> check_buffer;
 
   for (const Strategy strategy : deck.run.strategies)
     for (const LayoutKind layout : deck.run.layouts) {
@@ -129,7 +128,6 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
           DatasetShape cv_shape;
           written_file = open_input_file(deck.output.file);
           written_cv = open_dataset(written_file, deck.output.file, deck.output.dataset, 3, cv_shape);
-          check_buffer.resize(std::size_t(rep.plan.block_dates * rep.plan.block_ids * shape.K) * es);
         }
         const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
         PipelineOptions options;
@@ -155,6 +153,9 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
             io.write_cv = [&](const Block& b, const Scalar* buf) { out->write(b, buf); };
           } else {
             io.write_cv = [&](const Block& b, const Scalar* buf) {
+              // One buffer per thread: blocks may be checked side by side.
+              thread_local std::vector<unsigned char> check_buffer;
+              check_buffer.resize(std::size_t(b.dates.size() * b.ids.size() * shape.K) * es);
               read_hyperslab(written_cv, native_type(precision), {b.dates.begin, b.ids.begin, 0},
                              {b.dates.size(), b.ids.size(), shape.K}, check_buffer.data(),
                              deck.output.file + ": dataset '" + deck.output.dataset + "'");
@@ -164,6 +165,16 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
                                               deck.output.file, to_string(strategy), to_string(layout), diff));
             };
           }
+          // Input reads are thread-safe (pread, or HDF5's thread-safe build);
+          // checks use a buffer per thread; writes say for themselves.
+          io.concurrent = !writes || out->concurrent_writes();
+          std::string why_not;
+          const int threads = per_thread_threads(rep.plan, deck.run.memory_budget, strategy, layout, io.concurrent, why_not);
+          if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
+            throw InputError(deck.path + ": [run] pipeline = \"per_thread\" does not apply to " + label + ": " + why_not);
+          if (deck.run.pipeline != PipelineKind::overlapped) options.threads = threads;
+          job.pipeline = options.threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
+          job.pipeline_threads = options.threads;
           return run_pipeline<Scalar, Layout>(rep.plan, io, options, progress);
         });
         if (writes) {
@@ -251,13 +262,17 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
              rep.plan.blocks.size());
   fmt::print(out, "copy roof (same run, block-sized): {:.1f} GB/s regular, {:.1f} GB/s streaming\n\n",
              rep.roof.copy_GBps, rep.roof.copy_streaming_GBps);
-  fmt::print(out, "{:<15} {:<6} {:<7} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9}  {}\n", "strategy", "layout",
-             "prec", "total s", "read", "h2d", "kernel", "d2h", "write", "GB/s in", "k.roof", "peak RSS", "output");
+  fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9}  {}\n", "strategy",
+             "layout", "prec", "pipeline", "total s", "read", "h2d", "kernel", "d2h", "write", "GB/s in", "k.roof",
+             "peak RSS", "output");
   for (const auto& j : rep.jobs) {
     const auto& st = j.stats;
     const double in_bytes = double(rep.T * rep.N * rep.K) * double(element_size(j.precision));
-    fmt::print(out, "{:<15} {:<6} {:<7} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.2f} {:>9}  {}\n",
-               to_string(j.strategy), to_string(j.layout), to_string(j.precision), st.total_s,
+    const std::string pipeline = j.pipeline == PipelineKind::per_thread
+                                     ? fmt::format("per_thread:{}", j.pipeline_threads)
+                                     : std::string(to_string(j.pipeline));
+    fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.2f} {:>9}  {}\n",
+               to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline, st.total_s,
                st.seconds[int(Phase::read)], st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)],
                st.seconds[int(Phase::d2h)], st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9,
                j.kernel_roof_fraction, format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
@@ -293,6 +308,8 @@ nlohmann::json to_json(const RunReport& rep) {
     jj["precision"] = to_string(job.precision);
     jj["wrote_output"] = job.wrote_output;
     jj["runs"] = job.runs;
+    jj["pipeline"] = to_string(job.pipeline);
+    jj["pipeline_threads"] = job.pipeline_threads;
     jj["peak_rss_bytes"] = job.peak_rss_bytes;
     jj["kernel_roof_fraction"] = job.kernel_roof_fraction;
     jj["seconds"]["total"] = job.stats.total_s;
@@ -316,14 +333,15 @@ std::string to_csv(const RunReport& rep) {
   s << "strategy,layout,precision,wrote_output,total_s";
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_s";
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_bytes";
-  s << ",peak_rss_bytes,kernel_roof_fraction,dates,ids,cols,blocks\n";
+  s << ",peak_rss_bytes,kernel_roof_fraction,dates,ids,cols,blocks,pipeline,pipeline_threads\n";
   for (const auto& j : rep.jobs) {
     s << to_string(j.strategy) << ',' << to_string(j.layout) << ',' << to_string(j.precision) << ','
       << (j.wrote_output ? "true" : "false") << ',' << fmt::format("{:.6f}", j.stats.total_s);
     for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.6f}", j.stats.seconds[p]);
     for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.0f}", j.stats.bytes[p]);
     s << ',' << fmt::format("{:.0f}", j.peak_rss_bytes) << ',' << fmt::format("{:.4f}", j.kernel_roof_fraction) << ','
-      << rep.T << ',' << rep.N << ',' << rep.K << ',' << rep.plan.blocks.size() << '\n';
+      << rep.T << ',' << rep.N << ',' << rep.K << ',' << rep.plan.blocks.size() << ',' << to_string(j.pipeline) << ','
+      << j.pipeline_threads << '\n';
   }
   return s.str();
 }

@@ -21,6 +21,8 @@ struct JobReport {
   Precision precision;
   bool wrote_output = false;  // the first job writes; the others are checked against it
   int runs = 1;
+  PipelineKind pipeline = PipelineKind::overlapped;  // the one it ran (never automatic)
+  int pipeline_threads = 0;                          // per_thread: how many
   PipelineStats stats;        // the median run by total time
   double peak_rss_bytes = 0;
   double kernel_roof_fraction = 0;  // kernel GB/s / in-run copy roof

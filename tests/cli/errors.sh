@@ -72,6 +72,17 @@ case "$case_name" in
                    [ $rc -eq 4 ] || fail "exit $rc, expected 4"
                    grep -q "out/cv.h5: dataset 'cv' differs from other.h5 'multBy' \* 'discount' at \[0, 0, 0\]" stderr.txt || { cat stderr.txt; fail "message"; }
                    echo "ok [$case_name]" ;;
+  unknown_pipeline) deck; expect 2 "unknown pipeline 'fast'; valid: auto, overlapped, per_thread" -- "$cvest" run deck.toml --set run.pipeline=fast ;;
+  per_thread_gzip) printf '[input]\nfile = "in.h5"\n[output]\nfile = "out/cv.h5"\ncompression = "gzip"\n[run]\npipeline = "per_thread"\n' > deck.toml
+                   expect 2 'pipeline = "per_thread" does not apply to flat/right' -- "$cvest" run deck.toml
+                   [ -z "$(find . -name '*.tmp*')" ] || fail "temporary files left"; echo "ok [$case_name]" ;;
+  success_mixed)   # team runs overlapped and writes; flat (per_thread where it applies) is checked against it
+                   deck '[run]\nstrategy = ["team", "flat"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n[report]\ncsv = "out/report.csv"\n'
+                   "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
+                   grep -q "verified" stdout.txt || fail "not verified"
+                   grep -q "^team,right,double,true,.*,overlapped,0$" out/report.csv || { cat out/report.csv; fail "team's pipeline"; }
+                   [ "$(grep -c ',\(per_thread,[1-9][0-9]*\|overlapped,0\)$' out/report.csv)" = 4 ] || { cat out/report.csv; fail "pipelines in the csv"; }
+                   echo "ok [$case_name]" ;;
   success)         deck '[run]\nstrategy = ["flat", "per_date"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
                    [ -f out/cv.h5 ] || fail "no output"

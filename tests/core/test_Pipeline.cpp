@@ -6,6 +6,9 @@
 
 #include <chrono>
 #include <cstring>
+#include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -174,4 +177,137 @@ TEST_CASE("data handed over in place (BlockIO::*_at) is used directly, bit-ident
       check(float{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, all, staged);  // id blocks within a date
       check(float{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, all, staged);
     }
+}
+
+// --- the per-thread pipeline ------------------------------------------------
+
+namespace {
+
+// Makes MemoryFiles' calls safe to run side by side (its write bookkeeping is
+// shared), as the per-thread pipeline requires.
+template <class Scalar>
+BlockIO<Scalar> concurrent_io(MemoryFiles<Scalar>& files, const BlockPlan& plan, std::mutex& m) {
+  auto io = files.io(plan);
+  const auto write = io.write_cv;
+  io.write_cv = [write, &m](const Block& b, const Scalar* in) {
+    std::lock_guard lock(m);
+    write(b, in);
+  };
+  io.concurrent = true;
+  return io;
+}
+
+// The per-thread pipeline runs on host OpenMP builds only; elsewhere its
+// tests say so and pass.
+bool per_thread_space() {
+  std::string why_not;
+  const auto plan = plan_blocks(4, 100, 5, 8, 1 << 20);
+  if (per_thread_threads(plan, 1 << 20, Strategy::flat, LayoutKind::right, true, why_not) > 0 ||
+      why_not.find("execution space") == std::string::npos)
+    return true;
+  WARN("not run: " << why_not);
+  return false;
+}
+
+// Threads run by the per-thread pipeline in tests: at least two even on a
+// one-core machine, so blocks really run side by side.
+constexpr int test_threads = 3;
+
+}  // namespace
+
+TEST_CASE("the per-thread pipeline writes every block once, bit-identical", "[pipeline][per_thread]") {
+  if (!per_thread_space()) return;
+  const auto check = [](auto scalar, auto layout, Index T, Index N, Index K, std::size_t budget, Strategy strategy,
+                        bool slow, bool multby_in_place) {
+    using Scalar = decltype(scalar);
+    using Layout = decltype(layout);
+    CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), to_string(strategy), slow,
+            multby_in_place);
+    MemoryFiles<Scalar> files(T, N, K);
+    const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, 3);
+    std::mutex m;
+    auto io = concurrent_io(files, plan, m);
+    if (multby_in_place) {
+      io.read_multby = [](Range, Scalar*) { throw std::logic_error("read_multby called although multby_at is set"); };
+      io.multby_at = [&](Range ids) -> const Scalar* { return files.m.data() + ids.begin * K; };
+    }
+    PipelineOptions options;
+    options.strategy = strategy;
+    options.progress = false;
+    options.threads = test_threads;
+    if (slow)  // uneven delays: threads finish blocks out of order
+      options.before_io = [](Phase phase, int block) {
+        if ((block + int(phase)) % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      };
+    std::ostringstream progress;
+    const auto stats = run_pipeline<Scalar, Layout>(plan, io, options, progress);
+    CHECK(files.mismatches() == 0);
+    auto order = files.written_order;
+    std::sort(order.begin(), order.end());
+    REQUIRE(order.size() == plan.blocks.size());
+    for (std::size_t i = 0; i < order.size(); ++i) CHECK(order[i] == int(i));
+    CHECK(stats.bytes[int(Phase::write)] == double(T * N * K * Index(sizeof(Scalar))));
+    CHECK(stats.timeline.size() == 5 * plan.blocks.size());
+    CHECK(stats.total_s > 0);
+  };
+  for (bool slow : {false, true})
+    for (bool in_place : {false, true}) {
+      check(double{}, Kokkos::LayoutRight{}, 20, 500, 5, 1 << 20, Strategy::flat, slow, in_place);
+      check(double{}, Kokkos::LayoutLeft{}, 20, 500, 5, 1 << 20, Strategy::flat, slow, in_place);
+      check(float{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, Strategy::per_date, slow, in_place);
+      check(float{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, Strategy::per_id, slow, in_place);
+      check(double{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, Strategy::elementwise, slow, in_place);
+      check(double{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, Strategy::kokkos_kernels, slow, in_place);
+      check(float{}, Kokkos::LayoutRight{}, 3, 50, 2, 1 << 12, Strategy::one_worker, slow, in_place);
+    }
+}
+
+TEST_CASE("a failing write in the per-thread pipeline stops every thread and reaches the caller",
+          "[pipeline][per_thread]") {
+  if (!per_thread_space()) return;
+  MemoryFiles<double> files(10, 100, 5);
+  const auto plan = plan_blocks(10, 100, 5, 8, 1 << 14);
+  REQUIRE(plan.blocks.size() > 6);
+  std::mutex m;
+  auto io = concurrent_io(files, plan, m);
+  std::atomic<int> writes{0};
+  const auto write = io.write_cv;
+  io.write_cv = [&](const Block& b, const double* in) {
+    if (++writes == 3) throw std::runtime_error("no space");
+    write(b, in);
+  };
+  PipelineOptions options;
+  options.progress = false;
+  options.threads = test_threads;
+  std::ostringstream progress;
+  CHECK_THROWS_WITH((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), "no space");
+  CHECK(files.written_order.size() < plan.blocks.size());
+}
+
+TEST_CASE("the per-thread pipeline refuses what it cannot run", "[pipeline][per_thread]") {
+  const auto plan = plan_blocks(10, 100, 5, 8, 1 << 20);
+  std::string why_not;
+  CHECK(per_thread_threads(plan, 1 << 20, Strategy::team, LayoutKind::right, true, why_not) == 0);
+  CHECK(!why_not.empty());
+  why_not.clear();
+  CHECK(per_thread_threads(plan, 1 << 20, Strategy::flat, LayoutKind::right, false, why_not) == 0);
+  CHECK(!why_not.empty());
+  // A budget that holds one thread's two blocks but not two threads' four.
+  const auto big = plan_blocks(2, 1000, 5, 8, 1 << 20);
+  const std::size_t block = std::size_t(big.block_dates * big.block_ids * 5 * 8);
+  const std::size_t multby = big.multby_resident ? std::size_t(1000 * 5 * 8) : 0;
+  why_not.clear();
+  CHECK(per_thread_threads(big, multby + 3 * block, Strategy::flat, LayoutKind::right, true, why_not) == 0);
+  CHECK(!why_not.empty());
+
+  MemoryFiles<double> files(10, 100, 5);
+  PipelineOptions options;
+  options.progress = false;
+  options.threads = 2;
+  std::ostringstream progress;
+  auto io = files.io(plan);  // not concurrent
+  CHECK_THROWS_AS((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), std::invalid_argument);
+  io.concurrent = true;
+  options.strategy = Strategy::team;
+  CHECK_THROWS_AS((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), std::invalid_argument);
 }
