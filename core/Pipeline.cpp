@@ -110,6 +110,11 @@ class Recorder {
   std::mutex m_;
 };
 
+// What a block's kernel moves: discount in, cv out, its multBy rows in.
+inline double block_kernel_bytes(const Block& blk, Index K, double esize) {
+  return double(2 * blk.dates.size() * blk.ids.size() * K + blk.ids.size() * K) * esize;
+}
+
 // One progress line per finished block, at most two a second (and always
 // the last); safe to call from several threads.
 class ProgressLine {
@@ -409,7 +414,7 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
           const Scalar* m = io.multby_at ? io.multby_at(blk.ids) : buf.m.data();
           const Scalar* d = io.discount_at ? io.discount_at(blk) : buf.d.data();
           Scalar* cv = io.cv_at ? io.cv_at(blk) : buf.cv.data();
-          const double kernel_bytes = double(2 * tb * nb * K + nb * K) * esize;
+          const double kernel_bytes = block_kernel_bytes(blk, K, esize);
           if constexpr (right) {  // computes in the I/O buffers: h2d and d2h are empty
             rec.time(b, Phase::h2d, 0.0, [] {});
             rec.time(b, Phase::kernel, kernel_bytes, [&] {
@@ -603,10 +608,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   const auto block_bytes = [&](int b) {
     return double(plan.blocks[b].dates.size() * plan.blocks[b].ids.size() * K) * esize;
   };
-  const auto kernel_bytes = [&](int b) {
-    const Block& blk = plan.blocks[b];
-    return double(2 * blk.dates.size() * blk.ids.size() * K + blk.ids.size() * K) * esize;
-  };
+  const auto kernel_bytes = [&](int b) { return block_kernel_bytes(plan.blocks[b], K, esize); };
 
   // Direct path (host spaces, LayoutRight): the kernel reads and writes the
   // staging slots (or the in-place memory) themselves; h2d and d2h are empty.
