@@ -373,6 +373,17 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
     ProgressLine progress(plan, options, rec, progress_out, esize);
     Failure failure;
     std::atomic<int> next{0}, done{0};
+    // Kokkos Tools expect one kernel at a time (the kernel timer keeps the
+    // running kernel in a global, space-time-stack one stack of frames), so
+    // with a tool loaded the threads launch their kernels one at a time;
+    // reads and writes still overlap them. Without a tool, no lock.
+    std::mutex launch_mutex;
+    const bool one_launch_at_a_time = Kokkos::Tools::profileLibraryLoaded();
+    const auto launch = [&](auto&& timed_step) {
+      if (!one_launch_at_a_time) return timed_step();
+      const std::lock_guard<std::mutex> lock(launch_mutex);
+      timed_step();
+    };
 
     // One thread's loop; its buffers are allocated before the parallel
     // region (no allocation inside it) and reused for every block it takes.
@@ -417,11 +428,13 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
           const double kernel_bytes = block_kernel_bytes(blk, K, esize);
           if constexpr (right) {  // computes in the I/O buffers: h2d and d2h are empty
             rec.time(b, Phase::h2d, 0.0, [] {});
-            rec.time(b, Phase::kernel, kernel_bytes, [&] {
-              multiply(options.strategy, space,
-                       Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K),
-                                                     Cube<const Scalar, Layout, Mem>(d, tb, nb, K),
-                                                     Cube<Scalar, Layout, Mem>(cv, tb, nb, K)});
+            launch([&] {
+              rec.time(b, Phase::kernel, kernel_bytes, [&] {
+                multiply(options.strategy, space,
+                         Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K),
+                                                       Cube<const Scalar, Layout, Mem>(d, tb, nb, K),
+                                                       Cube<Scalar, Layout, Mem>(cv, tb, nb, K)});
+              });
             });
             rec.time(b, Phase::d2h, 0.0, [] {});
           } else {
@@ -429,23 +442,30 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
             // transposed as a (1, ids, K) cube: the bytes of the (ids, K) table.
             Cube<Scalar, Layout, Mem> d_left(buf.d_compute.data(), tb, nb, K), cv_left(buf.cv_compute.data(), tb, nb, K);
             const bool stage_m = buf.m_compute_ids != blk.ids.begin;
-            rec.time(b, Phase::h2d, bytes + (stage_m ? double(nb * K) * esize : 0.0), [&] {
-              transpose(space, Cube<const Scalar, Kokkos::LayoutRight, Mem>(d, tb, nb, K), d_left,
-                        "cvest::per_thread::transpose_in");
-              if (stage_m) {
-                transpose(space, Cube<const Scalar, Kokkos::LayoutRight, Mem>(m, 1, nb, K),
-                          Cube<Scalar, Layout, Mem>(buf.m_compute.data(), 1, nb, K), "cvest::per_thread::transpose_in");
-                buf.m_compute_ids = blk.ids.begin;
-              }
+            launch([&] {
+              rec.time(b, Phase::h2d, bytes + (stage_m ? double(nb * K) * esize : 0.0), [&] {
+                transpose(space, Cube<const Scalar, Kokkos::LayoutRight, Mem>(d, tb, nb, K), d_left,
+                          "cvest::per_thread::transpose_in");
+                if (stage_m) {
+                  transpose(space, Cube<const Scalar, Kokkos::LayoutRight, Mem>(m, 1, nb, K),
+                            Cube<Scalar, Layout, Mem>(buf.m_compute.data(), 1, nb, K),
+                            "cvest::per_thread::transpose_in");
+                  buf.m_compute_ids = blk.ids.begin;
+                }
+              });
             });
-            rec.time(b, Phase::kernel, kernel_bytes, [&] {
-              multiply(options.strategy, space,
-                       Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(buf.m_compute.data(), nb, K),
-                                                     d_left, cv_left});
+            launch([&] {
+              rec.time(b, Phase::kernel, kernel_bytes, [&] {
+                multiply(options.strategy, space,
+                         Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(buf.m_compute.data(), nb, K),
+                                                       d_left, cv_left});
+              });
             });
-            rec.time(b, Phase::d2h, bytes, [&] {
-              transpose(space, Cube<const Scalar, Layout, Mem>(cv_left.data(), tb, nb, K),
-                        Cube<Scalar, Kokkos::LayoutRight, Mem>(cv, tb, nb, K), "cvest::per_thread::transpose_out");
+            launch([&] {
+              rec.time(b, Phase::d2h, bytes, [&] {
+                transpose(space, Cube<const Scalar, Layout, Mem>(cv_left.data(), tb, nb, K),
+                          Cube<Scalar, Kokkos::LayoutRight, Mem>(cv, tb, nb, K), "cvest::per_thread::transpose_out");
+              });
             });
           }
           if (options.before_io) options.before_io(Phase::write, b);
