@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""cvest's output opens in xarray and Dask without surprises: xarray (h5netcdf
+engine) sees the dimensions date, id, col with integer coordinates, the
+string attributes, the file's chunks (in its encoding), and values equal to
+NumPy's multBy[None] * discount bit for bit, eagerly and as a Dask-backed
+array over the file's chunks;
+dask.array.from_array over the h5py dataset computes the same bits. For
+double and float outputs, both layouts, plain and gzip-compressed.
+
+    xarray_dask_peer.py CVEST_BINARY
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import dask
+import dask.array as da
+import h5py
+import numpy as np
+import xarray as xr
+
+cvest = sys.argv[1]
+env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads")
+failures = 0
+cases = 0
+
+
+def bitwise(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
+    T, N, K = 11, 6007, 5
+    src = os.path.join(work, "in.h5")
+    gen = subprocess.run([cvest, "generate", "--dates", str(T), "--ids", str(N), "--cols", str(K), "--out", src],
+                         env=env, capture_output=True, text=True)
+    if gen.returncode != 0:
+        sys.exit(f"FAIL: cvest generate: exit {gen.returncode}\n{gen.stderr}")
+    with h5py.File(src, "r") as f:
+        m, d = f["multBy"][...], f["discount"][...]
+    for precision, layout, compression in (("double", "right", "none"), ("double", "left", "gzip"),
+                                           ("float", "right", "gzip"), ("float", "left", "none")):
+        cases += 1
+        tag = f"{precision}_{layout}_{compression}"
+        dtype = np.float64 if precision == "double" else np.float32
+        expected = m.astype(dtype)[None] * d.astype(dtype)
+        out = os.path.join(work, f"cv_{tag}.h5")
+        deck = os.path.join(work, f"deck_{tag}.toml")
+        with open(deck, "w") as fh:
+            fh.write(f'[input]\nfile = "{src}"\n[output]\nfile = "{out}"\ncompression = "{compression}"\n'
+                     f'chunk = 1000\n[run]\nlayout = "{layout}"\nprecision = "{precision}"\nstrategy = "flat"\n'
+                     f'memory_budget = "4MiB"\n')
+        run = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            print(f"FAIL {tag}: cvest run exit {run.returncode}\n{run.stderr}")
+            failures += 1
+            continue
+        problems = []
+        with xr.open_dataset(out, engine="h5netcdf") as ds:
+            cv = ds["cv"]
+            if cv.dims != ("date", "id", "col"):
+                problems.append(f"dims {cv.dims}")
+            for name, size in (("date", T), ("id", N), ("col", K)):
+                if not np.array_equal(ds[name].values, np.arange(size)):
+                    problems.append(f"coordinate {name} is not 0..{size - 1}")
+            for key, want in (("layout", layout), ("strategy", "flat"), ("precision", precision)):
+                if cv.attrs.get(key) != want:
+                    problems.append(f"attribute {key} = {cv.attrs.get(key)!r}, expected {want!r}")
+            if not isinstance(cv.attrs.get("cvest_version"), str):
+                problems.append("attribute cvest_version is not a string")
+            if not bitwise(cv.values, expected):
+                problems.append("xarray values differ from NumPy")
+        with h5py.File(out, "r") as f:
+            file_chunks = f["cv"].chunks
+            gzip = f["cv"].compression == "gzip" and f["cv"].shuffle
+        if gzip != (compression == "gzip"):
+            problems.append(f"compression {compression}, file has gzip+shuffle = {gzip}")
+        # xarray reports the file's chunks in encoding; opening with them
+        # gives a Dask array with one task per chunk
+        with xr.open_dataset(out, engine="h5netcdf",
+                             chunks=dict(zip(("date", "id", "col"), file_chunks))) as ds:
+            cv = ds["cv"]
+            if cv.encoding.get("chunksizes") != file_chunks:
+                problems.append(f"xarray encoding chunksizes {cv.encoding.get('chunksizes')}, file {file_chunks}")
+            if not isinstance(cv.data, da.Array):
+                problems.append(f"chunks= gave {type(cv.data).__name__}, not a Dask array")
+            elif cv.data.chunksize != file_chunks:
+                problems.append(f"Dask chunks {cv.data.chunksize}, file chunks {file_chunks}")
+            with dask.config.set(scheduler="threads"):
+                if not bitwise(cv.compute().values, expected):
+                    problems.append("Dask-backed xarray values differ from NumPy")
+                # max is exact in any order, so it must match NumPy's exactly
+                if not bitwise(cv.max(("id", "col")).compute().values, expected.max(axis=(1, 2))):
+                    problems.append("a Dask reduction differs from NumPy's")
+        with h5py.File(out, "r") as f:
+            arr = da.from_array(f["cv"], chunks=f["cv"].chunks)
+            if not bitwise(arr.compute(scheduler="threads"), expected):
+                problems.append("dask.array.from_array values differ from NumPy")
+        print(f"{'FAIL' if problems else 'ok'} {tag}" + (": " + "; ".join(problems) if problems else
+                                                          ": dims, coordinates, attributes, values (eager, Dask)"))
+        failures += bool(problems)
+
+print(f"{cases - failures} passed, {failures} failed")
+sys.exit(1 if failures else 0)
