@@ -11,6 +11,7 @@
 #include "core/Version.hpp"
 #include "io/Files.hpp"
 #include "io/Job.hpp"
+#include "io/TempFiles.hpp"
 
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
@@ -32,6 +33,7 @@ namespace {
 // nothing half-written.
 void write_file(const std::string& path, const std::string& text) {
   const std::string temp = path + ".tmp";
+  const cvest::io::TempFileGuard guard(temp);
   {
     std::ofstream out(temp);
     out << text;
@@ -67,6 +69,7 @@ int main(int argc, char* argv[]) {
   std::vector<char*> ours{argv[0]}, kokkos_args{argv[0]};
   for (int i = 1; i < argc; ++i) (std::string_view(argv[i]).rfind("--kokkos-", 0) == 0 ? kokkos_args : ours).push_back(argv[i]);
   cvest::io::quiet_hdf5_errors();
+  cvest::io::remove_temp_files_on_signals();
 
   CLI::App app{"cvest: cv[t][i][k] = multBy[i][k] * discount[t][i][k] as batch jobs on Kokkos"};
   app.require_subcommand(1);

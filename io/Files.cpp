@@ -206,6 +206,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
     throw InputError(path + ": generate needs positive dates, ids and cols");
   check_output_path(path, overwrite);
   const std::string temp = temp_path_for(path);
+  const TempFileGuard guard(temp);
   try {
     const auto chunk = cube_chunk(spec.ids, spec.cols, element_size(spec.precision));
     File file = create_file(temp, path);

@@ -5,6 +5,7 @@
 #include "core/Deck.hpp"
 #include "core/Plan.hpp"
 #include "io/Hdf5.hpp"
+#include "io/TempFiles.hpp"
 
 #include <map>
 #include <memory>
@@ -105,6 +106,7 @@ class OutputFile {
  private:
   OutputSpec spec_;
   std::string temp_path_;
+  TempFileGuard temp_guard_{temp_path_};  // removed if a signal stops the process
   File file_;
   Dataset ds_;
   std::array<Index, 3> chunk_{};

@@ -1,0 +1,34 @@
+#pragma once
+// Temporary files removed when a signal stops the process.
+//
+// Outputs, generated inputs and reports are written to a temporary file and
+// renamed into place on success (io/Files.cpp, app/main.cpp); a failure
+// removes it. A job stopped by Ctrl-C (SIGINT), a batch scheduler (SIGTERM)
+// or a closed terminal (SIGHUP) would still leave it behind, as large as the
+// output: the handlers installed here unlink every registered temporary file
+// and let the signal end the process as it would have.
+
+#include <string>
+
+namespace cvest::io {
+
+// Installs the handlers for SIGINT, SIGTERM and SIGHUP, except where a
+// signal is ignored (nohup, a shell's background job): it stays ignored.
+// Call once, early in main.
+void remove_temp_files_on_signals();
+
+// Registers a temporary file's path for the handlers while it lives. It never
+// removes anything itself: the owner removes or renames the file as before.
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(const std::string& path);
+  ~TempFileGuard();
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  bool registered() const { return slot_ >= 0; }
+
+ private:
+  int slot_ = -1;
+};
+
+}  // namespace cvest::io

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""A cvest stopped by a signal leaves nothing half-written: SIGINT (Ctrl-C)
+or SIGTERM (a batch scheduler) during `cvest run`, and SIGHUP during
+`cvest generate`, end the process with that signal and leave no temporary
+file, no output and no report. A SIGINT that the parent ignores (nohup, a
+background job) stays ignored: the run finishes and writes its output.
+
+    interrupted.py CVEST_BINARY
+"""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+cvest = sys.argv[1]
+env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads")
+failures = []
+
+
+def check(ok, what):
+    print(f"{'ok' if ok else 'FAIL'}: {what}")
+    if not ok:
+        failures.append(what)
+
+
+def signal_when_temp_appears(cmd, folder, sig, ignore_sigint=False):
+    """Starts cmd, sends sig once a temporary file appears in folder; returns
+    (returncode, stderr, whether the signal was sent while it ran)."""
+    def child_setup():
+        if ignore_sigint:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=child_setup)
+    sent = False
+    deadline = time.monotonic() + 30
+    while p.poll() is None and time.monotonic() < deadline:
+        if glob.glob(os.path.join(folder, ".*.tmp-*")):
+            p.send_signal(sig)
+            sent = True
+            break
+        time.sleep(0.002)
+    _, err = p.communicate(timeout=120)
+    return p.returncode, err, sent
+
+
+with tempfile.TemporaryDirectory(prefix="cvest-signal-") as work:
+    src = os.path.join(work, "in.h5")
+    subprocess.run([cvest, "generate", "--dates", "40", "--ids", "200000", "--cols", "5", "--out", src], env=env,
+                   check=True, capture_output=True)
+    out = os.path.join(work, "out")
+    os.makedirs(out)
+    deck = os.path.join(work, "deck.toml")
+    with open(deck, "w") as f:
+        f.write(f'[input]\nfile = "{src}"\n[output]\nfile = "out/cv.h5"\n'
+                '[run]\nstrategy = ["one_worker", "flat"]\nlayout = "left"\nrepeats = 4\nmax_block = "256KiB"\n'
+                'verify = true\n[report]\njson = "out/report.json"\ncsv = "out/report.csv"\n')
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        rc, err, sent = signal_when_temp_appears([cvest, "run", deck], out, sig)
+        left = sorted(os.listdir(out))
+        check(sent and rc == -sig, f"run, {sig.name} while writing: exit {rc} (expected {-sig}), signal sent: {sent}")
+        check(left == [], f"run, {sig.name}: nothing left in the output folder (found {left})")
+
+    gen = os.path.join(work, "gen")
+    os.makedirs(gen)
+    rc, err, sent = signal_when_temp_appears([cvest, "generate", "--dates", "60", "--ids", "200000", "--cols", "5",
+                                              "--out", os.path.join(gen, "big.h5")], gen, signal.SIGHUP)
+    left = sorted(os.listdir(gen))
+    check(sent and rc == -signal.SIGHUP, f"generate, SIGHUP: exit {rc} (expected {-signal.SIGHUP}), signal sent: {sent}")
+    check(left == [], f"generate, SIGHUP: nothing left (found {left})")
+
+    rc, err, sent = signal_when_temp_appears([cvest, "run", deck], out, signal.SIGINT, ignore_sigint=True)
+    left = sorted(os.listdir(out))
+    check(sent and rc == 0, f"run with SIGINT ignored: exit {rc} (expected 0), signal sent: {sent}"
+          + (f": {err.strip()[-300:]}" if rc else ""))
+    check(left == ["cv.h5", "report.csv", "report.json"], f"run with SIGINT ignored: output and reports written ({left})")
+
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
