@@ -56,6 +56,9 @@ int print_info() {
   fmt::print("cvest {}\nKokkos {}\nexecution spaces: {} (default {})\nthreads: {}\nHDF5 {}.{}.{}\nstrategies: {}\n",
              CVEST_VERSION, facts.kokkos_version, facts.spaces, facts.backend, facts.threads, major, minor, release,
              cvest::strategy_names());
+  fmt::print("machine: {}, {} ({} logical CPUs, {:.0f} GiB)\n", facts.host, facts.cpu.empty() ? "CPU unknown" : facts.cpu,
+             facts.cpus, facts.memory_bytes / double(1ull << 30));
+  if (!facts.gpu.empty()) fmt::print("gpu: {}\n", facts.gpu);
   return 0;
 }
 

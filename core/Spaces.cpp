@@ -1,6 +1,40 @@
 #include "core/Spaces.hpp"
 
+#include <fmt/format.h>
+
+#include <fstream>
+#include <unistd.h>
+#ifdef KOKKOS_ENABLE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace cvest {
+
+namespace {
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "";
+}
+
+std::string gpu_description() {
+#ifdef KOKKOS_ENABLE_CUDA
+  int device = 0;
+  cudaDeviceProp prop{};
+  if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "";
+  return fmt::format("{} (sm_{}{}, {:.0f} GiB)", prop.name, prop.major, prop.minor,
+                     double(prop.totalGlobalMem) / double(1ull << 30));
+#else
+  return "";
+#endif
+}
+
+}  // namespace
 
 BuildFacts build_facts() {
   BuildFacts facts;
@@ -12,7 +46,18 @@ BuildFacts build_facts() {
                                                     std::string(decltype(space)::name())), ...); },
              EnabledSpaces{});
   facts.threads = Kokkos::DefaultExecutionSpace().concurrency();
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) facts.host = host;
+  facts.cpu = cpu_model();
+  facts.cpus = int(sysconf(_SC_NPROCESSORS_ONLN));
+  facts.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  facts.gpu = gpu_description();
   return facts;
+}
+
+nlohmann::json machine_json(const BuildFacts& facts) {
+  return {{"host", facts.host}, {"cpu", facts.cpu}, {"cpus", facts.cpus}, {"memory_bytes", facts.memory_bytes},
+          {"gpu", facts.gpu}};
 }
 
 }  // namespace cvest

@@ -1,7 +1,9 @@
 #pragma once
 // The execution spaces this build enables, as a type list (tests run every
-// kernel on each), and plain facts about the build for reports.
+// kernel on each), and plain facts about the build and the machine for
+// reports (a report says where its figures were measured).
 #include <Kokkos_Core.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <tuple>
@@ -28,8 +30,14 @@ struct BuildFacts {
   std::string kokkos_version;  // e.g. "3.4.1"
   std::string spaces;          // every enabled execution space, e.g. "Serial, OpenMP"
   int threads = 0;             // concurrency of the default execution space
+  std::string host;            // host name
+  std::string cpu;             // CPU model from /proc/cpuinfo ("" where unknown)
+  int cpus = 0;                // logical CPUs online
+  double memory_bytes = 0;     // physical memory
+  std::string gpu;             // Cuda builds: the device's name, compute capability, memory
 };
 
 BuildFacts build_facts();  // needs Kokkos initialised
+nlohmann::json machine_json(const BuildFacts& facts);  // {"host", "cpu", "cpus", "memory_bytes", "gpu"}
 
 }  // namespace cvest

@@ -212,6 +212,8 @@ nlohmann::json to_json(const Report& r) {
   const auto& s = r.pipeline.seconds;
   return {{"backend", r.build.backend},
           {"kokkos_version", r.build.kokkos_version},
+          {"threads", r.build.threads},
+          {"machine", machine_json(r.build)},
           {"device", r.device},
           {"pinned_staging", r.pinned},
           {"shape", {{"dates", c.dates}, {"ids", c.ids}, {"cols", c.cols}}},

@@ -286,6 +286,7 @@ nlohmann::json to_json(const RunReport& rep) {
   j["backend"] = rep.build.backend;
   j["kokkos_version"] = rep.build.kokkos_version;
   j["threads"] = rep.build.threads;
+  j["machine"] = machine_json(rep.build);
   j["deck"] = rep.deck;
   j["input"] = rep.input;
   j["output"] = rep.output;

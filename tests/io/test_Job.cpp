@@ -53,6 +53,10 @@ csv = "report.csv"
   CHECK(json["jobs"].size() == 6);
   CHECK(json["jobs"][0]["seconds"].contains("h2d"));
   CHECK(json["jobs"][0]["timeline"].size() == 5 * report.plan.blocks.size());
+  // where it ran: this machine's CPUs and memory, a host name
+  CHECK(json["machine"]["cpus"].get<int>() >= 1);
+  CHECK(json["machine"]["memory_bytes"].get<double>() > 0);
+  CHECK_FALSE(json["machine"]["host"].get<std::string>().empty());
   CHECK(to_csv(report).find("flat,left," + precision) != std::string::npos);
   // an existing output is refused without overwrite
   CHECK_THROWS_WITH(run_deck(deck, progress), Catch::Contains("output exists"));
