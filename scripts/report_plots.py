@@ -18,6 +18,13 @@ def _pyplot():
     return plt
 
 
+def where(report):
+    """', on <the GPU or CPU>' from a report's machine facts, or ''."""
+    machine = report.get("machine") or {}
+    device = machine.get("gpu") if report.get("backend") == "Cuda" else machine.get("cpu")
+    return f"\non {device}" if device else ""
+
+
 def strategies(rows, roof, title, path):
     """Bars of effective bandwidth per strategy, one per layout, with the
     copy roofs measured in the same run. rows: dicts with strategy, layout,
@@ -38,6 +45,7 @@ def strategies(rows, roof, title, path):
     ax.axhline(max(roof["copy_GBps"], roof["copy_streaming_GBps"]), color="k", linestyle="--",
                label="copy roof (streaming stores)")
     ax.axhline(roof["copy_GBps"], color="grey", linestyle=":", label="copy roof (regular stores)")
+    ax.set_ylim(0, 1.12 * max([roof["copy_GBps"], roof["copy_streaming_GBps"]] + [x["GBps"] for x in rows]))
     ax.set_xticks(range(len(names)))
     ax.set_xticklabels(names, rotation=20)
     ax.set_ylabel("effective bandwidth (GB/s)")
@@ -95,7 +103,7 @@ def jobs(report, path):
     a1.legend(fontsize=8, ncol=3)
     shape = report["shape"]
     a1.set_title(f"cvest run {os.path.basename(report.get('deck', ''))}: {shape['dates']} x {shape['ids']} x "
-                 f"{shape['cols']}, {report['backend']} ({report['threads']} threads)")
+                 f"{shape['cols']}, {report['backend']} ({report['threads']} threads){where(report)}")
     a2.bar(list(x), [j["kernel_roof_fraction"] for j in js],
            color=["tab:blue" if j["layout"] == "right" else "tab:orange" for j in js])
     a2.axhline(1.0, color="k", linestyle="--", label="copy roof, block-sized (same run)")
