@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <filesystem>
 #include <unistd.h>
 
@@ -159,6 +160,17 @@ void check_output_path(const std::string& path, bool overwrite) {
   if (::access(dir.c_str(), W_OK) != 0) throw IoError(path + ": output directory " + dir.string() + " is not writable");
 }
 
+void check_free_space(const std::string& path, double bytes) {
+  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) return;  // unknown: a failing write still says so
+  const double available = double(vfs.f_bavail) * double(vfs.f_frsize);
+  const double needed = bytes + double(1 << 20);  // HDF5's metadata, dimension scales
+  if (needed > available)
+    throw IoError(path + ": needs " + format_bytes(needed) + " of disk, the file system holding it has " +
+                  format_bytes(available) + " free");
+}
+
 // --- input -----------------------------------------------------------------
 
 InputFile::InputFile(const std::string& path, const std::string& multby, const std::string& discount,
@@ -205,6 +217,8 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
   if (spec.dates <= 0 || spec.ids <= 0 || spec.cols <= 0)
     throw InputError(path + ": generate needs positive dates, ids and cols");
   check_output_path(path, overwrite);
+  check_free_space(path, double(spec.dates * spec.ids * spec.cols + spec.ids * spec.cols) *
+                             double(element_size(spec.precision)));
   const std::string temp = temp_path_for(path);
   const TempFileGuard guard(temp);
   try {
@@ -251,6 +265,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
   check_output_path(spec.path, spec.overwrite);
   const std::size_t es = element_size(spec.precision);
+  if (spec.compression != "gzip") check_free_space(spec.path, double(spec.T * spec.N * spec.K) * double(es));
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
                               : cube_chunk(spec.N, spec.K, es);
   file_ = create_file(temp_path_, spec.path);

@@ -120,4 +120,10 @@ class OutputFile {
 // directory cannot be written. InputError / IoError naming the path.
 void check_output_path(const std::string& path, bool overwrite);
 
+// Refuses to start a file of `bytes` that the file system holding `path`
+// cannot take (IoError naming the path, what it needs and what is free), so a
+// job that would fill the disk an hour in stops in its first second. Does
+// nothing where the free space cannot be read.
+void check_free_space(const std::string& path, double bytes);
+
 }  // namespace cvest::io

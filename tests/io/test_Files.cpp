@@ -189,3 +189,22 @@ TEST_CASE("output paths are checked before any work", "[io]") {
   // a directory that cannot exist: its parent is a regular file
   CHECK_THROWS_AS(check_output_path((existing / "sub" / "out.h5").string(), false), IoError);
 }
+
+TEST_CASE("an output the disk cannot hold is refused before anything is written", "[io]") {
+  const auto path = scratch("huge.h5").string();
+  // 1 EB: more than any file system here has free
+  CHECK_THROWS_WITH(check_free_space(path, 1e18), Catch::Contains("huge.h5: needs") && Catch::Contains("free"));
+  CHECK_THROWS_AS(check_free_space(path, 1e18), IoError);
+  CHECK_NOTHROW(check_free_space(path, 1e6));
+  OutputSpec spec;
+  spec.path = path;
+  spec.T = 1000000;
+  spec.N = 1000000;
+  spec.K = 5;  // 40 TB of doubles
+  CHECK_THROWS_WITH(OutputFile(spec), Catch::Contains("huge.h5: needs"));
+  CHECK_FALSE(std::filesystem::exists(path));
+  spec.compression = "gzip";  // size unknown ahead: not refused for space
+  spec.T = 2;
+  spec.N = 1000;
+  CHECK_NOTHROW(OutputFile(spec));
+}
