@@ -323,7 +323,7 @@ int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy
     return 0;
   }
   if (!concurrent_io) {
-    why_not = "the output's blocks cannot be written from several threads at once (compressed output)";
+    why_not = "the output's blocks cannot be written from several threads at once";
     return 0;
   }
   // Each thread holds a discount and a cv block (a LayoutLeft run two more

@@ -10,6 +10,7 @@
 #include <sys/statvfs.h>
 #include <filesystem>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace fs = std::filesystem;
 
@@ -281,8 +282,8 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   }
   // Uncompressed chunks are written as they are: no chunk cache, no copy;
   // straight to their file offsets when the raw path qualifies.
-  direct_chunks_ = spec.compression != "gzip";
-  if (direct_chunks_) {
+  gzip_level_ = spec.compression == "gzip" ? spec.gzip_level : 0;
+  if (gzip_level_ == 0) {
     // The chunk index goes to disk before a second descriptor writes data.
     if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
       ds_.reset();
@@ -293,7 +294,6 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     }
     raw_ = RawCube::open(ds_, temp_path_, spec.path, native_type(spec.precision), true, spec.N, spec.K);
   }
-  pad_.resize(std::size_t(chunk_[1] * chunk_[2]) * es);
 }
 
 OutputFile::~OutputFile() {
@@ -306,6 +306,19 @@ OutputFile::~OutputFile() {
   }
 }
 
+namespace {
+
+// HDF5's shuffle filter: byte j of every element, then byte j+1, ... (the
+// layout H5Z_filter_shuffle writes), which lets deflate see runs of
+// exponent bytes.
+void shuffle_bytes(const unsigned char* in, std::size_t bytes, std::size_t element, unsigned char* out) {
+  const std::size_t n = bytes / element;
+  for (std::size_t j = 0; j < element; ++j)
+    for (std::size_t i = 0; i < n; ++i) out[j * n + i] = in[i * element + j];
+}
+
+}  // namespace
+
 void OutputFile::write(const Block& b, const void* buffer) {
   if (raw_) {
     raw_->write(b, buffer);
@@ -313,11 +326,18 @@ void OutputFile::write(const Block& b, const void* buffer) {
   }
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
   const bool aligned = b.ids.begin % chunk_[1] == 0 && (b.ids.end % chunk_[1] == 0 || b.ids.end == spec_.N);
-  if (!direct_chunks_ || !aligned) {
+  if (!aligned) {
     write_hyperslab(ds_, native_type(spec_.precision), {b.dates.begin, b.ids.begin, 0},
                     {b.dates.size(), b.ids.size(), spec_.K}, buffer, what);
     return;
   }
+  // Whole chunks go in with H5Dwrite_chunk. A gzip chunk is shuffled and
+  // deflated here, on the calling thread and outside HDF5's global lock
+  // (exactly what HDF5's shuffle + deflate filters produce), so the threads
+  // of the per-thread pipeline compress in parallel and a reader never waits
+  // for a compression. Scratch buffers are per thread: writes may run on
+  // several threads at once.
+  thread_local std::vector<unsigned char> pad, shuffled, deflated;
   const std::size_t es = element_size(spec_.precision);
   const auto* bytes = static_cast<const unsigned char*>(buffer);
   const std::size_t chunk_bytes = std::size_t(chunk_[1] * spec_.K) * es;
@@ -325,14 +345,27 @@ void OutputFile::write(const Block& b, const void* buffer) {
     for (Index i = b.ids.begin; i < b.ids.end; i += chunk_[1]) {
       const std::size_t offset_in_block = std::size_t(((t - b.dates.begin) * b.ids.size() + (i - b.ids.begin)) * spec_.K) * es;
       const Index ids = std::min(chunk_[1], b.ids.end - i);
-      const void* src = bytes + offset_in_block;
+      const unsigned char* src = bytes + offset_in_block;
       if (ids < chunk_[1]) {  // the last, partial chunk travels padded to full size
-        std::memcpy(pad_.data(), src, std::size_t(ids * spec_.K) * es);
-        std::memset(pad_.data() + std::size_t(ids * spec_.K) * es, 0, chunk_bytes - std::size_t(ids * spec_.K) * es);
-        src = pad_.data();
+        pad.resize(chunk_bytes);
+        std::memcpy(pad.data(), src, std::size_t(ids * spec_.K) * es);
+        std::memset(pad.data() + std::size_t(ids * spec_.K) * es, 0, chunk_bytes - std::size_t(ids * spec_.K) * es);
+        src = pad.data();
+      }
+      std::size_t stored = chunk_bytes;
+      if (gzip_level_ > 0) {
+        shuffled.resize(chunk_bytes);
+        shuffle_bytes(src, chunk_bytes, es, shuffled.data());
+        uLongf packed = compressBound(uLong(chunk_bytes));
+        deflated.resize(packed);
+        if (compress2(deflated.data(), &packed, shuffled.data(), uLong(chunk_bytes), gzip_level_) != Z_OK)
+          throw IoError(what + ": compressing the chunk at (" + std::to_string(t) + ", " + std::to_string(i) +
+                        ", 0) failed (out of memory?)");
+        src = deflated.data();
+        stored = packed;
       }
       const hsize_t offset[3] = {hsize_t(t), hsize_t(i), 0};
-      if (H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, 0, offset, chunk_bytes, src) < 0)
+      if (H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, 0, offset, stored, src) < 0)
         throw IoError(what + ": write of chunk at (" + std::to_string(t) + ", " + std::to_string(i) + ", 0) failed (disk full?)");
     }
 }

@@ -97,9 +97,10 @@ class OutputFile {
 
   Index chunk_ids() const { return chunk_[1]; }
   void write(const Block& block, const void* buffer);  // C order (dates, ids, K)
-  // Whether write() may run on several threads at once: uncompressed output
-  // goes by pwrite to fixed offsets; HDF5's chunk writes share a pad buffer.
-  bool concurrent_writes() const { return bool(raw_); }
+  // write() may run on several threads at once: uncompressed output goes by
+  // pwrite to fixed offsets, gzip chunks are compressed on the calling
+  // thread and stored with H5Dwrite_chunk (HDF5 serialises that call).
+  bool concurrent_writes() const { return true; }
   // Attributes and dimension scales, close, rename onto spec.path.
   void commit(const std::map<std::string, std::string>& attributes);
 
@@ -110,10 +111,9 @@ class OutputFile {
   File file_;
   Dataset ds_;
   std::array<Index, 3> chunk_{};
-  bool direct_chunks_ = false;
+  int gzip_level_ = 0;  // 0: uncompressed
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
-  std::vector<unsigned char> pad_;
 };
 
 // Refuses to proceed when `path` exists and overwrite is false, or when its

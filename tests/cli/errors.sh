@@ -73,9 +73,20 @@ case "$case_name" in
                    grep -q "out/cv.h5: dataset 'cv' differs from other.h5 'multBy' \* 'discount' at \[0, 0, 0\]" stderr.txt || { cat stderr.txt; fail "message"; }
                    echo "ok [$case_name]" ;;
   unknown_pipeline) deck; expect 2 "unknown pipeline 'fast'; valid: auto, overlapped, per_thread" -- "$cvest" run deck.toml --set run.pipeline=fast ;;
-  per_thread_gzip) printf '[input]\nfile = "in.h5"\n[output]\nfile = "out/cv.h5"\ncompression = "gzip"\n[run]\npipeline = "per_thread"\n' > deck.toml
-                   expect 2 'pipeline = "per_thread" does not apply to flat/right' -- "$cvest" run deck.toml
+  per_thread_team) deck '[run]\nstrategy = "team"\npipeline = "per_thread"\n'
+                   expect 2 'pipeline = "per_thread" does not apply to team/right' -- "$cvest" run deck.toml
                    [ -z "$(find . -name '*.tmp*')" ] || fail "temporary files left"; echo "ok [$case_name]" ;;
+  per_thread_gzip) # gzip output: each thread compresses its own chunks; HDF5 reads them back
+                   deck '[run]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n[report]\ncsv = "out/report.csv"\n'
+                   "$cvest" run deck.toml --set output.compression=gzip > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
+                   grep -q "verified" stdout.txt || fail "not verified"
+                   expected=overlapped  # per_thread wherever the build has OpenMP threads
+                   "$cvest" info 2>/dev/null | grep -q "default OpenMP" && \
+                     [ "$("$cvest" info 2>/dev/null | awk '/^threads:/ { print $2 }')" -ge 2 ] && expected=per_thread
+                   [ "$(grep -c ",$expected,[0-9]*$" out/report.csv)" = 2 ] || { cat out/report.csv; fail "expected $expected"; }
+                   /usr/bin/python3 -c "import h5py, sys; d = h5py.File('out/cv.h5')['cv']; sys.exit(not (d.compression == 'gzip' and d.shuffle))" \
+                     || fail "output is not gzip + shuffle"
+                   [ -z "$(find out -name '*.tmp*')" ] || fail "temporary files left"; echo "ok [$case_name]" ;;
   success_mixed)   # team runs overlapped and writes; flat (per_thread where it applies) is checked against it
                    deck '[run]\nstrategy = ["team", "flat"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n[report]\ncsv = "out/report.csv"\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
