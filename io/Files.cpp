@@ -10,7 +10,7 @@
 #include <sys/statvfs.h>
 #include <filesystem>
 #include <unistd.h>
-#include <zlib.h>
+#include <libdeflate.h>
 
 namespace fs = std::filesystem;
 
@@ -317,6 +317,24 @@ void shuffle_bytes(const unsigned char* in, std::size_t bytes, std::size_t eleme
     for (std::size_t i = 0; i < n; ++i) out[j * n + i] = in[i * element + j];
 }
 
+// zlib streams (what HDF5's deflate filter reads) from libdeflate: whole
+// buffers, as chunks are, at about twice zlib's speed for the same ratio.
+// One compressor per thread and level, kept for the thread's life.
+libdeflate_compressor* thread_compressor(int level) {
+  struct Compressor {
+    int level = -1;
+    libdeflate_compressor* c = nullptr;
+    ~Compressor() { libdeflate_free_compressor(c); }
+  };
+  thread_local Compressor mine;
+  if (mine.level != level) {
+    libdeflate_free_compressor(mine.c);
+    mine.c = libdeflate_alloc_compressor(level);
+    mine.level = mine.c ? level : -1;
+  }
+  return mine.c;
+}
+
 }  // namespace
 
 void OutputFile::write(const Block& b, const void* buffer) {
@@ -333,7 +351,8 @@ void OutputFile::write(const Block& b, const void* buffer) {
   }
   // Whole chunks go in with H5Dwrite_chunk. A gzip chunk is shuffled and
   // deflated here, on the calling thread and outside HDF5's global lock
-  // (exactly what HDF5's shuffle + deflate filters produce), so the threads
+  // (the byte order of HDF5's shuffle filter, a zlib stream as its deflate
+  // filter writes), so the threads
   // of the per-thread pipeline compress in parallel and a reader never waits
   // for a compression. Scratch buffers are per thread: writes may run on
   // several threads at once.
@@ -356,13 +375,15 @@ void OutputFile::write(const Block& b, const void* buffer) {
       if (gzip_level_ > 0) {
         shuffled.resize(chunk_bytes);
         shuffle_bytes(src, chunk_bytes, es, shuffled.data());
-        uLongf packed = compressBound(uLong(chunk_bytes));
-        deflated.resize(packed);
-        if (compress2(deflated.data(), &packed, shuffled.data(), uLong(chunk_bytes), gzip_level_) != Z_OK)
+        libdeflate_compressor* compressor = thread_compressor(gzip_level_);
+        if (compressor) {
+          deflated.resize(libdeflate_zlib_compress_bound(compressor, chunk_bytes));
+          stored = libdeflate_zlib_compress(compressor, shuffled.data(), chunk_bytes, deflated.data(), deflated.size());
+        }
+        if (!compressor || stored == 0)
           throw IoError(what + ": compressing the chunk at (" + std::to_string(t) + ", " + std::to_string(i) +
                         ", 0) failed (out of memory?)");
         src = deflated.data();
-        stored = packed;
       }
       const hsize_t offset[3] = {hsize_t(t), hsize_t(i), 0};
       if (H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, 0, offset, stored, src) < 0)
