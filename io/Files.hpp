@@ -45,6 +45,46 @@ class RawCube {
   haddr_t contiguous_base_ = HADDR_UNDEF;
 };
 
+// gzip (+ shuffle) datasets in (1, ids, K) chunks: whole chunks are fetched
+// with H5Dread_chunk (under HDF5's lock, a raw read) and inflated and
+// unshuffled on the calling thread outside it, so several threads decompress
+// at once. Nothing else qualifies.
+class DeflatedCube {
+ public:
+  static std::unique_ptr<DeflatedCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, Index N,
+                                            Index K);
+  Index chunk_ids() const { return chunk_ids_; }
+  // False when a chunk the block needs is not in the file (HDF5 supplies
+  // fill values then).
+  bool read(const Block& block, void* buffer) const;
+
+ private:
+  DeflatedCube() = default;
+  hid_t ds_ = -1;
+  std::string path_;
+  Index N_ = 0, K_ = 0, chunk_ids_ = 0;
+  std::size_t es_ = 8;
+  int deflate_index_ = 0, shuffle_index_ = -1;  // positions in the filter pipeline
+};
+
+// Reads blocks of a (T, N, K) dataset in C order, converted to the asked
+// precision, by the fastest path that applies: pread (RawCube), inflating on
+// the calling thread (DeflatedCube), else H5Dread. Safe from several threads.
+class CubeReader {
+ public:
+  CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K);
+  void read(const Block& block, Precision precision, void* buffer) const;
+  // The ids of its (1, ids, K) chunks when it is stored deflated, else 0.
+  Index deflated_chunk_ids() const;
+
+ private:
+  const Dataset& ds_;
+  std::string path_, name_;
+  Index K_ = 0;
+  std::unique_ptr<RawCube> raw_[2];            // per precision asked, when it qualifies
+  std::unique_ptr<DeflatedCube> deflated_[2];  // idem
+};
+
 struct InputShape {
   Index T = 0, N = 0, K = 0;
   Precision precision = Precision::f64;
@@ -56,18 +96,23 @@ class InputFile {
  public:
   InputFile(const std::string& path, const std::string& multby, const std::string& discount,
             std::size_t chunk_cache_bytes = 64u << 20);
+  InputFile(const InputFile&) = delete;  // its reader refers to its dataset
+  InputFile& operator=(const InputFile&) = delete;
   const InputShape& shape() const { return shape_; }
   const std::string& path() const { return path_; }
   // C-order reads, converted to `precision`.
   void read_multby(Range ids, Precision precision, void* buffer) const;
   void read_discount(const Block& block, Precision precision, void* buffer) const;
+  // discount's chunk ids when it is stored deflated in (1, ids, K) chunks,
+  // else 0: blocks that follow those chunks inflate each chunk once.
+  Index deflated_chunk_ids() const { return discount_reader_->deflated_chunk_ids(); }
 
  private:
   std::string path_, multby_name_, discount_name_;
   File file_;
   Dataset multby_, discount_;
   InputShape shape_;
-  std::unique_ptr<RawCube> raw_[2];  // per precision asked, when it qualifies
+  std::unique_ptr<CubeReader> discount_reader_;
 };
 
 // Writes multBy and discount with reproducible values, one block of dates at

@@ -95,9 +95,14 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   rep.K = shape.K;
   const Precision precision = deck.run.precision.value_or(shape.precision);
   const std::size_t es = element_size(precision);
-  const Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
-                                                     : cube_chunk(shape.N, shape.K, es)[1];
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
+  Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
+                                               : cube_chunk(shape.N, shape.K, es)[1];
+  // A deflated input is inflated a whole chunk at a time: output chunks, and
+  // so blocks, that follow its chunks inflate each chunk once.
+  if (const Index in_chunk = input.deflated_chunk_ids();
+      deck.output.chunk_ids == 0 && in_chunk > 0 && std::size_t(in_chunk * shape.K) * es <= std::max(max_block, es))
+    chunk_ids = std::min(in_chunk, shape.N);
   rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget, chunk_ids, max_block);
   fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,
              shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
@@ -122,12 +127,14 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
         // Later jobs are compared with the written output, block by block.
         File written_file;
         Dataset written_cv;
+        std::unique_ptr<CubeReader> written_reader;
         if (writes) {
           out = std::make_unique<OutputFile>(out_spec);
         } else {
           DatasetShape cv_shape;
           written_file = open_input_file(deck.output.file);
           written_cv = open_dataset(written_file, deck.output.file, deck.output.dataset, 3, cv_shape);
+          written_reader = std::make_unique<CubeReader>(written_cv, deck.output.file, deck.output.dataset, shape.N, shape.K);
         }
         const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
         PipelineOptions options;
@@ -156,9 +163,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
               // One buffer per thread: blocks may be checked side by side.
               thread_local std::vector<unsigned char> check_buffer;
               check_buffer.resize(std::size_t(b.dates.size() * b.ids.size() * shape.K) * es);
-              read_hyperslab(written_cv, native_type(precision), {b.dates.begin, b.ids.begin, 0},
-                             {b.dates.size(), b.ids.size(), shape.K}, check_buffer.data(),
-                             deck.output.file + ": dataset '" + deck.output.dataset + "'");
+              written_reader->read(b, precision, check_buffer.data());
               const auto diff = first_difference(check_buffer.data(), buf, b, shape.K, precision);
               if (!diff.empty())
                 throw VerifyError(fmt::format("{}: strategy {} with layout {} differs from the written output at {}",
@@ -224,6 +229,7 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
   const std::size_t es = element_size(p);
   const BlockPlan plan = plan_blocks(s.T, s.N, s.K, es, o.memory_budget);
   const std::size_t cube = std::size_t(plan.block_dates * plan.block_ids * s.K), row = std::size_t(plan.block_ids * s.K);
+  const CubeReader cv_reader(cv_ds, o.output, o.dataset, s.N, s.K);
   std::vector<unsigned char> m(row * es), d(cube * es), found(cube * es), expected(cube * es);
   Index m_ids = -1;
   for (const Block& b : plan.blocks) {
@@ -232,8 +238,7 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
       m_ids = b.ids.begin;
     }
     input.read_discount(b, p, d.data());
-    read_hyperslab(cv_ds, native_type(p), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), s.K},
-                   found.data(), o.output + ": dataset '" + o.dataset + "'");
+    cv_reader.read(b, p, found.data());
     const Index slice = b.ids.size() * s.K, n = b.dates.size() * slice;
     const auto compute = [&](auto* e, const auto* mm, const auto* dd) {
       Kokkos::parallel_for("cvest::verify::expected",

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """cvest's output equals NumPy's multBy[None] * discount bit for bit, on files
-written by h5py (contiguous and h5py-chunked layouts), for both layouts and
+written by h5py (contiguous, h5py-chunked and gzip-compressed), for both layouts and
 both precisions; and h5py sees named dimensions and string attributes.
 
     numpy_peer.py CVEST_BINARY
@@ -21,17 +21,25 @@ cases = 0
 with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
     rng = np.random.default_rng(2026)
     for dtype in (np.float64, np.float32):
-        for chunks in (None, True):  # contiguous, and h5py's own chunk shapes
+        # contiguous; h5py's own chunk shapes; deflated (1, ids, K) chunks with and
+        # without shuffle, which cvest inflates itself; deflated other shapes
+        for chunks in (None, True, "gzip_shuffle", "gzip", "gzip_other"):
             T, N, K = 13, 3001, 5
             # values over many binades, both signs: products round
             m = (rng.uniform(-1, 1, (N, K)) * 2.0 ** rng.integers(-30, 30, (N, K))).astype(dtype)
             d = (rng.uniform(-1, 1, (T, N, K)) * 2.0 ** rng.integers(-30, 30, (T, N, K))).astype(dtype)
             expected = m[None] * d
-            tag = f"{np.dtype(dtype).name}_{'chunked' if chunks else 'contiguous'}"
+            tag = f"{np.dtype(dtype).name}_{chunks if isinstance(chunks, str) else 'chunked' if chunks else 'contiguous'}"
             src = os.path.join(work, f"in_{tag}.h5")
             with h5py.File(src, "w") as f:
-                f.create_dataset("multBy", data=m, chunks=chunks)
-                f.create_dataset("discount", data=d, chunks=chunks)
+                if isinstance(chunks, str):
+                    shape = (2, 700, K) if chunks == "gzip_other" else (1, 1000, K)  # 3001 ids: a partial last chunk
+                    f.create_dataset("multBy", data=m, chunks=(1000, K), compression="gzip")
+                    f.create_dataset("discount", data=d, chunks=shape, compression="gzip",
+                                     shuffle=chunks == "gzip_shuffle")
+                else:
+                    f.create_dataset("multBy", data=m, chunks=chunks)
+                    f.create_dataset("discount", data=d, chunks=chunks)
             for layout in ("right", "left"):
                 cases += 1
                 out = os.path.join(work, f"cv_{tag}_{layout}.h5")

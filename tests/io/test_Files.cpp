@@ -7,6 +7,8 @@
 
 #include <H5DSpublic.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -207,4 +209,84 @@ TEST_CASE("an output the disk cannot hold is refused before anything is written"
   spec.T = 2;
   spec.N = 1000;
   CHECK_NOTHROW(OutputFile(spec));
+}
+
+TEST_CASE("deflated inputs are inflated by cvest, chunk by chunk, like HDF5 would", "[io][deflate]") {
+  quiet_hdf5_errors();
+  const Index T = 5, N = 2503, K = 3, C = 500;  // 2503 ids: the last chunk is partial
+  std::vector<double> values(std::size_t(T * N * K)), m(std::size_t(N * K), 1.0);
+  for (std::size_t j = 0; j < values.size(); ++j) values[j] = std::ldexp(double(j % 977) - 488.5, int(j % 61) - 30);
+  for (const bool shuffle : {true, false}) {
+    const auto path = scratch(shuffle ? "deflated_shuffle.h5" : "deflated.h5");
+    {  // written through HDF5's own filters
+      File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+      const hsize_t dims[3] = {hsize_t(T), hsize_t(N), hsize_t(K)}, chunk[3] = {1, hsize_t(C), hsize_t(K)};
+      const hsize_t mdims[2] = {hsize_t(N), hsize_t(K)};
+      Dataspace s(H5Screate_simple(3, dims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
+      PropList create(H5Pcreate(H5P_DATASET_CREATE));
+      H5Pset_chunk(create.get(), 3, chunk);
+      if (shuffle) H5Pset_shuffle(create.get());
+      H5Pset_deflate(create.get(), 6);
+      Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+      Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+      REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
+      REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+    }
+    const InputFile input(path.string(), "multBy", "discount");
+    CHECK(input.deflated_chunk_ids() == C);
+    {
+      File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+      Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
+      CHECK(DeflatedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, N, K));
+      CHECK_FALSE(DeflatedCube::open(d, path.string(), H5T_NATIVE_FLOAT, N, K));  // a conversion: HDF5 reads it
+    }
+    // blocks cutting chunks at both ends, and one ending in the partial chunk
+    for (const Block b : {Block{{1, 3}, {250, 1750}}, Block{{0, 5}, {2000, N}}, Block{{4, 5}, {0, 1}}}) {
+      std::vector<double> got(std::size_t(b.dates.size() * b.ids.size() * K));
+      std::vector<float> got32(got.size());
+      input.read_discount(b, Precision::f64, got.data());
+      input.read_discount(b, Precision::f32, got32.data());
+      std::size_t wrong = 0, wrong32 = 0;
+      for (Index t = b.dates.begin; t < b.dates.end; ++t)
+        for (Index i = b.ids.begin; i < b.ids.end; ++i)
+          for (Index k = 0; k < K; ++k) {
+            const double want = values[std::size_t((t * N + i) * K + k)];
+            const std::size_t at = std::size_t(((t - b.dates.begin) * b.ids.size() + (i - b.ids.begin)) * K + k);
+            wrong += std::memcmp(&got[at], &want, sizeof want) != 0;
+            wrong32 += got32[at] != float(want);
+          }
+      CHECK(wrong == 0);
+      CHECK(wrong32 == 0);
+    }
+  }
+}
+
+TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[io][deflate]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("deflated_bad.h5");
+  {
+    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t dims[3] = {2, 100, 5}, chunk[3] = {1, 100, 5};
+    Dataspace s(H5Screate_simple(3, dims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create.get(), 3, chunk);
+    H5Pset_deflate(create.get(), 4);
+    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    const char garbage[] = "not a zlib stream at all";
+    const hsize_t offset[3] = {1, 0, 0};
+    REQUIRE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, offset, sizeof garbage, garbage) >= 0);
+  }
+  File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
+  const auto cube = DeflatedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, 100, 5);
+  REQUIRE(cube);
+  std::vector<double> buffer(500);
+  // date 0 was never written: not read here (HDF5 supplies its fill values)
+  CHECK_FALSE(cube->read(Block{{0, 1}, {0, 100}}, buffer.data()));
+  CHECK_THROWS_WITH(cube->read(Block{{1, 2}, {0, 100}}, buffer.data()),
+                    Catch::Contains("deflated_bad.h5: chunk at (1, 0, 0): not a valid deflate stream"));
+  const CubeReader reader(d, path.string(), "discount", 100, 5);
+  buffer.assign(500, 1.0);
+  reader.read(Block{{0, 1}, {0, 100}}, Precision::f64, buffer.data());
+  CHECK(std::count(buffer.begin(), buffer.end(), 0.0) == 500);
 }
