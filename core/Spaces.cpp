@@ -17,7 +17,8 @@ std::string cpu_model() {
   for (std::string line; std::getline(cpuinfo, line);)
     if (line.rfind("model name", 0) == 0) {
       const auto colon = line.find(':');
-      return colon == std::string::npos ? "" : line.substr(line.find_first_not_of(" \t", colon + 1));
+      const auto value = colon == std::string::npos ? colon : line.find_first_not_of(" \t", colon + 1);
+      return value == std::string::npos ? "" : line.substr(value);
     }
   return "";
 }

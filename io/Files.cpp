@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/statvfs.h>
 #include <filesystem>
-#include <unistd.h>
 #include <libdeflate.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -219,7 +219,7 @@ void byte_planes(const unsigned char* in, std::size_t bytes, std::size_t element
 }  // namespace
 
 std::unique_ptr<DeflatedCube> DeflatedCube::open(const Dataset& ds, const std::string& shown, hid_t mem_type,
-                                                 Index N, Index K) {
+                                                 Index K) {
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
@@ -240,7 +240,6 @@ std::unique_ptr<DeflatedCube> DeflatedCube::open(const Dataset& ds, const std::s
   if (deflate < 0) return nullptr;
   cube->ds_ = ds.get();
   cube->path_ = shown;
-  cube->N_ = N;
   cube->K_ = K;
   cube->chunk_ids_ = Index(chunk[1]);
   cube->es_ = H5Tget_size(type.get());
@@ -258,12 +257,14 @@ bool DeflatedCube::read(const Block& b, void* buffer) const {
       const Index chunk_start = i - i % chunk_ids_;
       const Index end = std::min(b.ids.end, chunk_start + chunk_ids_);
       const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
-      const std::string where = path_ + ": chunk at (" + std::to_string(t) + ", " + std::to_string(chunk_start) + ", 0)";
+      const auto where = [&] {
+        return path_ + ": chunk at (" + std::to_string(t) + ", " + std::to_string(chunk_start) + ", 0)";
+      };
       hsize_t stored = 0;
       if (H5Dget_chunk_storage_size(ds_, coord, &stored) < 0 || stored == 0) return false;
       packed.resize(stored);
       std::uint32_t mask = 0;
-      if (H5Dread_chunk(ds_, H5P_DEFAULT, coord, &mask, packed.data()) < 0) throw IoError(where + ": read failed");
+      if (H5Dread_chunk(ds_, H5P_DEFAULT, coord, &mask, packed.data()) < 0) throw IoError(where() + ": read failed");
       const unsigned char* data = packed.data();
       std::size_t size = stored;
       if (!(mask & (1u << deflate_index_))) {  // a set bit: that filter was skipped for this chunk
@@ -272,12 +273,12 @@ bool DeflatedCube::read(const Block& b, void* buffer) const {
         if (libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) !=
                 LIBDEFLATE_SUCCESS ||
             got != chunk_bytes)
-          throw IoError(where + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
+          throw IoError(where() + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
         data = inflated.data();
         size = got;
       }
-      if (size != chunk_bytes) throw IoError(where + ": " + std::to_string(size) + " bytes, expected " +
-                                             std::to_string(chunk_bytes));
+      if (size != chunk_bytes)
+        throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
       if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
         plain.resize(chunk_bytes);
         byte_planes<false>(data, chunk_bytes, es_, plain.data());
@@ -295,7 +296,7 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
     raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
-    if (!raw_[k]) deflated_[k] = DeflatedCube::open(ds, path, native_type(p), N, K);
+    if (!raw_[k]) deflated_[k] = DeflatedCube::open(ds, path, native_type(p), K);
   }
 }
 

@@ -51,8 +51,7 @@ class RawCube {
 // at once. Nothing else qualifies.
 class DeflatedCube {
  public:
-  static std::unique_ptr<DeflatedCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, Index N,
-                                            Index K);
+  static std::unique_ptr<DeflatedCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, Index K);
   Index chunk_ids() const { return chunk_ids_; }
   // False when a chunk the block needs is not in the file (HDF5 supplies
   // fill values then).
@@ -62,7 +61,7 @@ class DeflatedCube {
   DeflatedCube() = default;
   hid_t ds_ = -1;
   std::string path_;
-  Index N_ = 0, K_ = 0, chunk_ids_ = 0;
+  Index K_ = 0, chunk_ids_ = 0;
   std::size_t es_ = 8;
   int deflate_index_ = 0, shuffle_index_ = -1;  // positions in the filter pipeline
 };

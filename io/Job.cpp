@@ -101,7 +101,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   // A deflated input is inflated a whole chunk at a time: output chunks, and
   // so blocks, that follow its chunks inflate each chunk once.
   if (const Index in_chunk = input.deflated_chunk_ids();
-      deck.output.chunk_ids == 0 && in_chunk > 0 && std::size_t(in_chunk * shape.K) * es <= std::max(max_block, es))
+      deck.output.chunk_ids == 0 && in_chunk > 0 &&
+      (max_block == 0 || std::size_t(in_chunk * shape.K) * es <= max_block))
     chunk_ids = std::min(in_chunk, shape.N);
   rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget, chunk_ids, max_block);
   fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,

@@ -237,8 +237,8 @@ TEST_CASE("deflated inputs are inflated by cvest, chunk by chunk, like HDF5 woul
     {
       File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
       Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
-      CHECK(DeflatedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, N, K));
-      CHECK_FALSE(DeflatedCube::open(d, path.string(), H5T_NATIVE_FLOAT, N, K));  // a conversion: HDF5 reads it
+      CHECK(DeflatedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, K));
+      CHECK_FALSE(DeflatedCube::open(d, path.string(), H5T_NATIVE_FLOAT, K));  // a conversion: HDF5 reads it
     }
     // blocks cutting chunks at both ends, and one ending in the partial chunk
     for (const Block b : {Block{{1, 3}, {250, 1750}}, Block{{0, 5}, {2000, N}}, Block{{4, 5}, {0, 1}}}) {
@@ -278,7 +278,7 @@ TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[
   }
   File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
-  const auto cube = DeflatedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, 100, 5);
+  const auto cube = DeflatedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, 5);
   REQUIRE(cube);
   std::vector<double> buffer(500);
   // date 0 was never written: not read here (HDF5 supplies its fill values)
