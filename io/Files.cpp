@@ -11,6 +11,9 @@
 #include <libdeflate.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace fs = std::filesystem;
 
@@ -480,45 +483,80 @@ void OutputFile::write(const Block& b, const void* buffer) {
     return;
   }
   // Whole chunks go in with H5Dwrite_chunk. A gzip chunk is shuffled and
-  // deflated here, on the calling thread and outside HDF5's global lock
-  // (the byte order of HDF5's shuffle filter, a zlib stream as its deflate
-  // filter writes), so the threads
-  // of the per-thread pipeline compress in parallel and a reader never waits
-  // for a compression. Scratch buffers are per thread: writes may run on
-  // several threads at once.
-  thread_local std::vector<unsigned char> pad, shuffled, deflated;
+  // deflated outside HDF5's global lock (the byte order of HDF5's shuffle
+  // filter, a zlib stream as its deflate filter writes): the threads of the
+  // per-thread pipeline each compress their own blocks, and a reader never
+  // waits for a compression. Called from outside a parallel region (the
+  // overlapped pipeline's writer thread), a block's chunks are compressed by
+  // an OpenMP team, then stored in order. Scratch buffers are per thread.
   const std::size_t es = element_size(spec_.precision);
   const auto* bytes = static_cast<const unsigned char*>(buffer);
   const std::size_t chunk_bytes = std::size_t(chunk_[1] * spec_.K) * es;
+  struct Piece {
+    Index t, i;
+    std::vector<unsigned char>* packed;  // the compressed chunk, when compressed ahead
+    std::size_t stored;
+  };
+  std::vector<Piece> pieces;
   for (Index t = b.dates.begin; t < b.dates.end; ++t)
-    for (Index i = b.ids.begin; i < b.ids.end; i += chunk_[1]) {
-      const std::size_t offset_in_block = std::size_t(((t - b.dates.begin) * b.ids.size() + (i - b.ids.begin)) * spec_.K) * es;
-      const Index ids = std::min(chunk_[1], b.ids.end - i);
-      const unsigned char* src = bytes + offset_in_block;
-      if (ids < chunk_[1]) {  // the last, partial chunk travels padded to full size
-        pad.resize(chunk_bytes);
-        std::memcpy(pad.data(), src, std::size_t(ids * spec_.K) * es);
-        std::memset(pad.data() + std::size_t(ids * spec_.K) * es, 0, chunk_bytes - std::size_t(ids * spec_.K) * es);
-        src = pad.data();
-      }
-      std::size_t stored = chunk_bytes;
-      if (gzip_level_ > 0) {
-        shuffled.resize(chunk_bytes);
-        byte_planes<true>(src, chunk_bytes, es, shuffled.data());
-        libdeflate_compressor* compressor = thread_compressor(gzip_level_);
-        if (compressor) {
-          deflated.resize(libdeflate_zlib_compress_bound(compressor, chunk_bytes));
-          stored = libdeflate_zlib_compress(compressor, shuffled.data(), chunk_bytes, deflated.data(), deflated.size());
-        }
-        if (!compressor || stored == 0)
-          throw IoError(what + ": compressing the chunk at (" + std::to_string(t) + ", " + std::to_string(i) +
-                        ", 0) failed (out of memory?)");
-        src = deflated.data();
-      }
-      const hsize_t offset[3] = {hsize_t(t), hsize_t(i), 0};
-      if (H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, 0, offset, stored, src) < 0)
-        throw IoError(what + ": write of chunk at (" + std::to_string(t) + ", " + std::to_string(i) + ", 0) failed (disk full?)");
+    for (Index i = b.ids.begin; i < b.ids.end; i += chunk_[1]) pieces.push_back({t, i, nullptr, 0});
+  const auto chunk_name = [&](const Piece& p) {
+    return "(" + std::to_string(p.t) + ", " + std::to_string(p.i) + ", 0)";
+  };
+  // The chunk's bytes as stored: compressed into `out` when gzip, else in place.
+  const auto prepare = [&](const Piece& p, std::vector<unsigned char>& out, std::size_t& stored) -> const unsigned char* {
+    thread_local std::vector<unsigned char> pad, shuffled;
+    const std::size_t offset_in_block = std::size_t(((p.t - b.dates.begin) * b.ids.size() + (p.i - b.ids.begin)) * spec_.K) * es;
+    const Index ids = std::min(chunk_[1], b.ids.end - p.i);
+    const unsigned char* src = bytes + offset_in_block;
+    if (ids < chunk_[1]) {  // the last, partial chunk travels padded to full size
+      pad.resize(chunk_bytes);
+      std::memcpy(pad.data(), src, std::size_t(ids * spec_.K) * es);
+      std::memset(pad.data() + std::size_t(ids * spec_.K) * es, 0, chunk_bytes - std::size_t(ids * spec_.K) * es);
+      src = pad.data();
     }
+    stored = chunk_bytes;
+    if (gzip_level_ == 0) return src;
+    shuffled.resize(chunk_bytes);
+    byte_planes<true>(src, chunk_bytes, es, shuffled.data());
+    libdeflate_compressor* compressor = thread_compressor(gzip_level_);
+    stored = 0;
+    if (compressor) {
+      out.resize(libdeflate_zlib_compress_bound(compressor, chunk_bytes));
+      stored = libdeflate_zlib_compress(compressor, shuffled.data(), chunk_bytes, out.data(), out.size());
+    }
+    return stored ? out.data() : nullptr;
+  };
+  const auto store = [&](const Piece& p, const unsigned char* data, std::size_t stored) {
+    if (!data) throw IoError(what + ": compressing the chunk at " + chunk_name(p) + " failed (out of memory?)");
+    const hsize_t offset[3] = {hsize_t(p.t), hsize_t(p.i), 0};
+    if (H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, 0, offset, stored, data) < 0)
+      throw IoError(what + ": write of chunk at " + chunk_name(p) + " failed (disk full?)");
+  };
+#ifdef _OPENMP
+  if (gzip_level_ > 0 && pieces.size() > 1 && !omp_in_parallel()) {
+    // This thread's buffers, named before the team starts: inside it a
+    // thread_local name would be each team thread's own.
+    thread_local std::vector<std::vector<unsigned char>> packed_by_writer;
+    auto& packed_ahead = packed_by_writer;
+    packed_ahead.resize(std::max(packed_ahead.size(), pieces.size()));
+    const long n = long(pieces.size());
+#pragma omp parallel for schedule(dynamic)
+    for (long k = 0; k < n; ++k) {
+      Piece& p = pieces[std::size_t(k)];
+      p.packed = &packed_ahead[std::size_t(k)];
+      if (prepare(p, *p.packed, p.stored) == nullptr) p.stored = 0;  // reported by store()
+    }
+    for (const Piece& p : pieces) store(p, p.stored ? p.packed->data() : nullptr, p.stored);
+    return;
+  }
+#endif
+  thread_local std::vector<unsigned char> deflated;
+  for (const Piece& p : pieces) {
+    std::size_t stored = 0;
+    const unsigned char* data = prepare(p, deflated, stored);
+    store(p, data, stored);
+  }
 }
 
 void OutputFile::commit(const std::map<std::string, std::string>& attributes) {

@@ -290,3 +290,54 @@ TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[
   reader.read(Block{{0, 1}, {0, 100}}, Precision::f64, buffer.data());
   CHECK(std::count(buffer.begin(), buffer.end(), 0.0) == 500);
 }
+
+TEST_CASE("gzip outputs compressed by cvest read back through HDF5's own filters", "[io][deflate]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("gzip_out.h5");
+  OutputSpec spec;
+  spec.path = path.string();
+  spec.T = 3;
+  spec.N = 10007;  // a partial last chunk
+  spec.K = 5;
+  spec.compression = "gzip";
+  spec.chunk_ids = 1000;
+  std::vector<double> values(std::size_t(spec.T * spec.N * spec.K));
+  for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j % 1013) * 0.25;
+  const std::size_t date = std::size_t(spec.N * spec.K);
+  {
+    OutputFile out(spec);
+    // two dates in one block from outside any parallel region: its chunks
+    // are compressed by a team; the last date in two halves written side by
+    // side by two threads of one (each compresses its own)
+    out.write(Block{{0, 2}, {0, spec.N}}, values.data());
+    const Block halves[2] = {{{2, 3}, {0, 5000}}, {{2, 3}, {5000, spec.N}}};
+    const double* half_data[2] = {values.data() + 2 * date, values.data() + 2 * date + 5000 * 5};
+    std::string error;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(2)
+#endif
+    for (int h = 0; h < 2; ++h) {
+      try {
+        out.write(halves[h], half_data[h]);
+      } catch (const std::exception& e) {
+#ifdef _OPENMP
+#pragma omp critical
+#endif
+        error = e.what();
+      }
+    }
+    CHECK(error.empty());
+    out.commit({});
+  }
+  File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  Dataset d(H5Dopen2(f.get(), "cv", H5P_DEFAULT));
+  PropList create(H5Dget_create_plist(d.get()));
+  REQUIRE(H5Pget_nfilters(create.get()) == 2);
+  std::vector<double> back(values.size());
+  REQUIRE(H5Dread(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, back.data()) >= 0);
+  CHECK(std::memcmp(back.data(), values.data(), values.size() * sizeof(double)) == 0);
+  hsize_t stored = 0;
+  const hsize_t first[3] = {0, 0, 0};
+  REQUIRE(H5Dget_chunk_storage_size(d.get(), first, &stored) >= 0);
+  CHECK(stored < 1000 * 5 * sizeof(double) / 2);  // a repetitive pattern: compressed
+}
