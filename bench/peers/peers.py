@@ -14,6 +14,7 @@ In memory (timed on arrays already loaded):
 
 File to file (timed from open to close):
   h5py_numpy                h5py + NumPy, one date at a time
+  h5py_numpy_gzip           the same, writing gzip + shuffle chunks
   dask                      dask.array.from_array -> to_hdf5
 
 Run one peer in its own process, so its peak RSS is its own:
@@ -186,6 +187,20 @@ def h5py_numpy(src, dst):
             cv[t] = m * d[t]
 
 
+def h5py_numpy_gzip(src, dst):
+    """The same, writing gzip + shuffle chunks of (1, ~1 MiB of ids, K), as
+    cvest's gzip output is chunked and filtered."""
+    with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
+        m = f["multBy"][...]
+        d = f["discount"]
+        T, N, K = d.shape
+        ids = max(1, min(N, (1 << 20) // (K * d.dtype.itemsize)))
+        cv = g.create_dataset("cv", shape=d.shape, dtype=d.dtype, chunks=(1, ids, K), compression="gzip",
+                              compression_opts=4, shuffle=True)
+        for t in range(T):
+            cv[t] = m * d[t]
+
+
 def dask_peer(src, dst):
     import dask.array as da
     with h5py.File(src, "r") as f:
@@ -195,7 +210,7 @@ def dask_peer(src, dst):
 
 
 def run_file(name, src, dst):
-    fn = {"h5py_numpy": h5py_numpy, "dask": dask_peer}[name]
+    fn = {"h5py_numpy": h5py_numpy, "h5py_numpy_gzip": h5py_numpy_gzip, "dask": dask_peer}[name]
     t0 = time.perf_counter()
     fn(src, dst)
     return {"name": name, "seconds": time.perf_counter() - t0, "peak_rss_bytes": peak_rss_bytes()}
