@@ -75,7 +75,9 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     return timer.seconds();
   };
   v.mismatches = [space, ops] { return count_mismatches(space, *ops); };
-  v.streaming = [layout = v.layout](Strategy s) { return writes_streaming<Space>(s, layout); };
+  v.streaming = [layout = v.layout, T, N, K](Strategy s) {
+    return writes_streaming<Space>(s, layout, T, N, K, sizeof(Scalar));
+  };
   return v;
 }
 

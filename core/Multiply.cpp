@@ -14,7 +14,7 @@ namespace cvest {
   CVEST_INSTANTIATE(SPACE, double, Kokkos::LayoutLeft)                    \
   CVEST_INSTANTIATE(SPACE, float, Kokkos::LayoutRight)                    \
   CVEST_INSTANTIATE(SPACE, float, Kokkos::LayoutLeft)                     \
-  template bool writes_streaming<SPACE>(Strategy, LayoutKind);
+  template bool writes_streaming<SPACE>(Strategy, LayoutKind, Index, Index, Index, std::size_t);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 CVEST_INSTANTIATE_SPACE(Kokkos::Serial)

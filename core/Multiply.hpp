@@ -48,8 +48,10 @@ template <class ExecSpace, class Scalar, class Layout>
 void multiply(Strategy strategy, ExecSpace const& space,
               const Operands<Scalar, Layout, typename ExecSpace::memory_space>& ops);
 
-// Whether `strategy` writes cv with streaming stores on ExecSpace for `layout`.
+// Whether `strategy` writes cv with streaming stores on ExecSpace for `layout`
+// on a (T, N, K) cube of `element_size`-byte values: only where its work
+// items write contiguous runs of at least streaming::min_run_bytes.
 template <class ExecSpace>
-bool writes_streaming(Strategy strategy, LayoutKind layout);
+bool writes_streaming(Strategy strategy, LayoutKind layout, Index T, Index N, Index K, std::size_t element_size);
 
 }  // namespace cvest

@@ -243,6 +243,7 @@ void multiply(Strategy strategy, ExecSpace const& space,
   const Index T = ops.d.extent(0), N = ops.d.extent(1), K = ops.d.extent(2);
   if (T == 0 || N == 0 || K == 0) return;
   constexpr bool stream = streaming::used_on<ExecSpace>();
+  const bool streams_here = writes_streaming<ExecSpace>(strategy, layout_kind<Layout>(), T, N, K, sizeof(Scalar));
   const std::string label = "cvest::kernel::" + std::string(to_string(strategy));
 
   switch (strategy) {
@@ -251,15 +252,19 @@ void multiply(Strategy strategy, ExecSpace const& space,
       break;
     case Strategy::per_date:
       if constexpr (stream && is_right<Layout>)
-        Kokkos::parallel_for(label, policy::range(space, T), PerDateStreaming<Scalar, Layout, MemSpace>(ops));
-      else
-        Kokkos::parallel_for(label, policy::range(space, T), PerDate<Scalar, Layout, MemSpace>(ops));
+        if (streams_here) {
+          Kokkos::parallel_for(label, policy::range(space, T), PerDateStreaming<Scalar, Layout, MemSpace>(ops));
+          break;
+        }
+      Kokkos::parallel_for(label, policy::range(space, T), PerDate<Scalar, Layout, MemSpace>(ops));
       break;
     case Strategy::per_id:
       if constexpr (stream && !is_right<Layout>)
-        Kokkos::parallel_for(label, policy::range(space, N), PerIdStreaming<Scalar, Layout, MemSpace>(ops));
-      else
-        Kokkos::parallel_for(label, policy::range(space, N), PerId<Scalar, Layout, MemSpace>(ops));
+        if (streams_here) {
+          Kokkos::parallel_for(label, policy::range(space, N), PerIdStreaming<Scalar, Layout, MemSpace>(ops));
+          break;
+        }
+      Kokkos::parallel_for(label, policy::range(space, N), PerId<Scalar, Layout, MemSpace>(ops));
       break;
     case Strategy::elementwise:
       Kokkos::parallel_for(label, policy::cube_elements<ExecSpace, Layout>(space, T, N, K),
@@ -296,10 +301,15 @@ void multiply(Strategy strategy, ExecSpace const& space,
 }
 
 template <class ExecSpace>
-bool writes_streaming(Strategy strategy, LayoutKind layout) {
+bool writes_streaming(Strategy strategy, LayoutKind layout, Index T, Index N, Index K, std::size_t element_size) {
   if (!streaming::used_on<ExecSpace>()) return false;
   const auto& entry = info(strategy);
-  return layout == LayoutKind::right ? entry.streams_right : entry.streams_left;
+  if (!(layout == LayoutKind::right ? entry.streams_right : entry.streams_left)) return false;
+  // the contiguous run one work item writes: per_id an id's T dates
+  // (LayoutLeft), per_date a date's N*K values (LayoutRight); flat's runs
+  // are its own fixed chunks
+  const Index run = strategy == Strategy::per_id ? T : strategy == Strategy::per_date ? N * K : 0;
+  return run == 0 || std::size_t(run) * element_size >= streaming::min_run_bytes;
 }
 
 }  // namespace cvest

@@ -3,6 +3,7 @@
 // tolerance is allowed.
 #include "core/Multiply.hpp"
 #include "core/Spaces.hpp"
+#include "core/StreamingStores.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -103,6 +104,23 @@ TEMPLATE_LIST_TEST_CASE("every strategy equals the plain loop bit for bit", "[mu
     Kokkos::deep_copy(cv_h, cv);
     CHECK(count_wrong(m_h, d_h, cv_h) == 0);
   }
+}
+
+TEST_CASE("streaming stores only where work items write runs of min_run_bytes", "[multiply]") {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  if (!streaming::used_on<Host>()) {
+    WARN("no streaming stores in this build");
+    return;
+  }
+  using S = Strategy;
+  using L = LayoutKind;
+  CHECK(writes_streaming<Host>(S::per_id, L::left, 100, 4000, 5, 8));  // 800-byte runs of dates
+  CHECK_FALSE(writes_streaming<Host>(S::per_id, L::left, 1, 4000, 5, 8));  // one-date blocks: 8 bytes
+  CHECK_FALSE(writes_streaming<Host>(S::per_id, L::right, 100, 4000, 5, 8));  // strided: never
+  CHECK(writes_streaming<Host>(S::per_date, L::right, 1, 4000, 5, 4));
+  CHECK_FALSE(writes_streaming<Host>(S::per_date, L::right, 100, 10, 5, 8));  // 400-byte dates
+  CHECK(writes_streaming<Host>(S::flat, L::left, 1, 1, 1, 8));
+  CHECK_FALSE(writes_streaming<Host>(S::elementwise, L::left, 100, 4000, 5, 8));
 }
 
 TEST_CASE("mismatched operands are rejected with both shapes", "[multiply]") {
