@@ -172,15 +172,43 @@ class Failure {
 template <class Scalar, class Layout, class Mem>
 using BlockCube = Cube<Scalar, Layout, Mem>;
 
-// C-order host staging <-> the compute view (layouts may differ). On host
-// spaces a tiled MDRange transposes in place of a copy; on devices the block
-// is copied as C order and transposed by a device kernel.
-// to(t, i, k) = from(t, i, k) between layouts, iterating in `to`'s order.
+// C-order host staging <-> the compute view (layouts may differ): on host
+// spaces transposed in place of a copy, on devices copied as C order and
+// transposed by a device kernel. to(t, i, k) = from(t, i, k) between layouts.
+// On the host each work item takes a run of ids and walks `to` in storage
+// order over them, so writes are contiguous and the rows it reads stay in L1
+// (an element-wise MDRange moved 1.3 GB/s on one-date blocks).
 template <class Space, class From, class To>
 void transpose(Space const& space, const From& from, const To& to, const char* label) {
   using Layout = typename To::array_layout;
-  Kokkos::parallel_for(label, policy::cube_elements<Space, Layout>(space, to.extent(0), to.extent(1), to.extent(2)),
-                       KOKKOS_LAMBDA(Index t, Index i, Index k) { to(t, i, k) = from(t, i, k); });
+  const Index T = to.extent(0), N = to.extent(1), K = to.extent(2);
+  if constexpr (policy::on_host<Space>) {
+    constexpr Index ids_per_item = 256;
+    // Both views are contiguous: index them directly, so the inner loops are
+    // plain strided copies (a one-date block, T = 1, is a (N, K) <-> (K, N)
+    // transpose).
+    const auto* in = from.data();
+    auto* out = to.data();
+    Kokkos::parallel_for(label, policy::range(space, (N + ids_per_item - 1) / ids_per_item), [=](Index c) {
+      const Index i0 = c * ids_per_item, i1 = std::min(N, i0 + ids_per_item);
+      if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) {  // out[t + T*(i + N*k)] = in[(t*N + i)*K + k]
+        for (Index k = 0; k < K; ++k)
+          if (T == 1) {
+            for (Index i = i0; i < i1; ++i) out[i + N * k] = in[i * K + k];
+          } else {
+            for (Index i = i0; i < i1; ++i)
+              for (Index t = 0; t < T; ++t) out[t + T * (i + N * k)] = in[(t * N + i) * K + k];
+          }
+      } else {  // out[(t*N + i)*K + k] = in[t + T*(i + N*k)]
+        for (Index t = 0; t < T; ++t)
+          for (Index i = i0; i < i1; ++i)
+            for (Index k = 0; k < K; ++k) out[(t * N + i) * K + k] = in[t + T * (i + N * k)];
+      }
+    });
+  } else {
+    Kokkos::parallel_for(label, policy::cube_elements<Space, Layout>(space, T, N, K),
+                         KOKKOS_LAMBDA(Index t, Index i, Index k) { to(t, i, k) = from(t, i, k); });
+  }
 }
 
 template <class Space, class Scalar, class Layout>
