@@ -112,6 +112,9 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
 
   OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
                       deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
+  rep.output_compression = deck.output.compression;
+  rep.output_gzip_level = deck.output.compression == "gzip" ? deck.output.gzip_level : 0;
+  rep.output_chunk_ids = chunk_ids;
   bool written = false;
 
   for (const Strategy strategy : deck.run.strategies)
@@ -296,6 +299,9 @@ nlohmann::json to_json(const RunReport& rep) {
   j["deck"] = rep.deck;
   j["input"] = rep.input;
   j["output"] = rep.output;
+  j["output_compression"] = rep.output_compression;
+  j["output_gzip_level"] = rep.output_gzip_level;
+  j["output_chunk_ids"] = rep.output_chunk_ids;
   j["shape"] = {{"dates", rep.T}, {"ids", rep.N}, {"cols", rep.K}};
   j["memory_budget_bytes"] = rep.memory_budget;
   j["roof"] = {{"copy_GBps", rep.roof.copy_GBps}, {"copy_streaming_GBps", rep.roof.copy_streaming_GBps}};

@@ -31,6 +31,9 @@ struct JobReport {
 struct RunReport {
   BuildFacts build;
   std::string deck, input, output;
+  std::string output_compression = "none";  // "none" or "gzip"
+  int output_gzip_level = 0;                // 0 when not compressed
+  Index output_chunk_ids = 0;               // ids per (1, ids, K) output chunk
   Index T = 0, N = 0, K = 0;
   std::size_t memory_budget = 0;
   BlockPlan plan;

@@ -103,7 +103,9 @@ def jobs(report, path):
     a1.legend(fontsize=8, ncol=3)
     shape = report["shape"]
     a1.set_title(f"cvest run {os.path.basename(report.get('deck', ''))}: {shape['dates']} x {shape['ids']} x "
-                 f"{shape['cols']}, {report['backend']} ({report['threads']} threads){where(report)}")
+                 f"{shape['cols']}, {report['backend']} ({report['threads']} threads)"
+                 + (f", gzip {report['output_gzip_level']} output" if report.get("output_compression") == "gzip" else "")
+                 + where(report))
     a2.bar(list(x), [j["kernel_roof_fraction"] for j in js],
            color=["tab:blue" if j["layout"] == "right" else "tab:orange" for j in js])
     a2.axhline(1.0, color="k", linestyle="--", label="copy roof, block-sized (same run)")

@@ -54,6 +54,10 @@ csv = "report.csv"
   CHECK(json["jobs"][0]["seconds"].contains("h2d"));
   CHECK(json["jobs"][0]["timeline"].size() == 5 * report.plan.blocks.size());
   // where it ran: this machine's CPUs and memory, a host name
+  CHECK(json["output_compression"] == "none");
+  CHECK(json["output_gzip_level"] == 0);
+  CHECK(json["output_chunk_ids"].get<Index>() == report.output_chunk_ids);
+  CHECK(report.output_chunk_ids > 0);
   CHECK(json["machine"]["cpus"].get<int>() >= 1);
   CHECK(json["machine"]["memory_bytes"].get<double>() > 0);
   CHECK_FALSE(json["machine"]["host"].get<std::string>().empty());
