@@ -3,6 +3,7 @@
 #include <H5DSpublic.h>
 
 #include <filesystem>
+#include <stdexcept>
 #include <fstream>
 
 namespace cvest::io {
@@ -47,6 +48,18 @@ void quiet_hdf5_errors() {
   }();
   (void)once;
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+void require_threadsafe_hdf5() {
+  hbool_t threadsafe = false;
+  if (H5is_library_threadsafe(&threadsafe) < 0 || !threadsafe) {
+    unsigned major = 0, minor = 0, release = 0;
+    H5get_libversion(&major, &minor, &release);
+    throw std::runtime_error("cvest: the HDF5 " + std::to_string(major) + "." + std::to_string(minor) + "." +
+                             std::to_string(release) +
+                             " library loaded is not thread-safe (built without --enable-threadsafe); jobs "
+                             "call it from several threads at once");
+  }
 }
 
 hid_t native_type(Precision precision) {

@@ -54,6 +54,11 @@ using Attribute = Handle<H5Aclose>;
 // reports one line instead) and its exit-time clean-up.
 void quiet_hdf5_errors();
 
+// Throws std::runtime_error when the HDF5 library loaded at run time is not
+// thread-safe (CMake checks the headers; this checks what the loader found):
+// jobs call it from several threads at once.
+void require_threadsafe_hdf5();
+
 // "(2, 3, 4)", for messages.
 std::string dims_text(const std::vector<Index>& dims);
 

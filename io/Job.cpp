@@ -69,6 +69,7 @@ double peak_rss_bytes() {
 
 RunReport run_deck(const Deck& deck, std::ostream& progress) {
   quiet_hdf5_errors();
+  require_threadsafe_hdf5();
   RunReport rep;
   rep.build = build_facts();
   rep.deck = deck.path;

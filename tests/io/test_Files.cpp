@@ -192,6 +192,10 @@ TEST_CASE("output paths are checked before any work", "[io]") {
   CHECK_THROWS_AS(check_output_path((existing / "sub" / "out.h5").string(), false), IoError);
 }
 
+TEST_CASE("the HDF5 library loaded is thread-safe, as jobs need", "[io]") {
+  CHECK_NOTHROW(require_threadsafe_hdf5());
+}
+
 TEST_CASE("an output the disk cannot hold is refused before anything is written", "[io]") {
   const auto path = scratch("huge.h5").string();
   // 1 EB: more than any file system here has free
