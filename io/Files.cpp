@@ -59,9 +59,44 @@ void rename_into_place(const std::string& temp, const std::string& path) {
   // 1.6 GB output; renamed onto a free name it is written back as any new
   // file is. The finished file is complete by now, so only the moment
   // between the two calls has no output at `path`.
-  if (fs::exists(path, ec)) fs::remove(path, ec);
+  fs::remove(path, ec);
   fs::rename(temp, path, ec);
   if (ec) throw IoError(path + ": cannot rename the finished output into place: " + ec.message());
+}
+
+// The directory an output at `path` goes in.
+fs::path output_dir(const std::string& path) {
+  return fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+}
+
+// The ids per chunk of a dataset stored in (1, ids, K) chunks, else 0.
+Index chunk_ids_of(const PropList& create, Index K) {
+  hsize_t chunk[3] = {0, 0, 0};
+  if (H5Pget_layout(create.get()) != H5D_CHUNKED || H5Pget_chunk(create.get(), 3, chunk) != 3 || chunk[0] != 1 ||
+      Index(chunk[2]) != K)
+    return 0;
+  return Index(chunk[1]);
+}
+
+// Byte offset of element (t, i, 0) in a block's C-order buffer of `row`-byte
+// (K values) rows.
+std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {
+  return (std::size_t((t - b.dates.begin) * b.ids.size()) + std::size_t(i - b.ids.begin)) * row;
+}
+
+// Calls op(t, chunk_start, begin, end) for every piece of the block that lies
+// in one (1, chunk_ids, K) chunk: date t, ids [begin, end) of the chunk that
+// starts at chunk_start. Stops and returns false when op does.
+template <class Op>
+bool for_each_chunk_piece(const Block& b, Index chunk_ids, Op&& op) {
+  for (Index t = b.dates.begin; t < b.dates.end; ++t)
+    for (Index i = b.ids.begin; i < b.ids.end;) {
+      const Index chunk_start = i - i % chunk_ids;
+      const Index end = std::min(b.ids.end, chunk_start + chunk_ids);
+      if (!op(t, chunk_start, i, end)) return false;
+      i = end;
+    }
+  return true;
 }
 
 }  // namespace
@@ -83,9 +118,8 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& pat
     raw->contiguous_base_ = H5Dget_offset(ds.get());
     if (raw->contiguous_base_ == HADDR_UNDEF) return nullptr;
   } else if (layout == H5D_CHUNKED) {
-    hsize_t chunk[3] = {0, 0, 0};
-    if (H5Pget_chunk(create.get(), 3, chunk) != 3 || chunk[0] != 1 || Index(chunk[2]) != K) return nullptr;
-    raw->chunk_ids_ = Index(chunk[1]);
+    raw->chunk_ids_ = chunk_ids_of(create, K);
+    if (raw->chunk_ids_ == 0) return nullptr;
   } else {
     return nullptr;
   }
@@ -106,28 +140,22 @@ RawCube::~RawCube() {
 template <class Op>
 bool RawCube::for_each_run(const Block& b, Op&& op) const {
   const std::size_t row = std::size_t(K_) * es_;
-  for (Index t = b.dates.begin; t < b.dates.end; ++t) {
-    const std::size_t block_row0 = std::size_t((t - b.dates.begin) * b.ids.size());
-    if (contiguous_base_ != HADDR_UNDEF) {
+  if (contiguous_base_ != HADDR_UNDEF) {
+    for (Index t = b.dates.begin; t < b.dates.end; ++t)
       op(off_t(contiguous_base_ + (std::size_t(t * N_ + b.ids.begin)) * row), std::size_t(b.ids.size()) * row,
-         block_row0 * row);
-      continue;
-    }
-    for (Index i = b.ids.begin; i < b.ids.end;) {
-      const Index chunk_start = i - i % chunk_ids_;
-      const Index end = std::min(b.ids.end, chunk_start + chunk_ids_);
-      const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
-      unsigned mask = 0;
-      haddr_t addr = HADDR_UNDEF;
-      hsize_t size = 0;
-      if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
-        return false;
-      op(off_t(addr + std::size_t(i - chunk_start) * row), std::size_t(end - i) * row,
-         (block_row0 + std::size_t(i - b.ids.begin)) * row);
-      i = end;
-    }
+         offset_in_block(b, t, b.ids.begin, row));
+    return true;
   }
-  return true;
+  return for_each_chunk_piece(b, chunk_ids_, [&](Index t, Index chunk_start, Index i, Index end) {
+    const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
+      return false;
+    op(off_t(addr + std::size_t(i - chunk_start) * row), std::size_t(end - i) * row, offset_in_block(b, t, i, row));
+    return true;
+  });
 }
 
 bool RawCube::read(const Block& b, void* buffer) const {
@@ -164,16 +192,15 @@ void check_output_path(const std::string& path, bool overwrite) {
   if (fs::exists(path, ec) && !overwrite)
     throw InputError(path + ": output exists; set [output] overwrite = true to replace it");
   if (fs::is_directory(path, ec)) throw InputError(path + ": output is a directory");
-  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  const fs::path dir = output_dir(path);
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir, ec)) throw IoError(path + ": cannot create the output directory " + dir.string());
   if (::access(dir.c_str(), W_OK) != 0) throw IoError(path + ": output directory " + dir.string() + " is not writable");
 }
 
 void check_free_space(const std::string& path, double bytes) {
-  const fs::path dir = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
   struct statvfs vfs {};
-  if (::statvfs(dir.c_str(), &vfs) != 0) return;  // unknown: a failing write still says so
+  if (::statvfs(output_dir(path).c_str(), &vfs) != 0) return;  // unknown: a failing write still says so
   const double available = double(vfs.f_bavail) * double(vfs.f_frsize);
   const double needed = bytes + double(1 << 20);  // HDF5's metadata, dimension scales
   if (needed > available)
@@ -226,9 +253,8 @@ std::unique_ptr<DeflatedCube> DeflatedCube::open(const Dataset& ds, const std::s
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
-  if (H5Pget_layout(create.get()) != H5D_CHUNKED) return nullptr;
-  hsize_t chunk[3] = {0, 0, 0};
-  if (H5Pget_chunk(create.get(), 3, chunk) != 3 || chunk[0] != 1 || Index(chunk[2]) != K) return nullptr;
+  const Index chunk_ids = chunk_ids_of(create, K);
+  if (chunk_ids == 0) return nullptr;
   std::unique_ptr<DeflatedCube> cube(new DeflatedCube);
   const int filters = H5Pget_nfilters(create.get());
   int deflate = -1, shuffle = -1;
@@ -244,7 +270,7 @@ std::unique_ptr<DeflatedCube> DeflatedCube::open(const Dataset& ds, const std::s
   cube->ds_ = ds.get();
   cube->path_ = shown;
   cube->K_ = K;
-  cube->chunk_ids_ = Index(chunk[1]);
+  cube->chunk_ids_ = chunk_ids;
   cube->es_ = H5Tget_size(type.get());
   cube->deflate_index_ = deflate;
   cube->shuffle_index_ = shuffle;
@@ -255,43 +281,39 @@ bool DeflatedCube::read(const Block& b, void* buffer) const {
   thread_local std::vector<unsigned char> packed, inflated, plain;
   const std::size_t row = std::size_t(K_) * es_, chunk_bytes = std::size_t(chunk_ids_) * row;
   auto* out = static_cast<unsigned char*>(buffer);
-  for (Index t = b.dates.begin; t < b.dates.end; ++t)
-    for (Index i = b.ids.begin; i < b.ids.end;) {
-      const Index chunk_start = i - i % chunk_ids_;
-      const Index end = std::min(b.ids.end, chunk_start + chunk_ids_);
-      const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
-      const auto where = [&] {
-        return path_ + ": chunk at (" + std::to_string(t) + ", " + std::to_string(chunk_start) + ", 0)";
-      };
-      hsize_t stored = 0;
-      if (H5Dget_chunk_storage_size(ds_, coord, &stored) < 0 || stored == 0) return false;
-      packed.resize(stored);
-      std::uint32_t mask = 0;
-      if (H5Dread_chunk(ds_, H5P_DEFAULT, coord, &mask, packed.data()) < 0) throw IoError(where() + ": read failed");
-      const unsigned char* data = packed.data();
-      std::size_t size = stored;
-      if (!(mask & (1u << deflate_index_))) {  // a set bit: that filter was skipped for this chunk
-        inflated.resize(chunk_bytes);
-        std::size_t got = 0;
-        if (libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) !=
-                LIBDEFLATE_SUCCESS ||
-            got != chunk_bytes)
-          throw IoError(where() + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
-        data = inflated.data();
-        size = got;
-      }
-      if (size != chunk_bytes)
-        throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
-      if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
-        plain.resize(chunk_bytes);
-        byte_planes<false>(data, chunk_bytes, es_, plain.data());
-        data = plain.data();
-      }
-      const std::size_t into = (std::size_t((t - b.dates.begin) * b.ids.size()) + std::size_t(i - b.ids.begin)) * row;
-      std::memcpy(out + into, data + std::size_t(i - chunk_start) * row, std::size_t(end - i) * row);
-      i = end;
+  return for_each_chunk_piece(b, chunk_ids_, [&](Index t, Index chunk_start, Index i, Index end) {
+    const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
+    const auto where = [&] {
+      return path_ + ": chunk at (" + std::to_string(t) + ", " + std::to_string(chunk_start) + ", 0)";
+    };
+    hsize_t stored = 0;
+    if (H5Dget_chunk_storage_size(ds_, coord, &stored) < 0 || stored == 0) return false;
+    packed.resize(stored);
+    std::uint32_t mask = 0;
+    if (H5Dread_chunk(ds_, H5P_DEFAULT, coord, &mask, packed.data()) < 0) throw IoError(where() + ": read failed");
+    const unsigned char* data = packed.data();
+    std::size_t size = stored;
+    if (!(mask & (1u << deflate_index_))) {  // a set bit: that filter was skipped for this chunk
+      inflated.resize(chunk_bytes);
+      std::size_t got = 0;
+      if (libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) !=
+              LIBDEFLATE_SUCCESS ||
+          got != chunk_bytes)
+        throw IoError(where() + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
+      data = inflated.data();
+      size = got;
     }
-  return true;
+    if (size != chunk_bytes)
+      throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
+    if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
+      plain.resize(chunk_bytes);
+      byte_planes<false>(data, chunk_bytes, es_, plain.data());
+      data = plain.data();
+    }
+    std::memcpy(out + offset_in_block(b, t, i, row), data + std::size_t(i - chunk_start) * row,
+                std::size_t(end - i) * row);
+    return true;
+  });
 }
 
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K)
@@ -494,21 +516,19 @@ void OutputFile::write(const Block& b, const void* buffer) {
   const std::size_t chunk_bytes = std::size_t(chunk_[1] * spec_.K) * es;
   struct Piece {
     Index t, i;
-    std::vector<unsigned char>* packed;  // the compressed chunk, when compressed ahead
-    std::size_t stored;
+    std::size_t stored;  // bytes to store; 0 when compression failed
   };
   std::vector<Piece> pieces;
   for (Index t = b.dates.begin; t < b.dates.end; ++t)
-    for (Index i = b.ids.begin; i < b.ids.end; i += chunk_[1]) pieces.push_back({t, i, nullptr, 0});
+    for (Index i = b.ids.begin; i < b.ids.end; i += chunk_[1]) pieces.push_back({t, i, 0});
   const auto chunk_name = [&](const Piece& p) {
     return "(" + std::to_string(p.t) + ", " + std::to_string(p.i) + ", 0)";
   };
   // The chunk's bytes as stored: compressed into `out` when gzip, else in place.
   const auto prepare = [&](const Piece& p, std::vector<unsigned char>& out, std::size_t& stored) -> const unsigned char* {
     thread_local std::vector<unsigned char> pad, shuffled;
-    const std::size_t offset_in_block = std::size_t(((p.t - b.dates.begin) * b.ids.size() + (p.i - b.ids.begin)) * spec_.K) * es;
     const Index ids = std::min(chunk_[1], b.ids.end - p.i);
-    const unsigned char* src = bytes + offset_in_block;
+    const unsigned char* src = bytes + offset_in_block(b, p.t, p.i, std::size_t(spec_.K) * es);
     if (ids < chunk_[1]) {  // the last, partial chunk travels padded to full size
       pad.resize(chunk_bytes);
       std::memcpy(pad.data(), src, std::size_t(ids * spec_.K) * es);
@@ -544,10 +564,10 @@ void OutputFile::write(const Block& b, const void* buffer) {
 #pragma omp parallel for schedule(dynamic)
     for (long k = 0; k < n; ++k) {
       Piece& p = pieces[std::size_t(k)];
-      p.packed = &packed_ahead[std::size_t(k)];
-      if (prepare(p, *p.packed, p.stored) == nullptr) p.stored = 0;  // reported by store()
+      prepare(p, packed_ahead[std::size_t(k)], p.stored);
     }
-    for (const Piece& p : pieces) store(p, p.stored ? p.packed->data() : nullptr, p.stored);
+    for (std::size_t k = 0; k < pieces.size(); ++k)
+      store(pieces[k], pieces[k].stored ? packed_ahead[k].data() : nullptr, pieces[k].stored);
     return;
   }
 #endif

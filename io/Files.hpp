@@ -140,11 +140,10 @@ class OutputFile {
   OutputFile& operator=(const OutputFile&) = delete;
 
   Index chunk_ids() const { return chunk_[1]; }
-  void write(const Block& block, const void* buffer);  // C order (dates, ids, K)
-  // write() may run on several threads at once: uncompressed output goes by
-  // pwrite to fixed offsets, gzip chunks are compressed on the calling
-  // thread and stored with H5Dwrite_chunk (HDF5 serialises that call).
-  bool concurrent_writes() const { return true; }
+  // C order (dates, ids, K). May run on several threads at once: uncompressed
+  // output goes by pwrite to fixed offsets, gzip chunks are compressed on the
+  // calling thread and stored with H5Dwrite_chunk (HDF5 serialises that call).
+  void write(const Block& block, const void* buffer);
   // Attributes and dimension scales, close, rename onto spec.path.
   void commit(const std::map<std::string, std::string>& attributes);
 

@@ -175,9 +175,10 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
                                               deck.output.file, to_string(strategy), to_string(layout), diff));
             };
           }
-          // Input reads are thread-safe (pread, or HDF5's thread-safe build);
-          // checks use a buffer per thread; writes say for themselves.
-          io.concurrent = !writes || out->concurrent_writes();
+          // Every call may run on several threads at once: input reads (pread,
+          // inflating, or HDF5's thread-safe build), checks (a buffer per
+          // thread) and OutputFile::write.
+          io.concurrent = true;
           std::string why_not;
           const int threads = per_thread_threads(rep.plan, deck.run.memory_budget, strategy, layout, io.concurrent, why_not);
           if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
