@@ -125,6 +125,17 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
       job.layout = layout;
       job.precision = precision;
       job.runs = deck.run.repeats;
+      const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
+      // The pipeline's shape is the job's, decided once. Every BlockIO call
+      // below may run on several threads at once: input reads (pread,
+      // inflating, or HDF5's thread-safe build), checks (a buffer per thread)
+      // and OutputFile::write.
+      std::string why_not;
+      const int threads = per_thread_threads(rep.plan, deck.run.memory_budget, strategy, layout, true, why_not);
+      if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
+        throw InputError(deck.path + ": [run] pipeline = \"per_thread\" does not apply to " + label + ": " + why_not);
+      job.pipeline_threads = deck.run.pipeline == PipelineKind::overlapped ? 0 : threads;
+      job.pipeline = job.pipeline_threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
       std::vector<PipelineStats> runs;
       for (int r = 0; r < deck.run.repeats; ++r) {
         const bool writes = !written;
@@ -141,10 +152,10 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
           written_cv = open_dataset(written_file, deck.output.file, deck.output.dataset, 3, cv_shape);
           written_reader = std::make_unique<CubeReader>(written_cv, deck.output.file, deck.output.dataset, shape.N, shape.K);
         }
-        const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
         PipelineOptions options;
         options.strategy = strategy;
         options.label = label;
+        options.threads = job.pipeline_threads;
         const auto stats = with_types(precision, layout, [&](auto scalar, auto layout_tag) {
           using Scalar = decltype(scalar);
           using Layout = decltype(layout_tag);
@@ -175,17 +186,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
                                               deck.output.file, to_string(strategy), to_string(layout), diff));
             };
           }
-          // Every call may run on several threads at once: input reads (pread,
-          // inflating, or HDF5's thread-safe build), checks (a buffer per
-          // thread) and OutputFile::write.
-          io.concurrent = true;
-          std::string why_not;
-          const int threads = per_thread_threads(rep.plan, deck.run.memory_budget, strategy, layout, io.concurrent, why_not);
-          if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
-            throw InputError(deck.path + ": [run] pipeline = \"per_thread\" does not apply to " + label + ": " + why_not);
-          if (deck.run.pipeline != PipelineKind::overlapped) options.threads = threads;
-          job.pipeline = options.threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
-          job.pipeline_threads = options.threads;
+          io.concurrent = true;  // see the job's pipeline above
           return run_pipeline<Scalar, Layout>(rep.plan, io, options, progress);
         });
         if (writes) {
