@@ -11,7 +11,7 @@
 namespace cvest {
 
 BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
-                      Index id_quantum, std::size_t max_block_bytes) {
+                      BlockQuantum quantum, std::size_t max_block_bytes) {
   BlockPlan plan;
   plan.T = T;
   plan.N = N;
@@ -20,10 +20,11 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   const double row = double(K) * double(element_size);  // one id of one date
   // multBy for the id block is resident too: one row per id.
   const double per_id_date = double(pipeline_buffers) * row;
+  const auto in_budget = [&](Index dates, Index ids) {
+    return per_id_date * double(dates) * double(ids) + row * double(ids) <= double(budget_bytes);
+  };
   const auto fits = [&](Index dates, Index ids) {
-    const bool in_budget = per_id_date * double(dates) * double(ids) + row * double(ids) <= double(budget_bytes);
-    const bool in_cap = max_block_bytes == 0 || row * double(dates) * double(ids) <= double(max_block_bytes);
-    return in_budget && in_cap;
+    return in_budget(dates, ids) && (max_block_bytes == 0 || row * double(dates) * double(ids) <= double(max_block_bytes));
   };
   // A resident multBy (and its copy in the compute space) takes its share first.
   const double multby_bytes = 2.0 * row * double(N);
@@ -33,21 +34,28 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
     throw InputError(fmt::format("memory_budget {} is too small: one id row needs {} ({} buffers of {} columns)",
                                  format_bytes(double(budget_bytes)), format_bytes(per_id_date + row),
                                  pipeline_buffers, K));
-  Index dates = 1, ids = N;
-  if (!fits(1, N)) {
+  const Index id_quantum = std::clamp<Index>(quantum.ids, 1, N);
+  Index date_quantum = std::clamp<Index>(quantum.dates, 1, T);
+  if (!in_budget(date_quantum, 1)) date_quantum = 1;  // chunks along dates get cut
+  Index dates = date_quantum, ids = N;
+  if (!fits(dates, N)) {
     // Largest id count that fits, rounded down to whole output chunks.
     Index lo = 1, hi = N;
     while (lo < hi) {
       const Index mid = lo + (hi - lo + 1) / 2;
-      if (fits(1, mid)) lo = mid;
+      if (fits(dates, mid)) lo = mid;
       else hi = mid - 1;
     }
     ids = lo;
-    if (id_quantum > 1 && ids >= id_quantum) ids -= ids % id_quantum;
+    if (ids >= id_quantum) ids -= ids % id_quantum;
+    else if (in_budget(dates, id_quantum)) ids = id_quantum;  // above the cap, not the budget
   } else {
-    while (dates < T && fits(dates + 1, N)) ++dates;
+    while (dates < T && fits(std::min(T, dates + date_quantum), N)) dates = std::min(T, dates + date_quantum);
     // Keep a few blocks so reading, computing and writing overlap.
-    if (T >= 4) dates = std::min(dates, std::max<Index>(1, (T + 3) / 4));
+    if (T >= 4) {
+      const Index quarter = (T + 3) / 4;
+      dates = std::min(dates, std::max(date_quantum, quarter - quarter % date_quantum));
+    }
   }
   plan.block_dates = dates;
   plan.block_ids = ids;

@@ -38,15 +38,25 @@ struct BlockPlan {
 // against the output an earlier job wrote.
 inline constexpr std::size_t pipeline_buffers = 9;
 
+// What blocks are made of: whole input chunks (dates) and whole output
+// chunks (ids, a multiple of the input chunk's ids where cvest chooses).
+struct BlockQuantum {
+  Index dates = 1, ids = 1;
+};
+
 // Plans blocks of whole dates when one date's N x K slab fits; otherwise
-// blocks of one date and as many ids as fit. `id_quantum` rounds id blocks
-// down to whole output chunks. `max_block_bytes` (0: none) caps one block's
+// blocks of one date and as many ids as fit. `quantum` rounds blocks down to
+// whole chunks: dates in steps of quantum.dates (a block is never shorter
+// unless the budget cannot hold that many dates of one row), ids to a
+// multiple of quantum.ids. `max_block_bytes` (0: none) caps one block's
 // discount buffer below what the budget allows: on host spaces blocks that
-// stay in cache between the read, the kernel and the write are faster.
-// Throws InputError when not even one id row (K values) fits, naming the
-// budget and the minimum.
+// stay in cache between the read, the kernel and the write are faster. A
+// block of one whole quantum is kept even above the cap: cutting chunks
+// costs more (each cut chunk is decoded or compressed twice). Throws
+// InputError when not even one id row (K values) fits, naming the budget and
+// the minimum.
 BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
-                      Index id_quantum = 1, std::size_t max_block_bytes = 0);
+                      BlockQuantum quantum = {}, std::size_t max_block_bytes = 0);
 
 // "2GiB", "512 MiB", "1.5G", "100000000" -> bytes. Throws InputError.
 std::size_t parse_bytes(const std::string& text);

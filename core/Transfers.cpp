@@ -76,7 +76,7 @@ void measure_pipeline(const Config& c, Report& rep, std::ostream& progress) {
   const std::size_t block = c.block_bytes ? c.block_bytes : policy::default_block_bytes<Space>;
   // The budget is no limit here: the block cap decides. Blocks are whole
   // dates or one date's id range, so each is contiguous in the C-order cube.
-  const BlockPlan plan = plan_blocks(T, N, K, sizeof(Scalar), std::size_t(1) << 50, 1, block);
+  const BlockPlan plan = plan_blocks(T, N, K, sizeof(Scalar), std::size_t(1) << 50, {}, block);
   rep.blocks = plan.blocks.size();
   rep.block_dates = plan.block_dates;
   rep.block_ids = plan.block_ids;

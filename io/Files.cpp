@@ -1,6 +1,7 @@
 #include "io/Files.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <fmt/format.h>
 
 #include <cerrno>
 #include <cmath>
@@ -21,9 +22,12 @@ namespace cvest::io {
 
 namespace {
 
-std::string temp_path_for(const std::string& path) {
-  const fs::path p(path);
-  return (p.parent_path() / ("." + p.filename().string() + ".tmp-" + std::to_string(::getpid()))).string();
+// Removes what a killed earlier run left at `path`'s temporary name: a
+// 160 GB job killed by the OOM killer leaves a file as large as its output,
+// which the free-space check would otherwise count against the rerun.
+void clean_up_after_killed_runs(const std::string& path) {
+  for (const std::string& stale : remove_stale_temp_files(path))
+    fmt::print(stderr, "cvest: removed {}, left by a run of {} on this host that no longer runs\n", stale, path);
 }
 
 // Creates `path` (truncating) as a new HDF5 file. IoError when it can't.
@@ -99,6 +103,19 @@ bool for_each_chunk_piece(const Block& b, Index chunk_ids, Op&& op) {
   return true;
 }
 
+// Reads `bytes` at offset `at` of `fd` (the file `shown`), retrying short reads.
+void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::string& shown) {
+  auto* out = static_cast<char*>(buffer);
+  for (std::size_t done = 0; done < bytes;) {
+    const ssize_t got = ::pread(fd, out + done, bytes - done, at + off_t(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw IoError(shown + ": read at byte " + std::to_string(at + off_t(done)) + " failed: " +
+                    (got == 0 ? std::string("file is truncated") : std::string(std::strerror(errno))));
+    done += std::size_t(got);
+  }
+}
+
 }  // namespace
 
 // --- raw access -----------------------------------------------------------------
@@ -160,16 +177,7 @@ bool RawCube::for_each_run(const Block& b, Op&& op) const {
 
 bool RawCube::read(const Block& b, void* buffer) const {
   auto* out = static_cast<char*>(buffer);
-  return for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t into) {
-    for (std::size_t done = 0; done < bytes;) {
-      const ssize_t got = ::pread(fd_, out + into + done, bytes - done, at + off_t(done));
-      if (got < 0 && errno == EINTR) continue;
-      if (got <= 0)
-        throw IoError(path_ + ": read at byte " + std::to_string(at + off_t(done)) + " failed: " +
-                      (got == 0 ? std::string("file is truncated") : std::string(std::strerror(errno))));
-      done += std::size_t(got);
-    }
-  });
+  return for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t into) { read_at(fd_, out + into, bytes, at, path_); });
 }
 
 void RawCube::write(const Block& b, const void* buffer) const {
@@ -248,17 +256,15 @@ void byte_planes(const unsigned char* in, std::size_t bytes, std::size_t element
 
 }  // namespace
 
-std::unique_ptr<DeflatedCube> DeflatedCube::open(const Dataset& ds, const std::string& shown, hid_t mem_type,
-                                                 Index K) {
+std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::string& path, const std::string& shown,
+                                               hid_t mem_type, Index K) {
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
-  const Index chunk_ids = chunk_ids_of(create, K);
-  if (chunk_ids == 0) return nullptr;
-  std::unique_ptr<DeflatedCube> cube(new DeflatedCube);
-  const int filters = H5Pget_nfilters(create.get());
+  hsize_t chunk[3] = {0, 0, 0};
+  if (H5Pget_layout(create.get()) != H5D_CHUNKED || H5Pget_chunk(create.get(), 3, chunk) != 3) return nullptr;
   int deflate = -1, shuffle = -1;
-  for (int f = 0; f < filters; ++f) {
+  for (int f = 0, filters = H5Pget_nfilters(create.get()); f < filters; ++f) {
     unsigned flags = 0;
     std::size_t nvalues = 0;
     const H5Z_filter_t id = H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr);
@@ -266,54 +272,97 @@ std::unique_ptr<DeflatedCube> DeflatedCube::open(const Dataset& ds, const std::s
     else if (id == H5Z_FILTER_SHUFFLE && shuffle < 0 && deflate < 0) shuffle = f;  // shuffle, then deflate
     else return nullptr;
   }
-  if (deflate < 0) return nullptr;
+  std::unique_ptr<ChunkedCube> cube(new ChunkedCube);
+  cube->fd_ = ::open(path.c_str(), O_RDONLY);
+  if (cube->fd_ < 0) return nullptr;
+  ::posix_fadvise(cube->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   cube->ds_ = ds.get();
   cube->path_ = shown;
   cube->K_ = K;
-  cube->chunk_ids_ = chunk_ids;
+  cube->chunk_ = {Index(chunk[0]), Index(chunk[1]), Index(chunk[2])};
   cube->es_ = H5Tget_size(type.get());
   cube->deflate_index_ = deflate;
   cube->shuffle_index_ = shuffle;
   return cube;
 }
 
-bool DeflatedCube::read(const Block& b, void* buffer) const {
+ChunkedCube::~ChunkedCube() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+// Copies `rows` runs of `bytes` from `src` (runs `src_step` bytes apart) to
+// `dst` (runs `dst_step` apart): a chunk's columns into a block's rows.
+// Fixed sizes for the one-column chunks h5py chooses by default.
+template <std::size_t Bytes>
+void copy_runs_fixed(unsigned char* dst, std::size_t dst_step, const unsigned char* src, std::size_t src_step,
+                     std::size_t rows) {
+  for (std::size_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) std::memcpy(dst, src, Bytes);
+}
+
+void copy_runs(unsigned char* dst, std::size_t dst_step, const unsigned char* src, std::size_t src_step,
+               std::size_t rows, std::size_t bytes) {
+  if (bytes == 8) return copy_runs_fixed<8>(dst, dst_step, src, src_step, rows);
+  if (bytes == 4) return copy_runs_fixed<4>(dst, dst_step, src, src_step, rows);
+  for (std::size_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) std::memcpy(dst, src, bytes);
+}
+
+}  // namespace
+
+bool ChunkedCube::read(const Block& b, void* buffer) const {
   thread_local std::vector<unsigned char> packed, inflated, plain;
-  const std::size_t row = std::size_t(K_) * es_, chunk_bytes = std::size_t(chunk_ids_) * row;
+  const auto [ct, ci, ck] = chunk_;
+  const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
+  const std::size_t chunk_bytes = std::size_t(ct * ci) * chunk_row;
   auto* out = static_cast<unsigned char*>(buffer);
-  return for_each_chunk_piece(b, chunk_ids_, [&](Index t, Index chunk_start, Index i, Index end) {
-    const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
-    const auto where = [&] {
-      return path_ + ": chunk at (" + std::to_string(t) + ", " + std::to_string(chunk_start) + ", 0)";
-    };
-    hsize_t stored = 0;
-    if (H5Dget_chunk_storage_size(ds_, coord, &stored) < 0 || stored == 0) return false;
-    packed.resize(stored);
-    std::uint32_t mask = 0;
-    if (H5Dread_chunk(ds_, H5P_DEFAULT, coord, &mask, packed.data()) < 0) throw IoError(where() + ": read failed");
-    const unsigned char* data = packed.data();
-    std::size_t size = stored;
-    if (!(mask & (1u << deflate_index_))) {  // a set bit: that filter was skipped for this chunk
-      inflated.resize(chunk_bytes);
-      std::size_t got = 0;
-      if (libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) !=
-              LIBDEFLATE_SUCCESS ||
-          got != chunk_bytes)
-        throw IoError(where() + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
-      data = inflated.data();
-      size = got;
-    }
-    if (size != chunk_bytes)
-      throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
-    if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
-      plain.resize(chunk_bytes);
-      byte_planes<false>(data, chunk_bytes, es_, plain.data());
-      data = plain.data();
-    }
-    std::memcpy(out + offset_in_block(b, t, i, row), data + std::size_t(i - chunk_start) * row,
-                std::size_t(end - i) * row);
-    return true;
-  });
+  for (Index tc = b.dates.begin - b.dates.begin % ct; tc < b.dates.end; tc += ct)
+    for (Index ic = b.ids.begin - b.ids.begin % ci; ic < b.ids.end; ic += ci)
+      for (Index kc = 0; kc < K_; kc += ck) {
+        const auto where = [&] {
+          return path_ + ": chunk at (" + std::to_string(tc) + ", " + std::to_string(ic) + ", " + std::to_string(kc) +
+                 ")";
+        };
+        const hsize_t coord[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t stored = 0;
+        if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &stored) < 0 || addr == HADDR_UNDEF || stored == 0)
+          return false;
+        packed.resize(stored);
+        read_at(fd_, packed.data(), stored, off_t(addr), where());
+        const unsigned char* data = packed.data();
+        std::size_t size = stored;
+        if (deflate_index_ >= 0 && !(mask & (1u << deflate_index_))) {  // a set bit: skipped for this chunk
+          inflated.resize(chunk_bytes);
+          std::size_t got = 0;
+          if (libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) !=
+                  LIBDEFLATE_SUCCESS ||
+              got != chunk_bytes)
+            throw IoError(where() + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
+          data = inflated.data();
+          size = got;
+        }
+        if (size != chunk_bytes)
+          throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
+        if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
+          plain.resize(chunk_bytes);
+          byte_planes<false>(data, chunk_bytes, es_, plain.data());
+          data = plain.data();
+        }
+        // The part of the chunk inside the block: dates [t0, t1), ids
+        // [i0, i1), columns [kc, kc + nk).
+        const Index t0 = std::max(tc, b.dates.begin), t1 = std::min(tc + ct, b.dates.end);
+        const Index i0 = std::max(ic, b.ids.begin), i1 = std::min(ic + ci, b.ids.end);
+        const std::size_t nk_bytes = std::size_t(std::min(ck, K_ - kc)) * es_;
+        for (Index t = t0; t < t1; ++t) {
+          const unsigned char* src = data + (std::size_t((t - tc) * ci) + std::size_t(i0 - ic)) * chunk_row;
+          unsigned char* dst = out + offset_in_block(b, t, i0, row) + std::size_t(kc) * es_;
+          if (ck == K_) std::memcpy(dst, src, std::size_t(i1 - i0) * row);  // whole rows: one run
+          else copy_runs(dst, row, src, chunk_row, std::size_t(i1 - i0), nk_bytes);
+        }
+      }
+  return true;
 }
 
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K)
@@ -321,20 +370,20 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
     raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
-    if (!raw_[k]) deflated_[k] = DeflatedCube::open(ds, path, native_type(p), K);
+    if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path, path, native_type(p), K);
   }
 }
 
-Index CubeReader::deflated_chunk_ids() const {
-  for (const auto& d : deflated_)
-    if (d) return d->chunk_ids();
-  return 0;
+std::array<Index, 2> CubeReader::decoded_chunk() const {
+  for (const auto& c : chunked_)
+    if (c) return {c->chunk_dates(), c->chunk_ids()};
+  return {0, 0};
 }
 
 void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   const int k = precision == Precision::f64 ? 0 : 1;
   if (raw_[k] && raw_[k]->read(b, buffer)) return;
-  if (deflated_[k] && deflated_[k]->read(b, buffer)) return;
+  if (chunked_[k] && chunked_[k]->read(b, buffer)) return;
   read_hyperslab(ds_, native_type(precision), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K_},
                  buffer, path_ + ": dataset '" + name_ + "'");
 }
@@ -382,6 +431,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
   if (spec.dates <= 0 || spec.ids <= 0 || spec.cols <= 0)
     throw InputError(path + ": generate needs positive dates, ids and cols");
   check_output_path(path, overwrite);
+  clean_up_after_killed_runs(path);
   check_free_space(path, double(spec.dates * spec.ids * spec.cols + spec.ids * spec.cols) *
                              double(element_size(spec.precision)));
   const std::string temp = temp_path_for(path);
@@ -429,6 +479,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
 
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
   check_output_path(spec.path, spec.overwrite);
+  clean_up_after_killed_runs(spec.path);
   const std::size_t es = element_size(spec.precision);
   if (spec.compression != "gzip") check_free_space(spec.path, double(spec.T * spec.N * spec.K) * double(es));
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}

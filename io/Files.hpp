@@ -45,43 +45,58 @@ class RawCube {
   haddr_t contiguous_base_ = HADDR_UNDEF;
 };
 
-// gzip (+ shuffle) datasets in (1, ids, K) chunks: whole chunks are fetched
-// with H5Dread_chunk (under HDF5's lock, a raw read) and inflated and
-// unshuffled on the calling thread outside it, so several threads decompress
-// at once. Nothing else qualifies.
-class DeflatedCube {
+// Chunked datasets cvest decodes itself: chunks of any shape (dates, ids,
+// columns), stored plain, deflated, or shuffled then deflated (what h5py,
+// xarray and cvest write). HDF5, whose thread-safe build serialises every
+// call behind one lock, only answers where a chunk lives; its bytes are read
+// with pread, inflated, unshuffled and copied into the block on the calling
+// thread, so several threads decode at once. Other filters, type
+// conversions and byte orders: nullptr (HDF5 reads those).
+class ChunkedCube {
  public:
-  static std::unique_ptr<DeflatedCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, Index K);
-  Index chunk_ids() const { return chunk_ids_; }
+  // `path` is opened for reading; `shown` names it in messages.
+  static std::unique_ptr<ChunkedCube> open(const Dataset& ds, const std::string& path, const std::string& shown,
+                                           hid_t mem_type, Index K);
+  ~ChunkedCube();
+  ChunkedCube(const ChunkedCube&) = delete;
+  ChunkedCube& operator=(const ChunkedCube&) = delete;
+  // A chunk's extent in dates and ids: a block of whole chunks decodes each
+  // of its chunks once; one that cuts a chunk decodes it again for the next.
+  Index chunk_dates() const { return chunk_[0]; }
+  Index chunk_ids() const { return chunk_[1]; }
   // False when a chunk the block needs is not in the file (HDF5 supplies
   // fill values then).
   bool read(const Block& block, void* buffer) const;
 
  private:
-  DeflatedCube() = default;
+  ChunkedCube() = default;
   hid_t ds_ = -1;
   std::string path_;
-  Index K_ = 0, chunk_ids_ = 0;
+  int fd_ = -1;
+  Index K_ = 0;
+  std::array<Index, 3> chunk_{};  // dates, ids, columns
   std::size_t es_ = 8;
-  int deflate_index_ = 0, shuffle_index_ = -1;  // positions in the filter pipeline
+  int deflate_index_ = -1, shuffle_index_ = -1;  // positions in the filter pipeline; -1: absent
 };
 
 // Reads blocks of a (T, N, K) dataset in C order, converted to the asked
-// precision, by the fastest path that applies: pread (RawCube), inflating on
-// the calling thread (DeflatedCube), else H5Dread. Safe from several threads.
+// precision, by the fastest path that applies: pread straight into the block
+// (RawCube), decoding whole chunks on the calling thread (ChunkedCube), else
+// H5Dread. Safe from several threads.
 class CubeReader {
  public:
   CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K);
   void read(const Block& block, Precision precision, void* buffer) const;
-  // The ids of its (1, ids, K) chunks when it is stored deflated, else 0.
-  Index deflated_chunk_ids() const;
+  // The (dates, ids) extent of the chunks it decodes itself; {0, 0} when it
+  // reads otherwise (any block shape is then as good as another).
+  std::array<Index, 2> decoded_chunk() const;
 
  private:
   const Dataset& ds_;
   std::string path_, name_;
   Index K_ = 0;
   std::unique_ptr<RawCube> raw_[2];            // per precision asked, when it qualifies
-  std::unique_ptr<DeflatedCube> deflated_[2];  // idem
+  std::unique_ptr<ChunkedCube> chunked_[2];    // idem
 };
 
 struct InputShape {
@@ -102,9 +117,9 @@ class InputFile {
   // C-order reads, converted to `precision`.
   void read_multby(Range ids, Precision precision, void* buffer) const;
   void read_discount(const Block& block, Precision precision, void* buffer) const;
-  // discount's chunk ids when it is stored deflated in (1, ids, K) chunks,
-  // else 0: blocks that follow those chunks inflate each chunk once.
-  Index deflated_chunk_ids() const { return discount_reader_->deflated_chunk_ids(); }
+  // discount's chunk extent (dates, ids) when cvest decodes its chunks
+  // itself, else {0, 0}: blocks of whole chunks decode each chunk once.
+  std::array<Index, 2> decoded_chunk() const { return discount_reader_->decoded_chunk(); }
 
  private:
   std::string path_, multby_name_, discount_name_;

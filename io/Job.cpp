@@ -99,13 +99,15 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
                                                : cube_chunk(shape.N, shape.K, es)[1];
-  // A deflated input is inflated a whole chunk at a time: output chunks, and
-  // so blocks, that follow its chunks inflate each chunk once.
-  if (const Index in_chunk = input.deflated_chunk_ids();
-      deck.output.chunk_ids == 0 && in_chunk > 0 &&
-      (max_block == 0 || std::size_t(in_chunk * shape.K) * es <= max_block))
-    chunk_ids = std::min(in_chunk, shape.N);
-  rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget, chunk_ids, max_block);
+  // An input whose chunks cvest decodes itself is decoded a whole chunk at a
+  // time: blocks of whole input chunks decode each chunk once, and output
+  // chunks of whole input chunks (about the usual size) keep blocks aligned
+  // with both.
+  const auto in_chunk = input.decoded_chunk();
+  if (in_chunk[1] > 0 && deck.output.chunk_ids == 0)
+    chunk_ids = std::min(shape.N, in_chunk[1] * std::max<Index>(1, (chunk_ids + in_chunk[1] / 2) / in_chunk[1]));
+  rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget,
+                         {std::max<Index>(in_chunk[0], 1), chunk_ids}, max_block);
   fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,
              shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
              format_bytes(double(rep.plan.buffer_bytes)));
@@ -234,7 +236,9 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
                                   o.dataset, cv.dims[0], cv.dims[1], cv.dims[2], s.T, s.N, s.K, o.input, o.discount));
   const Precision p = cv.precision;
   const std::size_t es = element_size(p);
-  const BlockPlan plan = plan_blocks(s.T, s.N, s.K, es, o.memory_budget);
+  const auto in_chunk = input.decoded_chunk();
+  const BlockPlan plan =
+      plan_blocks(s.T, s.N, s.K, es, o.memory_budget, {std::max<Index>(in_chunk[0], 1), std::max<Index>(in_chunk[1], 1)});
   const std::size_t cube = std::size_t(plan.block_dates * plan.block_ids * s.K), row = std::size_t(plan.block_ids * s.K);
   const CubeReader cv_reader(cv_ds, o.output, o.dataset, s.N, s.K);
   std::vector<unsigned char> m(row * es), d(cube * es), found(cube * es), expected(cube * es);

@@ -1,8 +1,11 @@
 #include "io/TempFiles.hpp"
 
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <unistd.h>
 
 namespace cvest::io {
@@ -28,7 +31,43 @@ extern "C" void remove_temp_files_and_reraise(int sig) {
   ::raise(sig);
 }
 
+// This host's name as it goes into a file name.
+std::string host_tag() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "host";
+  std::string tag(name);
+  for (char& c : tag)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_')) c = '_';
+  return tag;
+}
+
 }  // namespace
+
+std::string temp_path_for(const std::string& path) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / ("." + p.filename().string() + ".tmp-" + host_tag() + "-" + std::to_string(::getpid())))
+      .string();
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
+  const std::string prefix = "." + p.filename().string() + ".tmp-" + host_tag() + "-";
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = pid_t(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // running, or not ours to judge
+    std::error_code rm;
+    if (fs::remove(it->path(), rm)) removed.push_back(it->path().string());
+  }
+  return removed;
+}
 
 void remove_temp_files_on_signals() {
   for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {

@@ -6,9 +6,12 @@
 // removes it. A job stopped by Ctrl-C (SIGINT), a batch scheduler (SIGTERM)
 // or a closed terminal (SIGHUP) would still leave it behind, as large as the
 // output: the handlers installed here unlink every registered temporary file
-// and let the signal end the process as it would have.
+// and let the signal end the process as it would have. SIGKILL (the OOM
+// killer, a scheduler's hard limit) cannot be caught: the next run to the
+// same path removes what such a process left.
 
 #include <string>
+#include <vector>
 
 namespace cvest::io {
 
@@ -16,6 +19,16 @@ namespace cvest::io {
 // signal is ignored (nohup, a shell's background job): it stays ignored.
 // Call once, early in main.
 void remove_temp_files_on_signals();
+
+// Where the output or generated input `path` is written until it is
+// complete: `.NAME.tmp-HOST-PID` beside it (the host too: a folder may be
+// shared between machines, whose process ids mean nothing here).
+std::string temp_path_for(const std::string& path);
+
+// Removes the temporary files of `path` that a process of this host left
+// behind and that no longer runs (killed, crashed), and returns their paths.
+// Those of running processes and of other hosts stay.
+std::vector<std::string> remove_stale_temp_files(const std::string& path);
 
 // Registers a temporary file's path for the handlers while it lives. It never
 // removes anything itself: the owner removes or renames the file as before.

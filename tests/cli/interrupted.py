@@ -4,6 +4,8 @@ or SIGTERM (a batch scheduler) during `cvest run`, and SIGHUP during
 `cvest generate`, end the process with that signal and leave no temporary
 file, no output and no report. A SIGINT that the parent ignores (nohup, a
 background job) stays ignored: the run finishes and writes its output.
+SIGKILL cannot be caught: the temporary file it leaves is removed by the
+next run to the same output, which then completes.
 
     interrupted.py CVEST_BINARY
 """
@@ -77,6 +79,18 @@ with tempfile.TemporaryDirectory(prefix="cvest-signal-") as work:
     check(sent and rc == 0, f"run with SIGINT ignored: exit {rc} (expected 0), signal sent: {sent}"
           + (f": {err.strip()[-300:]}" if rc else ""))
     check(left == ["cv.h5", "report.csv", "report.json"], f"run with SIGINT ignored: output and reports written ({left})")
+
+    for name in os.listdir(out):
+        os.remove(os.path.join(out, name))
+    rc, err, sent = signal_when_temp_appears([cvest, "run", deck], out, signal.SIGKILL)
+    left = sorted(os.listdir(out))
+    check(sent and rc == -signal.SIGKILL and len(left) == 1 and left[0].startswith(".cv.h5.tmp-"),
+          f"run, SIGKILL: exit {rc}, its temporary file stays behind ({left})")
+    rerun = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
+    after = sorted(os.listdir(out))
+    check(rerun.returncode == 0 and after == ["cv.h5", "report.csv", "report.json"] and "removed" in rerun.stderr,
+          f"the next run removes it and completes: exit {rerun.returncode}, {after}, "
+          f"says so: {'removed' in rerun.stderr}")
 
 print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -65,7 +65,7 @@ void check_pipeline(Index T, Index N, Index K, std::size_t budget, Strategy stra
                     bool force_staging = false) {
   CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), to_string(strategy), slow, force_staging);
   MemoryFiles<Scalar> files(T, N, K);
-  const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, 3);
+  const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, {1, 3});
   PipelineOptions options;
   options.strategy = strategy;
   options.progress = false;
@@ -141,7 +141,7 @@ TEST_CASE("data handed over in place (BlockIO::*_at) is used directly, bit-ident
     using Layout = decltype(layout);
     CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), all_in_place, force_staging);
     MemoryFiles<Scalar> files(T, N, K);
-    const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, 3);
+    const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, {1, 3});
     auto io = files.io(plan);
     // A resident multBy, as a job keeps it: never read through read_multby.
     io.read_multby = [](Range, Scalar*) { throw std::logic_error("read_multby called although multby_at is set"); };
@@ -224,7 +224,7 @@ TEST_CASE("the per-thread pipeline writes every block once, bit-identical", "[pi
     CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), to_string(strategy), slow,
             multby_in_place);
     MemoryFiles<Scalar> files(T, N, K);
-    const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, 3);
+    const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, {1, 3});
     std::mutex m;
     auto io = concurrent_io(files, plan, m);
     if (multby_in_place) {

@@ -32,7 +32,7 @@ TEST_CASE("blocks of whole dates when a date fits the budget", "[plan]") {
 
 TEST_CASE("blocks of ids when one date does not fit", "[plan]") {
   const std::size_t budget = 1 << 20;
-  const auto plan = plan_blocks(3, 10000, 7, 8, budget, 100);
+  const auto plan = plan_blocks(3, 10000, 7, 8, budget, {1, 100});
   CHECK(plan.block_dates == 1);
   CHECK(plan.block_ids < 10000);
   CHECK(plan.block_ids % 100 == 0);  // whole output chunks
@@ -48,7 +48,7 @@ TEST_CASE("odd shapes are covered exactly", "[plan]") {
   for (auto [T, N, K] : {std::tuple<Index, Index, Index>{1, 1, 1}, {7, 1001, 3}, {200, 17, 5}, {1, 99999, 2}})
     for (std::size_t budget : {std::size_t(4096), std::size_t(1) << 16, std::size_t(1) << 26}) {
       CAPTURE(T, N, K, budget);
-      check_cover(plan_blocks(T, N, K, 8, budget, 7));
+      check_cover(plan_blocks(T, N, K, 8, budget, {1, 7}));
     }
 }
 
@@ -71,7 +71,7 @@ TEST_CASE("memory sizes parse strictly", "[plan]") {
 
 TEST_CASE("max_block caps a block below what the budget allows", "[plan]") {
   const std::size_t cap = std::size_t(2) << 20;
-  const auto plan = plan_blocks(100, 400000, 5, 8, std::size_t(512) << 20, 26214, cap);
+  const auto plan = plan_blocks(100, 400000, 5, 8, std::size_t(512) << 20, {1, 26214}, cap);
   CHECK(plan.block_dates == 1);
   CHECK(double(plan.block_ids) * 5 * 8 <= double(cap));
   CHECK(plan.block_ids % 26214 == 0);
@@ -83,7 +83,41 @@ TEST_CASE("max_block caps a block below what the budget allows", "[plan]") {
     const auto& c = plan.blocks[b];
     CHECK((c.dates.begin > p.dates.begin || (c.dates.begin == p.dates.begin && c.ids.begin == p.ids.end)));
   }
-  const auto uncapped = plan_blocks(100, 400000, 5, 8, std::size_t(512) << 20, 26214, 0);
+  const auto uncapped = plan_blocks(100, 400000, 5, 8, std::size_t(512) << 20, {1, 26214}, 0);
   CHECK(uncapped.block_ids == 400000);
   CHECK(uncapped.block_dates > 1);
+}
+
+TEST_CASE("blocks are made of whole input chunks along dates and ids", "[plan]") {
+  const std::size_t budget = std::size_t(512) << 20, cap = std::size_t(2) << 20;
+  // h5py's default chunks for (100, 400000, 5) doubles are (2, 12500, 1)
+  const auto plan = plan_blocks(100, 400000, 5, 8, budget, {2, 25000}, cap);
+  CHECK(plan.block_dates == 2);
+  CHECK(plan.block_ids % 25000 == 0);
+  for (const auto& b : plan.blocks) {
+    CHECK(b.dates.begin % 2 == 0);
+    CHECK(b.ids.begin % 25000 == 0);
+  }
+  check_cover(plan);
+  // whole dates: a multiple of the chunk's dates, still several blocks
+  const auto whole = plan_blocks(100, 4000, 5, 8, std::size_t(64) << 20, {13, 500});
+  CHECK(whole.block_ids == 4000);
+  CHECK(whole.block_dates % 13 == 0);
+  CHECK(whole.blocks.size() >= 4);
+  check_cover(whole);
+  // a chunk above the cap but within the budget is one block, not cut
+  const auto big = plan_blocks(100, 400000, 5, 8, budget, {4, 100000}, cap);
+  CHECK(big.block_dates == 4);
+  CHECK(big.block_ids == 100000);
+  check_cover(big);
+  // a budget that cannot hold the chunk's dates cuts them rather than fail
+  const auto small = plan_blocks(200, 1000, 5, 8, 60000, {200, 100});  // 200 dates of one row: 72 kB
+  CHECK(small.block_dates < 200);
+  check_cover(small);
+  for (auto [T, N, K] : {std::tuple<Index, Index, Index>{7, 1001, 3}, {200, 17, 5}, {5, 99999, 2}})
+    for (std::size_t b : {std::size_t(4096), std::size_t(1) << 16, std::size_t(1) << 26}) {
+      CAPTURE(T, N, K, b);
+      check_cover(plan_blocks(T, N, K, 8, b, {3, 7}));
+      check_cover(plan_blocks(T, N, K, 8, b, {3, 7}, 1000));
+    }
 }

@@ -21,9 +21,10 @@ cases = 0
 with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
     rng = np.random.default_rng(2026)
     for dtype in (np.float64, np.float32):
-        # contiguous; h5py's own chunk shapes; deflated (1, ids, K) chunks with and
-        # without shuffle, which cvest inflates itself; deflated other shapes
-        for chunks in (None, True, "gzip_shuffle", "gzip", "gzip_other"):
+        # contiguous; h5py's own chunk shapes, plain and deflated (which split
+        # the columns); deflated (1, ids, K) chunks with and without shuffle;
+        # deflated (2, 700, K): cvest decodes every chunked one itself
+        for chunks in (None, True, "gzip_h5py", "gzip_shuffle", "gzip", "gzip_other"):
             T, N, K = 13, 3001, 5
             # values over many binades, both signs: products round
             m = (rng.uniform(-1, 1, (N, K)) * 2.0 ** rng.integers(-30, 30, (N, K))).astype(dtype)
@@ -32,7 +33,10 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
             tag = f"{np.dtype(dtype).name}_{chunks if isinstance(chunks, str) else 'chunked' if chunks else 'contiguous'}"
             src = os.path.join(work, f"in_{tag}.h5")
             with h5py.File(src, "w") as f:
-                if isinstance(chunks, str):
+                if chunks == "gzip_h5py":  # what compression="gzip" alone gives
+                    f.create_dataset("multBy", data=m, compression="gzip")
+                    f.create_dataset("discount", data=d, compression="gzip")
+                elif isinstance(chunks, str):
                     shape = (2, 700, K) if chunks == "gzip_other" else (1, 1000, K)  # 3001 ids: a partial last chunk
                     f.create_dataset("multBy", data=m, chunks=(1000, K), compression="gzip")
                     f.create_dataset("discount", data=d, chunks=shape, compression="gzip",

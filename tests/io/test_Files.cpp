@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace cvest;
 using namespace cvest::io;
@@ -183,6 +185,28 @@ TEST_CASE("an output never committed leaves nothing behind", "[io]") {
     CHECK(entry.path().filename().string().find("abandoned") == std::string::npos);
 }
 
+TEST_CASE("temporary files of killed runs on this host are removed by the next run", "[io]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("killed.h5");
+  const std::string ours = temp_path_for(path.string());
+  const std::string prefix = ours.substr(0, ours.rfind('-') + 1);  // .killed.h5.tmp-HOST-
+  REQUIRE(prefix.find(".killed.h5.tmp-") != std::string::npos);
+  const pid_t child = ::fork();  // a process id that no longer runs
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  ::waitpid(child, nullptr, 0);
+  const std::string dead = prefix + std::to_string(child), running = prefix + std::to_string(::getppid());
+  const std::string other_host = (path.parent_path() / ".killed.h5.tmp-elsewhere-1").string();
+  const std::string unrelated = (path.parent_path() / ".killed.h5.tmp-notes").string();
+  for (const auto& f : {dead, running, other_host, unrelated}) std::ofstream(f) << "half-written";
+  { OutputFile out({path.string(), "cv", 1, 10, 3, Precision::f64, "none", 4, 0, true}); }
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(running));     // another run of the same output, still going
+  CHECK(fs::exists(other_host));  // its process id means nothing here
+  CHECK(fs::exists(unrelated));
+  for (const auto& f : {running, other_host, unrelated}) fs::remove(f);
+}
+
 TEST_CASE("output paths are checked before any work", "[io]") {
   const auto existing = scratch("exists.h5");
   std::ofstream(existing) << "x";
@@ -215,54 +239,65 @@ TEST_CASE("an output the disk cannot hold is refused before anything is written"
   CHECK_NOTHROW(OutputFile(spec));
 }
 
-TEST_CASE("deflated inputs are inflated by cvest, chunk by chunk, like HDF5 would", "[io][deflate]") {
+TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would", "[io][deflate]") {
   quiet_hdf5_errors();
-  const Index T = 5, N = 2503, K = 3, C = 500;  // 2503 ids: the last chunk is partial
+  const Index T = 5, N = 2503, K = 3;  // every chunk shape below has partial chunks at the ends
   std::vector<double> values(std::size_t(T * N * K)), m(std::size_t(N * K), 1.0);
   for (std::size_t j = 0; j < values.size(); ++j) values[j] = std::ldexp(double(j % 977) - 488.5, int(j % 61) - 30);
-  for (const bool shuffle : {true, false}) {
-    const auto path = scratch(shuffle ? "deflated_shuffle.h5" : "deflated.h5");
-    {  // written through HDF5's own filters
-      File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-      const hsize_t dims[3] = {hsize_t(T), hsize_t(N), hsize_t(K)}, chunk[3] = {1, hsize_t(C), hsize_t(K)};
-      const hsize_t mdims[2] = {hsize_t(N), hsize_t(K)};
-      Dataspace s(H5Screate_simple(3, dims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
-      PropList create(H5Pcreate(H5P_DATASET_CREATE));
-      H5Pset_chunk(create.get(), 3, chunk);
-      if (shuffle) H5Pset_shuffle(create.get());
-      H5Pset_deflate(create.get(), 6);
-      Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
-      Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-      REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
-      REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+  enum class Filters { none, deflate, shuffle_deflate };
+  // cvest's own (1, ids, K); h5py's default choice, one column per chunk;
+  // columns split unevenly; all dates in one chunk
+  const std::array<hsize_t, 3> shapes[] = {{1, 500, 3}, {2, 700, 1}, {3, 400, 2}, {5, 300, 3}};
+  for (const auto& chunk : shapes)
+    for (const Filters filters : {Filters::none, Filters::deflate, Filters::shuffle_deflate}) {
+      CAPTURE(chunk[0], chunk[1], chunk[2], int(filters));
+      const auto path = scratch("chunked.h5");
+      {  // written through HDF5's own filters
+        File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+        const hsize_t dims[3] = {hsize_t(T), hsize_t(N), hsize_t(K)}, mdims[2] = {hsize_t(N), hsize_t(K)};
+        Dataspace s(H5Screate_simple(3, dims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
+        PropList create(H5Pcreate(H5P_DATASET_CREATE));
+        H5Pset_chunk(create.get(), 3, chunk.data());
+        if (filters == Filters::shuffle_deflate) H5Pset_shuffle(create.get());
+        if (filters != Filters::none) H5Pset_deflate(create.get(), 6);
+        Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+        Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
+        REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+      }
+      const InputFile input(path.string(), "multBy", "discount");
+      // plain (1, ids, K) chunks are read straight into blocks instead
+      const bool decoded = filters != Filters::none || chunk[0] != 1 || Index(chunk[2]) != K;
+      CHECK(input.decoded_chunk() ==
+            (decoded ? std::array<Index, 2>{Index(chunk[0]), Index(chunk[1])} : std::array<Index, 2>{0, 0}));
+      {
+        File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+        Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
+        CHECK(ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_DOUBLE, K));
+        CHECK_FALSE(ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_FLOAT, K));  // a conversion: HDF5's
+      }
+      // blocks cutting chunks at every side, one in the partial last chunks,
+      // one id, the whole cube
+      for (const Block b : {Block{{1, 3}, {250, 1750}}, Block{{0, 5}, {2000, N}}, Block{{4, 5}, {0, 1}},
+                            Block{{2, 3}, {N - 1, N}}, Block{{0, T}, {0, N}}}) {
+        CAPTURE(b.dates.begin, b.dates.end, b.ids.begin, b.ids.end);
+        std::vector<double> got(std::size_t(b.dates.size() * b.ids.size() * K));
+        std::vector<float> got32(got.size());
+        input.read_discount(b, Precision::f64, got.data());
+        input.read_discount(b, Precision::f32, got32.data());
+        std::size_t wrong = 0, wrong32 = 0;
+        for (Index t = b.dates.begin; t < b.dates.end; ++t)
+          for (Index i = b.ids.begin; i < b.ids.end; ++i)
+            for (Index k = 0; k < K; ++k) {
+              const double want = values[std::size_t((t * N + i) * K + k)];
+              const std::size_t at = std::size_t(((t - b.dates.begin) * b.ids.size() + (i - b.ids.begin)) * K + k);
+              wrong += std::memcmp(&got[at], &want, sizeof want) != 0;
+              wrong32 += got32[at] != float(want);
+            }
+        CHECK(wrong == 0);
+        CHECK(wrong32 == 0);
+      }
     }
-    const InputFile input(path.string(), "multBy", "discount");
-    CHECK(input.deflated_chunk_ids() == C);
-    {
-      File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-      Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
-      CHECK(DeflatedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, K));
-      CHECK_FALSE(DeflatedCube::open(d, path.string(), H5T_NATIVE_FLOAT, K));  // a conversion: HDF5 reads it
-    }
-    // blocks cutting chunks at both ends, and one ending in the partial chunk
-    for (const Block b : {Block{{1, 3}, {250, 1750}}, Block{{0, 5}, {2000, N}}, Block{{4, 5}, {0, 1}}}) {
-      std::vector<double> got(std::size_t(b.dates.size() * b.ids.size() * K));
-      std::vector<float> got32(got.size());
-      input.read_discount(b, Precision::f64, got.data());
-      input.read_discount(b, Precision::f32, got32.data());
-      std::size_t wrong = 0, wrong32 = 0;
-      for (Index t = b.dates.begin; t < b.dates.end; ++t)
-        for (Index i = b.ids.begin; i < b.ids.end; ++i)
-          for (Index k = 0; k < K; ++k) {
-            const double want = values[std::size_t((t * N + i) * K + k)];
-            const std::size_t at = std::size_t(((t - b.dates.begin) * b.ids.size() + (i - b.ids.begin)) * K + k);
-            wrong += std::memcmp(&got[at], &want, sizeof want) != 0;
-            wrong32 += got32[at] != float(want);
-          }
-      CHECK(wrong == 0);
-      CHECK(wrong32 == 0);
-    }
-  }
 }
 
 TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[io][deflate]") {
@@ -282,7 +317,7 @@ TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[
   }
   File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
-  const auto cube = DeflatedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, 5);
+  const auto cube = ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_DOUBLE, 5);
   REQUIRE(cube);
   std::vector<double> buffer(500);
   // date 0 was never written: not read here (HDF5 supplies its fill values)

@@ -5,7 +5,9 @@ string attributes, the file's chunks (in its encoding), and values equal to
 NumPy's multBy[None] * discount bit for bit, eagerly and as a Dask-backed
 array over the file's chunks;
 dask.array.from_array over the h5py dataset computes the same bits. For
-double and float outputs, both layouts, plain and gzip-compressed.
+double and float outputs, both layouts, plain and gzip-compressed. And
+inputs that xarray (to_netcdf with zlib, its own chunks) and Dask (to_hdf5,
+its chunks) wrote give the same bits through cvest.
 
     xarray_dask_peer.py CVEST_BINARY
 """
@@ -100,6 +102,33 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
                 problems.append("dask.array.from_array values differ from NumPy")
         print(f"{'FAIL' if problems else 'ok'} {tag}" + (": " + "; ".join(problems) if problems else
                                                           ": dims, coordinates, attributes, values (eager, Dask)"))
+        failures += bool(problems)
+
+    # inputs as xarray and Dask write them
+    xr_src = os.path.join(work, "in_xarray.nc")
+    xr.Dataset({"multBy": (("id", "col"), m), "discount": (("date", "id", "col"), d)}).to_netcdf(
+        xr_src, engine="h5netcdf", encoding={v: {"zlib": True, "complevel": 4} for v in ("multBy", "discount")})
+    dask_src = os.path.join(work, "in_dask.h5")
+    da.to_hdf5(dask_src, {"/multBy": da.from_array(m, chunks=(1500, K)),
+                          "/discount": da.from_array(d, chunks=(4, 1500, K))})
+    expected = m[None] * d
+    for tag, path in (("xarray_input", xr_src), ("dask_input", dask_src)):
+        cases += 1
+        with h5py.File(path, "r") as f:
+            chunks, compression = f["discount"].chunks, f["discount"].compression
+        out = os.path.join(work, f"cv_{tag}.h5")
+        deck = os.path.join(work, f"deck_{tag}.toml")
+        with open(deck, "w") as fh:
+            fh.write(f'[input]\nfile = "{path}"\n[output]\nfile = "{out}"\n'
+                     f'[run]\nlayout = ["right", "left"]\nstrategy = "flat"\nmemory_budget = "4MiB"\n')
+        run = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
+        problems = [] if run.returncode == 0 else [f"cvest run exit {run.returncode}: {run.stderr.strip()}"]
+        if not problems:
+            with h5py.File(out, "r") as f:
+                if not bitwise(f["cv"][...], expected):
+                    problems.append("values differ from NumPy")
+        print(f"{'FAIL' if problems else 'ok'} {tag} (chunks {chunks}, {compression})" +
+              (": " + "; ".join(problems) if problems else ": bit for bit"))
         failures += bool(problems)
 
 print(f"{cases - failures} passed, {failures} failed")
