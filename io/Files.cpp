@@ -51,7 +51,9 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
   H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
   if (gzip_level == 0) H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
   const hid_t type = precision == Precision::f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
-  Dataset ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+  PropList link(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(link.get(), 1);  // "results/cv": the group comes with it
+  Dataset ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), link.get(), create.get(), H5P_DEFAULT));
   if (!ds) throw IoError(shown + ": cannot create dataset '" + name + "'");
   return ds;
 }
@@ -633,7 +635,9 @@ void OutputFile::write(const Block& b, const void* buffer) {
 void OutputFile::commit(const std::map<std::string, std::string>& attributes) {
   raw_.reset();
   for (const auto& [k, v] : attributes) write_string_attribute(ds_.get(), k, v);
-  attach_dimension_scales(file_, ds_, {"date", "id", "col"}, {spec_.T, spec_.N, spec_.K}, spec_.path);
+  const std::size_t slash = spec_.dataset.rfind('/');
+  attach_dimension_scales(file_, ds_, slash == std::string::npos ? "" : spec_.dataset.substr(0, slash + 1),
+                          {"date", "id", "col"}, {spec_.T, spec_.N, spec_.K}, spec_.path);
   ds_.reset();
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(spec_.path + ": flush failed (disk full?)");
   file_.reset();

@@ -168,14 +168,15 @@ std::string read_string_attribute(hid_t object, const std::string& name) {
   return value.substr(0, value.find('\0'));
 }
 
-void attach_dimension_scales(const File& file, const Dataset& ds, const std::vector<std::string>& names,
-                             const std::vector<Index>& dims, const std::string& path) {
+void attach_dimension_scales(const File& file, const Dataset& ds, const std::string& group,
+                             const std::vector<std::string>& names, const std::vector<Index>& dims,
+                             const std::string& path) {
   for (std::size_t d = 0; d < names.size(); ++d) {
     std::vector<std::int64_t> values(dims[d]);
     for (Index i = 0; i < dims[d]; ++i) values[i] = i;
     hsize_t n = hsize_t(dims[d]);
     Dataspace space(H5Screate_simple(1, &n, nullptr));
-    Dataset scale(H5Dcreate2(file.get(), names[d].c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+    Dataset scale(H5Dcreate2(file.get(), (group + names[d]).c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT,
                              H5P_DEFAULT));
     if (!scale) throw IoError(path + ": cannot create dimension scale '" + names[d] + "'");
     if (n > 0 && H5Dwrite(scale.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)

@@ -94,9 +94,12 @@ std::array<Index, 3> cube_chunk(Index N, Index K, std::size_t element_size, std:
 void write_string_attribute(hid_t object, const std::string& name, const std::string& value);
 std::string read_string_attribute(hid_t object, const std::string& name);  // "" when absent
 
-// Makes `scale_name` datasets of 0..n-1 into dimension scales named `date`,
-// `id`, `col` and attaches them to dimension d of `ds`.
-void attach_dimension_scales(const File& file, const Dataset& ds, const std::vector<std::string>& names,
+// Makes datasets `group` + names[d] of 0..dims[d]-1 (group: "" for the
+// root, else ending in '/'), makes each a dimension scale named names[d] and
+// attaches it to dimension d of `ds`: the scales sit beside the dataset, so
+// xarray opening that group sees named dimensions.
+void attach_dimension_scales(const File& file, const Dataset& ds, const std::string& group,
+                             const std::vector<std::string>& names,
                              const std::vector<Index>& dims, const std::string& path);
 
 }  // namespace cvest::io

@@ -7,7 +7,9 @@ array over the file's chunks;
 dask.array.from_array over the h5py dataset computes the same bits. For
 double and float outputs, both layouts, plain and gzip-compressed. And
 inputs that xarray (to_netcdf with zlib, its own chunks) and Dask (to_hdf5,
-its chunks) wrote give the same bits through cvest.
+its chunks) wrote give the same bits through cvest. Datasets in groups: an
+input's in /market/2026, the output in results/ (created), which xarray
+opens as a group with its dimensions.
 
     xarray_dask_peer.py CVEST_BINARY
 """
@@ -130,6 +132,29 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
         print(f"{'FAIL' if problems else 'ok'} {tag} (chunks {chunks}, {compression})" +
               (": " + "; ".join(problems) if problems else ": bit for bit"))
         failures += bool(problems)
+
+    # datasets in groups, in and out
+    cases += 1
+    grouped = os.path.join(work, "in_groups.h5")
+    with h5py.File(grouped, "w") as f:
+        f["market/2026/multBy"], f["market/2026/discount"] = m, d
+    out = os.path.join(work, "cv_groups.h5")
+    deck = os.path.join(work, "deck_groups.toml")
+    with open(deck, "w") as fh:
+        fh.write(f'[input]\nfile = "{grouped}"\nmultby = "/market/2026/multBy"\ndiscount = "market/2026/discount"\n'
+                 f'[output]\nfile = "{out}"\ndataset = "results/cv"\n'
+                 f'[run]\nstrategy = ["flat", "per_id"]\nmemory_budget = "4MiB"\n')
+    run = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
+    problems = [] if run.returncode == 0 else [f"cvest run exit {run.returncode}: {run.stderr.strip()}"]
+    if not problems:
+        with xr.open_dataset(out, engine="h5netcdf", group="results") as ds:
+            if ds["cv"].dims != ("date", "id", "col"):
+                problems.append(f"dims {ds['cv'].dims}")
+            if not bitwise(ds["cv"].values, expected):
+                problems.append("values differ from NumPy")
+    print(f"{'FAIL' if problems else 'ok'} groups" + (": " + "; ".join(problems) if problems else
+                                                      ": results/cv with its dimensions, bit for bit"))
+    failures += bool(problems)
 
 print(f"{cases - failures} passed, {failures} failed")
 sys.exit(1 if failures else 0)
