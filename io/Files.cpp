@@ -316,7 +316,7 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   thread_local std::vector<unsigned char> packed, inflated, plain;
   const auto [ct, ci, ck] = chunk_;
   const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
-  const std::size_t chunk_bytes = std::size_t(ct * ci) * chunk_row;
+  const std::size_t chunk_bytes = this->chunk_bytes();
   auto* out = static_cast<unsigned char*>(buffer);
   for (Index tc = b.dates.begin - b.dates.begin % ct; tc < b.dates.end; tc += ct)
     for (Index ic = b.ids.begin - b.ids.begin % ci; ic < b.ids.end; ic += ci)
@@ -367,12 +367,17 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   return true;
 }
 
-CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K)
+CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
+                       std::size_t scratch_bytes)
     : ds_(ds), path_(path), name_(name), K_(K) {
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
     raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
     if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path, path, native_type(p), K);
+    if (chunked_[k] && 3.0 * double(chunked_[k]->chunk_bytes()) *
+                               double(Kokkos::DefaultHostExecutionSpace().concurrency()) >
+                           double(scratch_bytes))
+      chunked_[k].reset();
   }
 }
 
@@ -405,7 +410,7 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
     throw InputError(path + ": dataset '" + multby + "' is " + dims_text(m.dims) + ", expected (" + std::to_string(d.dims[1]) +
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision};
-  discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K);
+  discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes);
 }
 
 void InputFile::read_multby(Range ids, Precision precision, void* buffer) const {

@@ -64,6 +64,7 @@ class ChunkedCube {
   // of its chunks once; one that cuts a chunk decodes it again for the next.
   Index chunk_dates() const { return chunk_[0]; }
   Index chunk_ids() const { return chunk_[1]; }
+  std::size_t chunk_bytes() const { return std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * es_; }
   // False when a chunk the block needs is not in the file (HDF5 supplies
   // fill values then).
   bool read(const Block& block, void* buffer) const;
@@ -85,7 +86,11 @@ class ChunkedCube {
 // H5Dread. Safe from several threads.
 class CubeReader {
  public:
-  CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K);
+  // `scratch_bytes`: what decoding may hold (three chunk-sized buffers per
+  // host thread, in place of HDF5's chunk cache); larger chunks go through
+  // H5Dread.
+  CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
+             std::size_t scratch_bytes = std::size_t(64) << 20);
   void read(const Block& block, Precision precision, void* buffer) const;
   // The (dates, ids) extent of the chunks it decodes itself; {0, 0} when it
   // reads otherwise (any block shape is then as good as another).

@@ -275,6 +275,15 @@ TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would"
         Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
         CHECK(ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_DOUBLE, K));
         CHECK_FALSE(ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_FLOAT, K));  // a conversion: HDF5's
+        // chunks whose decoding would not fit the scratch allowed go through
+        // HDF5, with the same result
+        const CubeReader tight(d, path.string(), "discount", N, K, 1);
+        CHECK(tight.decoded_chunk() == std::array<Index, 2>{0, 0});
+        const Block b{{1, 4}, {333, 2222}};
+        std::vector<double> via_hdf5(std::size_t(b.dates.size() * b.ids.size() * K)), decoded(via_hdf5.size());
+        tight.read(b, Precision::f64, via_hdf5.data());
+        input.read_discount(b, Precision::f64, decoded.data());
+        CHECK(std::memcmp(via_hdf5.data(), decoded.data(), decoded.size() * sizeof(double)) == 0);
       }
       // blocks cutting chunks at every side, one in the partial last chunks,
       // one id, the whole cube
