@@ -387,6 +387,36 @@ std::array<Index, 2> CubeReader::decoded_chunk() const {
   return {0, 0};
 }
 
+CubeStorage CubeReader::storage(Precision precision) const {
+  CubeStorage st;
+  PropList create(H5Dget_create_plist(ds_.get()));
+  if (H5Pget_layout(create.get()) == H5D_CHUNKED) {
+    hsize_t chunk[3] = {0, 0, 0};
+    const int rank = H5Pget_chunk(create.get(), 3, chunk);
+    for (int d = 0; d < rank; ++d) st.chunk.push_back(Index(chunk[d]));
+  }
+  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
+    char name[64] = {};
+    unsigned flags = 0, config = 0;
+    std::size_t nvalues = 0;
+    H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, sizeof name, name, &config);
+    st.filters.emplace_back(name[0] ? name : "filter");
+  }
+  const int k = precision == Precision::f64 ? 0 : 1;
+  st.read_by = raw_[k] ? "pread" : chunked_[k] ? "decode" : "hdf5";
+  return st;
+}
+
+std::string to_text(const CubeStorage& st) {
+  std::string text = st.chunk.empty() ? "contiguous" : "chunks (";
+  for (std::size_t d = 0; d < st.chunk.size(); ++d)
+    text += std::to_string(st.chunk[d]) + (d + 1 < st.chunk.size() ? ", " : ")");
+  for (const auto& f : st.filters) text += ", " + f;
+  return text + (st.read_by == "pread"    ? "; read with pread"
+                 : st.read_by == "decode" ? "; decoded by cvest's threads"
+                                          : "; read by HDF5 (H5Dread, one thread at a time)");
+}
+
 void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   const int k = precision == Precision::f64 ? 0 : 1;
   if (raw_[k] && raw_[k]->read(b, buffer)) return;

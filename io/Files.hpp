@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cvest::io {
 
@@ -80,6 +81,15 @@ class ChunkedCube {
   int deflate_index_ = -1, shuffle_index_ = -1;  // positions in the filter pipeline; -1: absent
 };
 
+// How a dataset is stored and which path reads it: a report says so, so that
+// a slow read can be told from a slow machine.
+struct CubeStorage {
+  std::vector<Index> chunk;          // empty when contiguous
+  std::vector<std::string> filters;  // HDF5's names, in pipeline order
+  std::string read_by;               // "pread", "decode" (cvest's threads) or "hdf5" (H5Dread)
+};
+std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), deflate; decoded by cvest's threads"
+
 // Reads blocks of a (T, N, K) dataset in C order, converted to the asked
 // precision, by the fastest path that applies: pread straight into the block
 // (RawCube), decoding whole chunks on the calling thread (ChunkedCube), else
@@ -95,6 +105,7 @@ class CubeReader {
   // The (dates, ids) extent of the chunks it decodes itself; {0, 0} when it
   // reads otherwise (any block shape is then as good as another).
   std::array<Index, 2> decoded_chunk() const;
+  CubeStorage storage(Precision precision) const;
 
  private:
   const Dataset& ds_;
@@ -125,6 +136,7 @@ class InputFile {
   // discount's chunk extent (dates, ids) when cvest decodes its chunks
   // itself, else {0, 0}: blocks of whole chunks decode each chunk once.
   std::array<Index, 2> decoded_chunk() const { return discount_reader_->decoded_chunk(); }
+  CubeStorage discount_storage(Precision precision) const { return discount_reader_->storage(precision); }
 
  private:
   std::string path_, multby_name_, discount_name_;

@@ -96,6 +96,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   rep.K = shape.K;
   const Precision precision = deck.run.precision.value_or(shape.precision);
   const std::size_t es = element_size(precision);
+  rep.input_storage = input.discount_storage(precision);
+  fmt::print(progress, "cvest: {} '{}': {}\n", deck.input.file, deck.input.discount, to_text(rep.input_storage));
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
                                                : cube_chunk(shape.N, shape.K, es)[1];
@@ -276,8 +278,9 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}, {} blocks\n", rep.deck, rep.T,
              rep.N, rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)),
              rep.plan.blocks.size());
-  fmt::print(out, "copy roof (same run, block-sized): {:.1f} GB/s regular, {:.1f} GB/s streaming\n\n",
+  fmt::print(out, "copy roof (same run, block-sized): {:.1f} GB/s regular, {:.1f} GB/s streaming\n",
              rep.roof.copy_GBps, rep.roof.copy_streaming_GBps);
+  fmt::print(out, "input: {}\n\n", to_text(rep.input_storage));
   fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9}  {}\n", "strategy",
              "layout", "prec", "pipeline", "total s", "read", "h2d", "kernel", "d2h", "write", "GB/s in", "k.roof",
              "peak RSS", "output");
@@ -309,6 +312,10 @@ nlohmann::json to_json(const RunReport& rep) {
   j["output_compression"] = rep.output_compression;
   j["output_gzip_level"] = rep.output_gzip_level;
   j["output_chunk_ids"] = rep.output_chunk_ids;
+  j["input_storage"] = {{"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)
+                                                                   : nlohmann::json(rep.input_storage.chunk)},
+                        {"filters", rep.input_storage.filters},
+                        {"read_by", rep.input_storage.read_by}};
   j["shape"] = {{"dates", rep.T}, {"ids", rep.N}, {"cols", rep.K}};
   j["memory_budget_bytes"] = rep.memory_budget;
   j["roof"] = {{"copy_GBps", rep.roof.copy_GBps}, {"copy_streaming_GBps", rep.roof.copy_streaming_GBps}};

@@ -6,6 +6,7 @@
 #include "core/Pipeline.hpp"
 #include "core/Plan.hpp"
 #include "core/Spaces.hpp"
+#include "io/Files.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,7 @@ struct RunReport {
   std::string output_compression = "none";  // "none" or "gzip"
   int output_gzip_level = 0;                // 0 when not compressed
   Index output_chunk_ids = 0;               // ids per (1, ids, K) output chunk
+  CubeStorage input_storage;                // discount's, and how it is read
   Index T = 0, N = 0, K = 0;
   std::size_t memory_budget = 0;
   BlockPlan plan;

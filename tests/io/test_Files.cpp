@@ -279,6 +279,14 @@ TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would"
         // HDF5, with the same result
         const CubeReader tight(d, path.string(), "discount", N, K, 1);
         CHECK(tight.decoded_chunk() == std::array<Index, 2>{0, 0});
+        CHECK(tight.storage(Precision::f64).read_by == (decoded ? "hdf5" : "pread"));
+        const auto storage = input.discount_storage(Precision::f64);
+        CHECK(storage.read_by == (decoded ? "decode" : "pread"));
+        CHECK(input.discount_storage(Precision::f32).read_by == "hdf5");  // a conversion
+        CHECK(storage.chunk == std::vector<Index>{Index(chunk[0]), Index(chunk[1]), Index(chunk[2])});
+        CHECK(storage.filters == (filters == Filters::none      ? std::vector<std::string>{}
+                                  : filters == Filters::deflate ? std::vector<std::string>{"deflate"}
+                                                                : std::vector<std::string>{"shuffle", "deflate"}));
         const Block b{{1, 4}, {333, 2222}};
         std::vector<double> via_hdf5(std::size_t(b.dates.size() * b.ids.size() * K)), decoded(via_hdf5.size());
         tight.read(b, Precision::f64, via_hdf5.data());

@@ -58,6 +58,11 @@ csv = "report.csv"
   CHECK(json["output_gzip_level"] == 0);
   CHECK(json["output_chunk_ids"].get<Index>() == report.output_chunk_ids);
   CHECK(report.output_chunk_ids > 0);
+  // generated inputs are (1, ids, K) chunks, unfiltered: read with pread
+  CHECK(json["input_storage"]["chunk"].size() == 3);
+  CHECK(json["input_storage"]["filters"].empty());
+  CHECK(json["input_storage"]["read_by"] == "pread");
+  CHECK(progress.str().find("chunks (1, ") != std::string::npos);
   CHECK(json["machine"]["cpus"].get<int>() >= 1);
   CHECK(json["machine"]["memory_bytes"].get<double>() > 0);
   CHECK_FALSE(json["machine"]["host"].get<std::string>().empty());
