@@ -18,6 +18,12 @@ def _pyplot():
     return plt
 
 
+def input_filters(report):
+    """', gzip input' and the like when the input is filtered (older reports: nothing)."""
+    filters = (report.get("input_storage") or {}).get("filters") or []
+    return f", {'+'.join(filters)} input" if filters else ""
+
+
 def where(report):
     """', on <the GPU or CPU>' from a report's machine facts, or ''."""
     machine = report.get("machine") or {}
@@ -105,7 +111,7 @@ def jobs(report, path):
     a1.set_title(f"cvest run {os.path.basename(report.get('deck', ''))}: {shape['dates']} x {shape['ids']} x "
                  f"{shape['cols']}, {report['backend']} ({report['threads']} threads)"
                  + (f", gzip {report['output_gzip_level']} output" if report.get("output_compression") == "gzip" else "")
-                 + where(report))
+                 + input_filters(report) + where(report))
     a2.bar(list(x), [j["kernel_roof_fraction"] for j in js],
            color=["tab:blue" if j["layout"] == "right" else "tab:orange" for j in js])
     a2.axhline(1.0, color="k", linestyle="--", label="copy roof, block-sized (same run)")
