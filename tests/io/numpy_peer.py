@@ -6,15 +6,15 @@ both precisions; and h5py sees named dimensions and string attributes.
     numpy_peer.py CVEST_BINARY
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 import h5py
 import numpy as np
 
+from cvest_deck import run_deck
+
 cvest = sys.argv[1]
-env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads")
 failures = 0
 cases = 0
 
@@ -46,15 +46,11 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
                     f.create_dataset("discount", data=d, chunks=chunks)
             for layout in ("right", "left"):
                 cases += 1
-                out = os.path.join(work, f"cv_{tag}_{layout}.h5")
-                deck = os.path.join(work, f"deck_{tag}_{layout}.toml")
-                with open(deck, "w") as fh:
-                    fh.write(f'[input]\nfile = "{src}"\n[output]\nfile = "{out}"\n'
-                             f'[run]\nlayout = "{layout}"\nstrategy = ["flat", "elementwise", "per_id"]\n'
-                             f'memory_budget = "2MiB"\n')
-                run = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
-                if run.returncode != 0:
-                    print(f"FAIL {tag} {layout}: exit {run.returncode}\n{run.stderr}")
+                out, error = run_deck(cvest, work, f"{tag}_{layout}", input={"file": src},
+                                      run={"layout": layout, "strategy": ["flat", "elementwise", "per_id"],
+                                           "memory_budget": "2MiB"})
+                if error:
+                    print(f"FAIL {tag} {layout}: {error}")
                     failures += 1
                     continue
                 with h5py.File(out, "r") as f:

@@ -24,8 +24,9 @@ import h5py
 import numpy as np
 import xarray as xr
 
+from cvest_deck import ENV, run_deck
+
 cvest = sys.argv[1]
-env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads")
 failures = 0
 cases = 0
 
@@ -39,7 +40,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
     T, N, K = 11, 6007, 5
     src = os.path.join(work, "in.h5")
     gen = subprocess.run([cvest, "generate", "--dates", str(T), "--ids", str(N), "--cols", str(K), "--out", src],
-                         env=env, capture_output=True, text=True)
+                         env=ENV, capture_output=True, text=True)
     if gen.returncode != 0:
         sys.exit(f"FAIL: cvest generate: exit {gen.returncode}\n{gen.stderr}")
     with h5py.File(src, "r") as f:
@@ -50,15 +51,12 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
         tag = f"{precision}_{layout}_{compression}"
         dtype = np.float64 if precision == "double" else np.float32
         expected = m.astype(dtype)[None] * d.astype(dtype)
-        out = os.path.join(work, f"cv_{tag}.h5")
-        deck = os.path.join(work, f"deck_{tag}.toml")
-        with open(deck, "w") as fh:
-            fh.write(f'[input]\nfile = "{src}"\n[output]\nfile = "{out}"\ncompression = "{compression}"\n'
-                     f'chunk = 1000\n[run]\nlayout = "{layout}"\nprecision = "{precision}"\nstrategy = "flat"\n'
-                     f'memory_budget = "4MiB"\n')
-        run = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
-        if run.returncode != 0:
-            print(f"FAIL {tag}: cvest run exit {run.returncode}\n{run.stderr}")
+        out, error = run_deck(cvest, work, tag, input={"file": src},
+                              output={"compression": compression, "chunk": 1000},
+                              run={"layout": layout, "precision": precision, "strategy": "flat",
+                                   "memory_budget": "4MiB"})
+        if error:
+            print(f"FAIL {tag}: {error}")
             failures += 1
             continue
         problems = []
@@ -118,13 +116,9 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
         cases += 1
         with h5py.File(path, "r") as f:
             chunks, compression = f["discount"].chunks, f["discount"].compression
-        out = os.path.join(work, f"cv_{tag}.h5")
-        deck = os.path.join(work, f"deck_{tag}.toml")
-        with open(deck, "w") as fh:
-            fh.write(f'[input]\nfile = "{path}"\n[output]\nfile = "{out}"\n'
-                     f'[run]\nlayout = ["right", "left"]\nstrategy = "flat"\nmemory_budget = "4MiB"\n')
-        run = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
-        problems = [] if run.returncode == 0 else [f"cvest run exit {run.returncode}: {run.stderr.strip()}"]
+        out, error = run_deck(cvest, work, tag, input={"file": path},
+                              run={"layout": ["right", "left"], "strategy": "flat", "memory_budget": "4MiB"})
+        problems = [error] if error else []
         if not problems:
             with h5py.File(out, "r") as f:
                 if not bitwise(f["cv"][...], expected):
@@ -138,14 +132,11 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
     grouped = os.path.join(work, "in_groups.h5")
     with h5py.File(grouped, "w") as f:
         f["market/2026/multBy"], f["market/2026/discount"] = m, d
-    out = os.path.join(work, "cv_groups.h5")
-    deck = os.path.join(work, "deck_groups.toml")
-    with open(deck, "w") as fh:
-        fh.write(f'[input]\nfile = "{grouped}"\nmultby = "/market/2026/multBy"\ndiscount = "market/2026/discount"\n'
-                 f'[output]\nfile = "{out}"\ndataset = "results/cv"\n'
-                 f'[run]\nstrategy = ["flat", "per_id"]\nmemory_budget = "4MiB"\n')
-    run = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
-    problems = [] if run.returncode == 0 else [f"cvest run exit {run.returncode}: {run.stderr.strip()}"]
+    out, error = run_deck(cvest, work, "groups",
+                          input={"file": grouped, "multby": "/market/2026/multBy", "discount": "market/2026/discount"},
+                          output={"dataset": "results/cv"},
+                          run={"strategy": ["flat", "per_id"], "memory_budget": "4MiB"})
+    problems = [error] if error else []
     if not problems:
         with xr.open_dataset(out, engine="h5netcdf", group="results") as ds:
             if ds["cv"].dims != ("date", "id", "col"):
