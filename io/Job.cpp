@@ -10,6 +10,7 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -45,8 +46,18 @@ std::string first_difference(const void* expected, const void* found, const Bloc
   const std::size_t n = std::size_t(b.dates.size() * b.ids.size() * K);
   const std::size_t es = element_size(p);
   if (std::memcmp(expected, found, n * es) == 0) return "";
+  // Any NaN matches a NaN: where both factors are NaN, IEEE 754 leaves which
+  // payload the product carries to the implementation, and compilers commute
+  // a multiplication's operands freely, so two kernels (or NumPy) may differ
+  // in that NaN's bits. Everything else must match bit for bit.
+  const auto both_nan = [&](std::size_t j) {
+    return p == Precision::f64
+               ? std::isnan(static_cast<const double*>(expected)[j]) && std::isnan(static_cast<const double*>(found)[j])
+               : std::isnan(static_cast<const float*>(expected)[j]) && std::isnan(static_cast<const float*>(found)[j]);
+  };
   for (std::size_t j = 0; j < n; ++j)
-    if (std::memcmp(static_cast<const char*>(expected) + j * es, static_cast<const char*>(found) + j * es, es) != 0) {
+    if (std::memcmp(static_cast<const char*>(expected) + j * es, static_cast<const char*>(found) + j * es, es) != 0 &&
+        !both_nan(j)) {
       const Index t = b.dates.begin + Index(j) / (b.ids.size() * K);
       const Index i = b.ids.begin + Index(j) / K % b.ids.size();
       const Index k = Index(j) % K;

@@ -89,3 +89,39 @@ TEST_CASE("verify catches a single flipped element and names it", "[job]") {
   CHECK_THROWS_AS(verify_output({out, in}, progress), VerifyError);
   CHECK_THROWS_WITH(verify_output({out, in}, progress), Catch::Contains("at [2, 317, 1]: found 42"));
 }
+
+TEST_CASE("a NaN matches any NaN (IEEE leaves a NaN x NaN payload open); nothing else is loosened", "[job]") {
+  quiet_hdf5_errors();
+  const auto dir = fresh_dir("nan");
+  const auto in = (dir / "in.h5").string(), out = (dir / "cv.h5").string();
+  generate_input(in, {2, 100, 3, 5, Precision::f64}, false);
+  const auto bits = [](std::uint64_t b) {
+    double v;
+    std::memcpy(&v, &b, sizeof v);
+    return v;
+  };
+  const double nan_a = bits(0x7ff8000000000001ull), nan_b = bits(0xfff8000000000abcull);
+  {  // multBy(7, 1) and discount(1, 7, 1) NaN with different payloads and signs
+    File f(H5Fopen(in.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    Dataset m(H5Dopen2(f.get(), "multBy", H5P_DEFAULT)), d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
+    write_hyperslab(m, H5T_NATIVE_DOUBLE, {7, 1}, {1, 1}, &nan_a, "multBy");
+    write_hyperslab(d, H5T_NATIVE_DOUBLE, {1, 7, 1}, {1, 1, 1}, &nan_b, "discount");
+  }
+  std::ofstream(dir / "deck.toml") << "[input]\nfile = \"in.h5\"\n[output]\nfile = \"cv.h5\"\n";
+  std::ostringstream progress;
+  run_deck(load_deck((dir / "deck.toml").string()), progress);
+  const auto put = [&](const std::array<Index, 3>& at, double value) {
+    File f(H5Fopen(out.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    Dataset ds(H5Dopen2(f.get(), "cv", H5P_DEFAULT));
+    write_hyperslab(ds, H5T_NATIVE_DOUBLE, {at[0], at[1], at[2]}, {1, 1, 1}, &value, "cv");
+  };
+  for (const double either : {nan_a, nan_b}) {  // either factor's payload matches
+    put({1, 7, 1}, either);
+    CHECK_NOTHROW(verify_output({out, in}, progress));
+  }
+  put({0, 7, 1}, 1.0);  // a number where the product is NaN
+  CHECK_THROWS_WITH(verify_output({out, in}, progress), Catch::Contains("at [0, 7, 1]: found 1, expected nan"));
+  put({0, 7, 1}, nan_a);
+  put({0, 8, 1}, nan_b);  // a NaN where the product is a number
+  CHECK_THROWS_WITH(verify_output({out, in}, progress), Catch::Contains("at [0, 8, 1]: found -nan"));
+}
