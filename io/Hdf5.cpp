@@ -66,6 +66,26 @@ hid_t native_type(Precision precision) {
   return precision == Precision::f64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
 }
 
+namespace {
+
+// The messages on HDF5's error stack for the call that just failed, innermost
+// first ("unable to lock file, errno = 11, ..."): printing is off, the stack
+// is still kept.
+std::string hdf5_error_messages() {
+  std::string text;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        auto& t = *static_cast<std::string*>(data);
+        if (e->desc && *e->desc) t += (t.empty() ? "" : "; ") + std::string(e->desc);
+        return 0;
+      },
+      &text);
+  return text;
+}
+
+}  // namespace
+
 File open_input_file(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw InputError(path + ": no such file");
@@ -73,7 +93,14 @@ File open_input_file(const std::string& path) {
   if (!std::ifstream(path)) throw InputError(path + ": cannot be opened for reading");
   if (H5Fis_hdf5(path.c_str()) <= 0) throw InputError(path + ": not an HDF5 file");
   File file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!file) throw InputError(path + ": cannot be opened as HDF5 (truncated or damaged?)");
+  if (!file) {
+    // Opened for writing elsewhere (a notebook's h5py.File(..., "a")), HDF5's
+    // file lock refuses readers: say so rather than blame the file.
+    if (hdf5_error_messages().find("lock") != std::string::npos)
+      throw InputError(path + ": locked by a process that has it open for writing (h5py in 'r+', 'a' or 'w' mode?); "
+                              "close it there, or set HDF5_USE_FILE_LOCKING=FALSE on a file system without locks");
+    throw InputError(path + ": cannot be opened as HDF5 (truncated or damaged?)");
+  }
   return file;
 }
 

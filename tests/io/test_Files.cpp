@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,6 +127,21 @@ TEST_CASE("bad inputs are one-line errors naming file, dataset, expected and fou
   add_dataset(strings, "multBy", H5T_IEEE_F64LE, {4, 5});
   add_dataset(strings, "discount", str.get(), {3, 4, 5});
   CHECK_THAT(error_of([&] { InputFile(strings.string(), "multBy", "discount"); }), Catch::Contains("holds strings"));
+}
+
+TEST_CASE("an input locked by a writer is an error that says so", "[io]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("locked.h5");
+  generate_input(path.string(), {2, 10, 3, 1, Precision::f64}, false);
+  // what HDF5 does for a process that opened the file for writing
+  const int fd = ::open(path.c_str(), O_RDWR);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  CHECK_THROWS_WITH(open_input_file(path.string()),
+                    Catch::Contains("locked.h5: locked by a process that has it open for writing") &&
+                        Catch::Contains("HDF5_USE_FILE_LOCKING=FALSE"));
+  ::close(fd);
+  CHECK_NOTHROW(open_input_file(path.string()));
 }
 
 TEST_CASE("outputs are written to a temporary file and renamed on commit", "[io]") {
