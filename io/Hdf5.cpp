@@ -96,7 +96,8 @@ File open_input_file(const std::string& path) {
   if (!file) {
     // Opened for writing elsewhere (a notebook's h5py.File(..., "a")), HDF5's
     // file lock refuses readers: say so rather than blame the file.
-    if (hdf5_error_messages().find("lock") != std::string::npos)
+    const std::string why = hdf5_error_messages();
+    if (why.find("unable to lock file") != std::string::npos || why.find("unable to lock the file") != std::string::npos)
       throw InputError(path + ": locked by a process that has it open for writing (h5py in 'r+', 'a' or 'w' mode?); "
                               "close it there, or set HDF5_USE_FILE_LOCKING=FALSE on a file system without locks");
     throw InputError(path + ": cannot be opened as HDF5 (truncated or damaged?)");
