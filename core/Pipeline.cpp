@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <iostream>
 #include <mutex>
 #include <optional>
 #include <ostream>
@@ -115,18 +116,21 @@ inline double block_kernel_bytes(const Block& blk, Index K, double esize) {
   return double(2 * blk.dates.size() * blk.ids.size() * K + blk.ids.size() * K) * esize;
 }
 
-// One progress line per finished block, at most two a second (and always
-// the last); safe to call from several threads.
+// A progress line as blocks finish, safe to call from several threads: on a
+// terminal one line rewritten at most twice a second; in a log (a batch
+// job's stderr) a line every 10 s, so an hour's job writes hundreds of lines,
+// not thousands. The last block always prints.
 class ProgressLine {
  public:
   ProgressLine(const BlockPlan& plan, const PipelineOptions& options, Recorder& rec, std::ostream& out, double esize)
-      : plan_(plan), options_(options), rec_(rec), out_(out), esize_(esize), tty_(isatty(STDERR_FILENO)) {}
+      : plan_(plan), options_(options), rec_(rec), out_(out), esize_(esize),
+        tty_((&out == &std::cerr || &out == &std::clog) && isatty(STDERR_FILENO)) {}
   void block_done(int blocks_done) {
     if (!options_.progress) return;
     std::lock_guard lock(m_);
     const int nblocks = int(plan_.blocks.size());
     const double elapsed = rec_.now();
-    if (elapsed - last_ < 0.5 && blocks_done != nblocks) return;
+    if (elapsed - last_ < (tty_ ? 0.5 : 10.0) && blocks_done != nblocks) return;
     last_ = elapsed;
     const double done = double(blocks_done) / nblocks;
     const double gbps = double(plan_.T * plan_.N * plan_.K) * esize_ * done / elapsed / 1e9;

@@ -95,6 +95,20 @@ TEST_CASE("pipeline output equals m * d bit for bit, in order", "[pipeline]") {
   }
 }
 
+TEST_CASE("progress in a log: the last block's line, no line per block", "[pipeline]") {
+  MemoryFiles<double> files(20, 500, 5);
+  const auto plan = plan_blocks(20, 500, 5, 8, 1 << 18, {1, 3});
+  REQUIRE(plan.blocks.size() > 4);
+  PipelineOptions options;
+  options.label = "flat/right";
+  std::ostringstream log;  // not a terminal: a line every 10 s at most, and the last
+  run_pipeline<double, Kokkos::LayoutRight>(plan, files.io(plan), options, log);
+  const std::string n = std::to_string(plan.blocks.size()), text = log.str();
+  CHECK(text.find("flat/right block " + n + "/" + n + "  ") == 0);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 1);
+  CHECK(text.find('\r') == std::string::npos);
+}
+
 TEST_CASE("the forced staging path (the device path's stages, on the host) is bit-identical and in order",
           "[pipeline]") {
   for (bool slow : {false, true}) {
