@@ -118,6 +118,9 @@ int main(int argc, char* argv[]) {
   auto* run_cmd = app.add_subcommand("run", "run an input deck's job(s): HDF5 file to HDF5 file");
   run_cmd->add_option("deck", deck_path, "the deck (TOML)")->required();
   run_cmd->add_option("--set", overrides, "override a deck value: section.key=value (repeatable)");
+  bool plan_only = false;
+  run_cmd->add_flag("--plan", plan_only,
+                    "check the deck, input, output and disk, print what the run would do, write nothing");
 
   // generate
   cvest::GenerateSpec gen;
@@ -175,6 +178,10 @@ int main(int argc, char* argv[]) {
     }
     if (*run_cmd) {
       const auto deck = cvest::load_deck(deck_path, overrides);
+      if (plan_only) {
+        cvest::io::print_plan(cvest::io::run_deck(deck, std::cerr, true), std::cout);
+        return 0;
+      }
       const auto report = cvest::io::run_deck(deck, std::cerr);
       cvest::io::print_run_table(report, std::cout);
       if (!deck.report.json.empty()) write_file(deck.report.json, cvest::io::to_json(report).dump(2) + "\n");

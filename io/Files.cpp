@@ -75,6 +75,18 @@ fs::path output_dir(const std::string& path) {
   return fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
 }
 
+// The nearest directory at or above `dir` that exists: where a directory not
+// made yet would be made, and so the file system it would be on.
+fs::path existing_ancestor(fs::path dir) {
+  std::error_code ec;
+  while (!fs::exists(dir, ec)) {
+    if (!dir.has_parent_path()) return ".";  // "gen": made in the working directory
+    if (dir.parent_path() == dir) break;
+    dir = dir.parent_path();
+  }
+  return dir;
+}
+
 // The ids per chunk of a dataset stored in (1, ids, K) chunks, else 0.
 Index chunk_ids_of(const PropList& create, Index K) {
   hsize_t chunk[3] = {0, 0, 0};
@@ -197,21 +209,32 @@ void RawCube::write(const Block& b, const void* buffer) const {
   if (!complete) throw IoError(path_ + ": output chunk not allocated");
 }
 
-void check_output_path(const std::string& path, bool overwrite) {
+void check_output_path(const std::string& path, bool overwrite, bool create_dir) {
   std::error_code ec;
   if (fs::exists(path, ec) && !overwrite)
     throw InputError(path + ": output exists; set [output] overwrite = true to replace it");
   if (fs::is_directory(path, ec)) throw InputError(path + ": output is a directory");
   const fs::path dir = output_dir(path);
-  fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir, ec)) throw IoError(path + ": cannot create the output directory " + dir.string());
-  if (::access(dir.c_str(), W_OK) != 0) throw IoError(path + ": output directory " + dir.string() + " is not writable");
+  if (create_dir) {
+    fs::create_directories(dir, ec);
+    if (!fs::is_directory(dir, ec)) throw IoError(path + ": cannot create the output directory " + dir.string());
+  }
+  // Without creating it: the directory, or where it would be made, must be writable.
+  const fs::path writable = create_dir ? dir : existing_ancestor(dir);
+  if (!fs::is_directory(writable, ec)) throw IoError(path + ": cannot create the output directory " + dir.string());
+  if (::access(writable.c_str(), W_OK) != 0)
+    throw IoError(path + ": output directory " + writable.string() + " is not writable");
+}
+
+double free_space(const std::string& path) {
+  struct statvfs vfs {};
+  if (::statvfs(existing_ancestor(output_dir(path)).c_str(), &vfs) != 0) return -1;
+  return double(vfs.f_bavail) * double(vfs.f_frsize);
 }
 
 void check_free_space(const std::string& path, double bytes) {
-  struct statvfs vfs {};
-  if (::statvfs(output_dir(path).c_str(), &vfs) != 0) return;  // unknown: a failing write still says so
-  const double available = double(vfs.f_bavail) * double(vfs.f_frsize);
+  const double available = free_space(path);
+  if (available < 0) return;  // unknown: a failing write still says so
   const double needed = bytes + double(1 << 20);  // HDF5's metadata, dimension scales
   if (needed > available)
     throw IoError(path + ": needs " + format_bytes(needed) + " of disk, the file system holding it has " +

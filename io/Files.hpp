@@ -192,13 +192,19 @@ class OutputFile {
 };
 
 // Refuses to proceed when `path` exists and overwrite is false, or when its
-// directory cannot be written. InputError / IoError naming the path.
-void check_output_path(const std::string& path, bool overwrite);
+// directory cannot be written. InputError / IoError naming the path. Makes
+// the directory unless create_dir is false (then the nearest existing one
+// above must be writable).
+void check_output_path(const std::string& path, bool overwrite, bool create_dir = true);
 
 // Refuses to start a file of `bytes` that the file system holding `path`
 // cannot take (IoError naming the path, what it needs and what is free), so a
 // job that would fill the disk an hour in stops in its first second. Does
 // nothing where the free space cannot be read.
 void check_free_space(const std::string& path, double bytes);
+
+// Bytes free for an unprivileged user on the file system that would hold a
+// file at `path`; -1 when that cannot be read.
+double free_space(const std::string& path);
 
 }  // namespace cvest::io

@@ -78,7 +78,7 @@ double peak_rss_bytes() {
   return double(usage.ru_maxrss) * 1024.0;
 }
 
-RunReport run_deck(const Deck& deck, std::ostream& progress) {
+RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   quiet_hdf5_errors();
   require_threadsafe_hdf5();
   RunReport rep;
@@ -89,25 +89,45 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   rep.memory_budget = deck.run.memory_budget;
 
   std::error_code ec;
-  if (!std::filesystem::exists(deck.input.file, ec)) {
+  const bool to_generate = !std::filesystem::exists(deck.input.file, ec);
+  if (to_generate) {
     if (!deck.input.generate) throw InputError(deck.input.file + ": no such file (and the deck has no [input] generate)");
     const auto& g = *deck.input.generate;
-    fmt::print(progress, "cvest: generating {} ({} x {} x {}, {})\n", deck.input.file, g.dates, g.ids, g.cols,
-               to_string(g.precision));
-    generate_input(deck.input.file, g, false);
+    fmt::print(progress, "cvest: {} {} ({} x {} x {}, {})\n", plan_only ? "would generate" : "generating",
+               deck.input.file, g.dates, g.ids, g.cols, to_string(g.precision));
+    if (plan_only) {  // the checks generate_input starts with, nothing made
+      check_output_path(deck.input.file, false, false);
+      check_free_space(deck.input.file,
+                       double(g.dates * g.ids * g.cols + g.ids * g.cols) * double(element_size(g.precision)));
+    } else {
+      generate_input(deck.input.file, g, false);
+    }
   }
-  check_output_path(deck.output.file, deck.output.overwrite);
+  check_output_path(deck.output.file, deck.output.overwrite, !plan_only);
 
   // Chunk cache: enough for every chunk one block touches, within the budget.
-  const InputFile input(deck.input.file, deck.input.multby, deck.input.discount,
-                        std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20));
-  const auto shape = input.shape();
+  // A plan for an input still to be generated takes its shape from the deck.
+  std::unique_ptr<const InputFile> input_file;
+  InputShape shape;
+  if (plan_only && to_generate) {
+    const auto& g = *deck.input.generate;
+    shape = {g.dates, g.ids, g.cols, g.precision};
+  } else {
+    input_file = std::make_unique<const InputFile>(deck.input.file, deck.input.multby, deck.input.discount,
+                                                   std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20));
+    shape = input_file->shape();
+  }
   rep.T = shape.T;
   rep.N = shape.N;
   rep.K = shape.K;
   const Precision precision = deck.run.precision.value_or(shape.precision);
   const std::size_t es = element_size(precision);
-  rep.input_storage = input.discount_storage(precision);
+  if (input_file) {
+    rep.input_storage = input_file->discount_storage(precision);
+  } else {  // as generate_input writes it
+    rep.input_storage.chunk = {1, cube_chunk(shape.N, shape.K, element_size(shape.precision))[1], shape.K};
+    rep.input_storage.read_by = precision == shape.precision ? "pread" : "hdf5";
+  }
   fmt::print(progress, "cvest: {} '{}': {}\n", deck.input.file, deck.input.discount, to_text(rep.input_storage));
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
@@ -116,7 +136,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   // time: blocks of whole input chunks decode each chunk once, and output
   // chunks of whole input chunks (about the usual size) keep blocks aligned
   // with both.
-  const auto in_chunk = input.decoded_chunk();
+  const auto in_chunk = input_file ? input_file->decoded_chunk() : std::array<Index, 2>{0, 0};
   if (in_chunk[1] > 0 && deck.output.chunk_ids == 0)
     chunk_ids = std::min(shape.N, in_chunk[1] * std::max<Index>(1, (chunk_ids + in_chunk[1] / 2) / in_chunk[1]));
   rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget,
@@ -124,33 +144,45 @@ RunReport run_deck(const Deck& deck, std::ostream& progress) {
   fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,
              shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
              format_bytes(double(rep.plan.buffer_bytes)));
+  rep.output_compression = deck.output.compression;
+  rep.output_gzip_level = deck.output.compression == "gzip" ? deck.output.gzip_level : 0;
+  rep.output_chunk_ids = chunk_ids;
+  // The pipeline's shape is the job's, decided once (and checked before
+  // anything runs). Every BlockIO call below may run on several threads at
+  // once: input reads (pread, decoding, or HDF5's thread-safe build), checks
+  // (a buffer per thread) and OutputFile::write.
+  const auto planned_job = [&](Strategy strategy, LayoutKind layout) {
+    JobReport job;
+    job.strategy = strategy;
+    job.layout = layout;
+    job.precision = precision;
+    job.runs = deck.run.repeats;
+    std::string why_not;
+    const int threads = per_thread_threads(rep.plan, deck.run.memory_budget, strategy, layout, true, why_not);
+    if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
+      throw InputError(fmt::format("{}: [run] pipeline = \"per_thread\" does not apply to {}/{}: {}", deck.path,
+                                   to_string(strategy), to_string(layout), why_not));
+    job.pipeline_threads = deck.run.pipeline == PipelineKind::overlapped ? 0 : threads;
+    job.pipeline = job.pipeline_threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
+    return job;
+  };
+  if (plan_only) {
+    for (const Strategy strategy : deck.run.strategies)
+      for (const LayoutKind layout : deck.run.layouts) rep.jobs.push_back(planned_job(strategy, layout));
+    if (deck.output.compression != "gzip") check_free_space(deck.output.file, double(shape.T * shape.N * shape.K) * double(es));
+    return rep;
+  }
+  const InputFile& input = *input_file;
   rep.roof = measure_roof(rep.plan.block_dates * rep.plan.block_ids * shape.K);
 
   OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
                       deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
-  rep.output_compression = deck.output.compression;
-  rep.output_gzip_level = deck.output.compression == "gzip" ? deck.output.gzip_level : 0;
-  rep.output_chunk_ids = chunk_ids;
   bool written = false;
 
   for (const Strategy strategy : deck.run.strategies)
     for (const LayoutKind layout : deck.run.layouts) {
-      JobReport job;
-      job.strategy = strategy;
-      job.layout = layout;
-      job.precision = precision;
-      job.runs = deck.run.repeats;
+      JobReport job = planned_job(strategy, layout);
       const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
-      // The pipeline's shape is the job's, decided once. Every BlockIO call
-      // below may run on several threads at once: input reads (pread,
-      // inflating, or HDF5's thread-safe build), checks (a buffer per thread)
-      // and OutputFile::write.
-      std::string why_not;
-      const int threads = per_thread_threads(rep.plan, deck.run.memory_budget, strategy, layout, true, why_not);
-      if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
-        throw InputError(deck.path + ": [run] pipeline = \"per_thread\" does not apply to " + label + ": " + why_not);
-      job.pipeline_threads = deck.run.pipeline == PipelineKind::overlapped ? 0 : threads;
-      job.pipeline = job.pipeline_threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
       std::vector<PipelineStats> runs;
       for (int r = 0; r < deck.run.repeats; ++r) {
         const bool writes = !written;
@@ -308,6 +340,26 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                j.kernel_roof_fraction, format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
   }
   if (rep.verified) fmt::print(out, "\nverified: {} equals multBy * discount bit for bit\n", rep.output);
+}
+
+void print_plan(const RunReport& rep, std::ostream& out) {
+  const std::size_t es = rep.jobs.empty() ? 8 : element_size(rep.jobs.front().precision);
+  const double out_bytes = double(rep.T * rep.N * rep.K) * double(es);
+  fmt::print(out, "\ncvest run {} --plan  (nothing was written)\n", rep.deck);
+  fmt::print(out, "input   {}: {} x {} x {}; {}\n", rep.input, rep.T, rep.N, rep.K, to_text(rep.input_storage));
+  fmt::print(out, "blocks  {} of up to {} dates x {} ids; {} of buffers within a budget of {}{}\n",
+             rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids, format_bytes(double(rep.plan.buffer_bytes)),
+             format_bytes(double(rep.memory_budget)), rep.plan.multby_resident ? "; multBy read once and kept" : "");
+  const double free = free_space(rep.output);
+  fmt::print(out, "output  {}: {} {}, chunks of {} ids{}\n", rep.output, rep.output_compression == "gzip"
+                                                                            ? "gzip, at most"
+                                                                            : "uncompressed,",
+             format_bytes(out_bytes), rep.output_chunk_ids,
+             free < 0 ? std::string() : fmt::format("; {} free there", format_bytes(free)));
+  for (const auto& j : rep.jobs)
+    fmt::print(out, "job     {}/{} {}: {}\n", to_string(j.strategy), to_string(j.layout), to_string(j.precision),
+               j.pipeline == PipelineKind::per_thread ? fmt::format("per_thread pipeline, {} threads", j.pipeline_threads)
+                                                      : std::string("overlapped pipeline"));
 }
 
 nlohmann::json to_json(const RunReport& rep) {

@@ -44,9 +44,16 @@ struct RunReport {
   bool verified = false;
 };
 
-RunReport run_deck(const Deck& deck, std::ostream& progress);
+// Runs every job of the deck. With plan_only, checks everything that can be
+// checked before a job starts (deck, input, output path, disk space, which
+// pipeline each job takes) and returns the plan without writing anything:
+// jobs carry no timings then.
+RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only = false);
 
 void print_run_table(const RunReport& report, std::ostream& out);
+// What a plan_only report says a run would do: input and how it is read,
+// blocks and memory, output size against free disk, each job's pipeline.
+void print_plan(const RunReport& report, std::ostream& out);
 nlohmann::json to_json(const RunReport& report);
 std::string to_csv(const RunReport& report);
 

@@ -94,6 +94,18 @@ case "$case_name" in
                    grep -q "^team,right,double,true,.*,overlapped,0$" out/report.csv || { cat out/report.csv; fail "team's pipeline"; }
                    [ "$(grep -c ',\(per_thread,[1-9][0-9]*\|overlapped,0\)$' out/report.csv)" = 4 ] || { cat out/report.csv; fail "pipelines in the csv"; }
                    echo "ok [$case_name]" ;;
+  plan)            # --plan: what the run would do, and nothing written (not even a directory or the input to generate)
+                   printf '[input]\nfile = "gen/in.h5"\ngenerate = { dates = 6, ids = 2000, cols = 5 }\n[output]\nfile = "out/cv.h5"\n[run]\nstrategy = ["flat", "team"]\n' > deck.toml
+                   "$cvest" run deck.toml --plan > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "plan failed"; }
+                   grep -q "nothing was written" stdout.txt || { cat stdout.txt; fail "no plan"; }
+                   grep -q "^input   gen/in.h5: 6 x 2000 x 5; chunks (1, 2000, 5); read with pread" stdout.txt || { cat stdout.txt; fail "input line"; }
+                   grep -q "^output  out/cv.h5: uncompressed, 468.75 KiB" stdout.txt || { cat stdout.txt; fail "output line"; }
+                   grep -q "^job     team/right double: overlapped pipeline" stdout.txt || { cat stdout.txt; fail "team's pipeline"; }
+                   grep -q "would generate gen/in.h5" stderr.txt || { cat stderr.txt; fail "generation not mentioned"; }
+                   [ ! -e gen ] && [ ! -e out ] || fail "--plan made $(ls -d gen out 2>/dev/null)"
+                   # what the run would refuse, --plan refuses
+                   touch earlier.h5
+                   expect 2 "earlier.h5: output exists" -- "$cvest" run deck.toml --plan --set output.file=earlier.h5 ;;
   success)         deck '[run]\nstrategy = ["flat", "per_date"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
                    [ -f out/cv.h5 ] || fail "no output"
