@@ -3,13 +3,16 @@
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <fcntl.h>
 #include <filesystem>
 #include <libdeflate.h>
+#include <mutex>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -336,57 +339,89 @@ void copy_runs(unsigned char* dst, std::size_t dst_step, const unsigned char* sr
 }  // namespace
 
 bool ChunkedCube::read(const Block& b, void* buffer) const {
-  thread_local std::vector<unsigned char> packed, inflated, plain;
   const auto [ct, ci, ck] = chunk_;
   const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
   const std::size_t chunk_bytes = this->chunk_bytes();
   auto* out = static_cast<unsigned char*>(buffer);
+  std::vector<std::array<Index, 3>> chunks;  // the origins of the chunks the block touches
   for (Index tc = b.dates.begin - b.dates.begin % ct; tc < b.dates.end; tc += ct)
     for (Index ic = b.ids.begin - b.ids.begin % ci; ic < b.ids.end; ic += ci)
-      for (Index kc = 0; kc < K_; kc += ck) {
-        const auto where = [&] {
-          return path_ + ": chunk at (" + std::to_string(tc) + ", " + std::to_string(ic) + ", " + std::to_string(kc) +
-                 ")";
-        };
-        const hsize_t coord[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
-        unsigned mask = 0;
-        haddr_t addr = HADDR_UNDEF;
-        hsize_t stored = 0;
-        if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &stored) < 0 || addr == HADDR_UNDEF || stored == 0)
-          return false;
-        packed.resize(stored);
-        read_at(fd_, packed.data(), stored, off_t(addr), where());
-        const unsigned char* data = packed.data();
-        std::size_t size = stored;
-        if (deflate_index_ >= 0 && !(mask & (1u << deflate_index_))) {  // a set bit: skipped for this chunk
-          inflated.resize(chunk_bytes);
-          std::size_t got = 0;
-          if (libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) !=
-                  LIBDEFLATE_SUCCESS ||
-              got != chunk_bytes)
-            throw IoError(where() + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
-          data = inflated.data();
-          size = got;
-        }
-        if (size != chunk_bytes)
-          throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
-        if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
-          plain.resize(chunk_bytes);
-          byte_planes<false>(data, chunk_bytes, es_, plain.data());
-          data = plain.data();
-        }
-        // The part of the chunk inside the block: dates [t0, t1), ids
-        // [i0, i1), columns [kc, kc + nk).
-        const Index t0 = std::max(tc, b.dates.begin), t1 = std::min(tc + ct, b.dates.end);
-        const Index i0 = std::max(ic, b.ids.begin), i1 = std::min(ic + ci, b.ids.end);
-        const std::size_t nk_bytes = std::size_t(std::min(ck, K_ - kc)) * es_;
-        for (Index t = t0; t < t1; ++t) {
-          const unsigned char* src = data + (std::size_t((t - tc) * ci) + std::size_t(i0 - ic)) * chunk_row;
-          unsigned char* dst = out + offset_in_block(b, t, i0, row) + std::size_t(kc) * es_;
-          if (ck == K_) std::memcpy(dst, src, std::size_t(i1 - i0) * row);  // whole rows: one run
-          else copy_runs(dst, row, src, chunk_row, std::size_t(i1 - i0), nk_bytes);
-        }
+      for (Index kc = 0; kc < K_; kc += ck) chunks.push_back({tc, ic, kc});
+  // Decodes one chunk and copies its part of the block; false when it is not
+  // in the file. Scratch buffers are per thread.
+  const auto decode = [&](const std::array<Index, 3>& origin) {
+    thread_local std::vector<unsigned char> packed, inflated, plain;
+    const auto [tc, ic, kc] = origin;
+    const auto where = [&] {
+      return path_ + ": chunk at (" + std::to_string(tc) + ", " + std::to_string(ic) + ", " + std::to_string(kc) + ")";
+    };
+    const hsize_t coord[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t stored = 0;
+    if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &stored) < 0 || addr == HADDR_UNDEF || stored == 0)
+      return false;
+    packed.resize(stored);
+    read_at(fd_, packed.data(), stored, off_t(addr), where());
+    const unsigned char* data = packed.data();
+    std::size_t size = stored;
+    if (deflate_index_ >= 0 && !(mask & (1u << deflate_index_))) {  // a set bit: skipped for this chunk
+      inflated.resize(chunk_bytes);
+      std::size_t got = 0;
+      if (libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) !=
+              LIBDEFLATE_SUCCESS ||
+          got != chunk_bytes)
+        throw IoError(where() + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
+      data = inflated.data();
+      size = got;
+    }
+    if (size != chunk_bytes)
+      throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
+    if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
+      plain.resize(chunk_bytes);
+      byte_planes<false>(data, chunk_bytes, es_, plain.data());
+      data = plain.data();
+    }
+    // The part of the chunk inside the block: dates [t0, t1), ids [i0, i1),
+    // columns [kc, kc + nk).
+    const Index t0 = std::max(tc, b.dates.begin), t1 = std::min(tc + ct, b.dates.end);
+    const Index i0 = std::max(ic, b.ids.begin), i1 = std::min(ic + ci, b.ids.end);
+    const std::size_t nk_bytes = std::size_t(std::min(ck, K_ - kc)) * es_;
+    for (Index t = t0; t < t1; ++t) {
+      const unsigned char* src = data + (std::size_t((t - tc) * ci) + std::size_t(i0 - ic)) * chunk_row;
+      unsigned char* dst = out + offset_in_block(b, t, i0, row) + std::size_t(kc) * es_;
+      if (ck == K_) std::memcpy(dst, src, std::size_t(i1 - i0) * row);  // whole rows: one run
+      else copy_runs(dst, row, src, chunk_row, std::size_t(i1 - i0), nk_bytes);
+    }
+    return true;
+  };
+#ifdef _OPENMP
+  if (chunks.size() > 1 && !omp_in_parallel()) {
+    // The overlapped pipeline's reader thread (outside any parallel region):
+    // an OpenMP team decodes the block's chunks, as the writer's team
+    // compresses them; on a device build the host cores are free for it.
+    // Inside the per-thread pipeline each thread decodes its own blocks.
+    std::atomic<bool> complete{true};
+    std::exception_ptr error;
+    std::mutex error_lock;
+    const long n = long(chunks.size());
+#pragma omp parallel for schedule(dynamic)
+    for (long j = 0; j < n; ++j) {
+      if (!complete.load()) continue;
+      try {
+        if (!decode(chunks[std::size_t(j)])) complete = false;
+      } catch (...) {
+        const std::lock_guard lock(error_lock);
+        if (!error) error = std::current_exception();
+        complete = false;
       }
+    }
+    if (error) std::rethrow_exception(error);
+    return complete;
+  }
+#endif
+  for (const auto& origin : chunks)
+    if (!decode(origin)) return false;
   return true;
 }
 
@@ -397,7 +432,9 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
     const int k = p == Precision::f64 ? 0 : 1;
     raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
     if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path, path, native_type(p), K);
-    if (chunked_[k] && 3.0 * double(chunked_[k]->chunk_bytes()) *
+    // Three buffers per decoding thread: the host threads, and as many
+    // again in the team of the overlapped pipeline's reader.
+    if (chunked_[k] && 6.0 * double(chunked_[k]->chunk_bytes()) *
                                double(Kokkos::DefaultHostExecutionSpace().concurrency()) >
                            double(scratch_bytes))
       chunked_[k].reset();

@@ -97,8 +97,8 @@ std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), defl
 class CubeReader {
  public:
   // `scratch_bytes`: what decoding may hold (three chunk-sized buffers per
-  // host thread, in place of HDF5's chunk cache); larger chunks go through
-  // H5Dread.
+  // decoding thread, in place of HDF5's chunk cache); larger chunks go
+  // through H5Dread.
   CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
              std::size_t scratch_bytes = std::size_t(64) << 20);
   void read(const Block& block, Precision precision, void* buffer) const;

@@ -364,6 +364,42 @@ TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[
   CHECK(std::count(buffer.begin(), buffer.end(), 0.0) == 500);
 }
 
+TEST_CASE("a block's chunks decoded by a team: values, a bad chunk and a missing one reach the caller",
+          "[io][deflate]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("team_decoded.h5");
+  const hsize_t T = 6, N = 1000, K = 5;
+  std::vector<double> values(5 * N * K);
+  for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j) * 0.5;
+  {
+    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t dims[3] = {T, N, K}, chunk[3] = {1, 100, K};
+    Dataspace s(H5Screate_simple(3, dims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create.get(), 3, chunk);
+    H5Pset_deflate(create.get(), 4);
+    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    // dates 0-4 written by HDF5, then one chunk of date 4 replaced by garbage; date 5 nothing
+    write_hyperslab(d, H5T_NATIVE_DOUBLE, {0, 0, 0}, {5, Index(N), Index(K)}, values.data(), "discount");
+    const char garbage[] = "not a zlib stream at all";
+    const hsize_t offset[3] = {4, 300, 0};
+    REQUIRE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, offset, sizeof garbage, garbage) >= 0);
+  }
+  File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
+  const auto cube = ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_DOUBLE, K);
+  REQUIRE(cube);
+  // called outside any parallel region, as the overlapped pipeline's reader
+  // is: 40 chunks, decoded side by side
+  std::vector<double> got(4 * N * K);
+  REQUIRE(cube->read(Block{{0, 4}, {0, Index(N)}}, got.data()));
+  CHECK(std::memcmp(got.data(), values.data(), got.size() * sizeof(double)) == 0);
+  CHECK_THROWS_WITH(cube->read(Block{{3, 5}, {0, Index(N)}}, got.data()),
+                    Catch::Contains("team_decoded.h5: chunk at (4, 300, 0): not a valid deflate stream"));
+  CHECK(cube->read(Block{{2, 4}, {0, Index(N)}}, got.data()));  // and it goes on after an error
+  CHECK_FALSE(cube->read(Block{{5, 6}, {0, Index(N)}}, got.data()));  // HDF5's fill values then
+}
+
 TEST_CASE("gzip outputs compressed by cvest read back through HDF5's own filters", "[io][deflate]") {
   quiet_hdf5_errors();
   const auto path = scratch("gzip_out.h5");
