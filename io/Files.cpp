@@ -173,6 +173,7 @@ RawCube::~RawCube() {
 // run of the block in the file; false when a chunk is not allocated.
 template <class Op>
 bool RawCube::for_each_run(const Block& b, Op&& op) const {
+  quiet_hdf5_errors();  // this thread's, as it asks HDF5 where chunks are
   const std::size_t row = std::size_t(K_) * es_;
   if (contiguous_base_ != HADDR_UNDEF) {
     for (Index t = b.dates.begin; t < b.dates.end; ++t)
@@ -355,6 +356,7 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
     const auto where = [&] {
       return path_ + ": chunk at (" + std::to_string(tc) + ", " + std::to_string(ic) + ", " + std::to_string(kc) + ")";
     };
+    quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
     const hsize_t coord[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
     unsigned mask = 0;
     haddr_t addr = HADDR_UNDEF;
@@ -695,6 +697,7 @@ void OutputFile::write(const Block& b, const void* buffer) {
     }
     return stored ? out.data() : nullptr;
   };
+  quiet_hdf5_errors();  // this thread's
   const auto store = [&](const Piece& p, const unsigned char* data, std::size_t stored) {
     if (!data) throw IoError(what + ": compressing the chunk at " + chunk_name(p) + " failed (out of memory?)");
     const hsize_t offset[3] = {hsize_t(p.t), hsize_t(p.i), 0};

@@ -47,7 +47,10 @@ void quiet_hdf5_errors() {
     return true;
   }();
   (void)once;
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  // The thread-safe build keeps this setting per thread: every thread that
+  // calls HDF5 (the pipeline's, their teams) turns its own printing off.
+  thread_local bool quiet = false;
+  if (!quiet) quiet = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
 }
 
 void require_threadsafe_hdf5() {
@@ -139,6 +142,7 @@ Dataset open_dataset(const File& file, const std::string& path, const std::strin
 
 void read_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& start, const std::vector<Index>& count,
                     void* buffer, const std::string& what) {
+  quiet_hdf5_errors();
   Dataspace file_space = select(ds, start, count, what);
   std::vector<hsize_t> c(count.begin(), count.end());
   Dataspace mem(H5Screate_simple(int(c.size()), c.data(), nullptr));
@@ -148,6 +152,7 @@ void read_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& sta
 
 void write_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& start, const std::vector<Index>& count,
                      const void* buffer, const std::string& what) {
+  quiet_hdf5_errors();
   Dataspace file_space = select(ds, start, count, what);
   std::vector<hsize_t> c(count.begin(), count.end());
   Dataspace mem(H5Screate_simple(int(c.size()), c.data(), nullptr));

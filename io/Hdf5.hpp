@@ -50,7 +50,8 @@ using Datatype = Handle<H5Tclose>;
 using PropList = Handle<H5Pclose>;
 using Attribute = Handle<H5Aclose>;
 
-// Call before any other HDF5 use: turns off HDF5's own stack printing (cvest
+// Call before any other HDF5 use, on every thread that uses it (cheap after
+// the first call on a thread): turns off HDF5's own stack printing (cvest
 // reports one line instead) and its exit-time clean-up.
 void quiet_hdf5_errors();
 
