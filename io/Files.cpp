@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <libdeflate.h>
+#include <lzf.h>
 #include <mutex>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -24,6 +25,11 @@ namespace fs = std::filesystem;
 namespace cvest::io {
 
 namespace {
+
+// h5py's LZF filter, registered with The HDF Group under this id: h5py
+// compresses each chunk with liblzf (stored as is where that does not
+// shrink it, the filter being optional).
+constexpr H5Z_filter_t lzf_filter = 32000;
 
 // Removes what a killed earlier run left at `path`'s temporary name: a
 // 160 GB job killed by the OOM killer leaves a file as large as its output,
@@ -292,14 +298,20 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   PropList create(H5Dget_create_plist(ds.get()));
   hsize_t chunk[3] = {0, 0, 0};
   if (H5Pget_layout(create.get()) != H5D_CHUNKED || H5Pget_chunk(create.get(), 3, chunk) != 3) return nullptr;
-  int deflate = -1, shuffle = -1;
+  Codec codec = Codec::none;
+  int codec_index = -1, shuffle = -1;
   for (int f = 0, filters = H5Pget_nfilters(create.get()); f < filters; ++f) {
     unsigned flags = 0;
     std::size_t nvalues = 0;
     const H5Z_filter_t id = H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr);
-    if (id == H5Z_FILTER_DEFLATE && deflate < 0) deflate = f;
-    else if (id == H5Z_FILTER_SHUFFLE && shuffle < 0 && deflate < 0) shuffle = f;  // shuffle, then deflate
-    else return nullptr;
+    if ((id == H5Z_FILTER_DEFLATE || id == lzf_filter) && codec_index < 0) {
+      codec = id == lzf_filter ? Codec::lzf : Codec::deflate;
+      codec_index = f;
+    } else if (id == H5Z_FILTER_SHUFFLE && shuffle < 0 && codec_index < 0) {
+      shuffle = f;  // shuffle, then compress
+    } else {
+      return nullptr;
+    }
   }
   std::unique_ptr<ChunkedCube> cube(new ChunkedCube);
   cube->fd_ = ::open(path.c_str(), O_RDONLY);
@@ -310,7 +322,8 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   cube->K_ = K;
   cube->chunk_ = {Index(chunk[0]), Index(chunk[1]), Index(chunk[2])};
   cube->es_ = H5Tget_size(type.get());
-  cube->deflate_index_ = deflate;
+  cube->codec_ = codec;
+  cube->codec_index_ = codec_index;
   cube->shuffle_index_ = shuffle;
   return cube;
 }
@@ -367,13 +380,17 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
     read_at(fd_, packed.data(), stored, off_t(addr), where());
     const unsigned char* data = packed.data();
     std::size_t size = stored;
-    if (deflate_index_ >= 0 && !(mask & (1u << deflate_index_))) {  // a set bit: skipped for this chunk
+    if (codec_index_ >= 0 && !(mask & (1u << codec_index_))) {  // a set bit: skipped for this chunk
       inflated.resize(chunk_bytes);
       std::size_t got = 0;
-      if (libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) !=
-              LIBDEFLATE_SUCCESS ||
-          got != chunk_bytes)
-        throw IoError(where() + ": not a valid deflate stream of " + std::to_string(chunk_bytes) + " bytes");
+      const bool ok =
+          codec_ == Codec::deflate
+              ? libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) ==
+                    LIBDEFLATE_SUCCESS
+              : (got = lzf_decompress(data, unsigned(size), inflated.data(), unsigned(chunk_bytes))) > 0;
+      if (!ok || got != chunk_bytes)
+        throw IoError(where() + ": not a valid " + (codec_ == Codec::deflate ? "deflate" : "lzf") + " stream of " +
+                      std::to_string(chunk_bytes) + " bytes");
       data = inflated.data();
       size = got;
     }
@@ -427,6 +444,22 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   return true;
 }
 
+namespace {
+
+// Whether this HDF5 has every filter the dataset was written with.
+bool hdf5_decodes(const Dataset& ds) {
+  PropList create(H5Dget_create_plist(ds.get()));
+  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
+    unsigned flags = 0;
+    std::size_t nvalues = 0;
+    if (H5Zfilter_avail(H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr)) <= 0)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
                        std::size_t scratch_bytes)
     : ds_(ds), path_(path), name_(name), K_(K) {
@@ -435,10 +468,11 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
     raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
     if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path, path, native_type(p), K);
     // Three buffers per decoding thread: the host threads, and as many
-    // again in the team of the overlapped pipeline's reader.
-    if (chunked_[k] && 6.0 * double(chunked_[k]->chunk_bytes()) *
-                               double(Kokkos::DefaultHostExecutionSpace().concurrency()) >
-                           double(scratch_bytes))
+    // again in the team of the overlapped pipeline's reader. Over that share
+    // HDF5 reads instead, unless it cannot (lzf without h5py's plugin).
+    if (chunked_[k] && hdf5_decodes(ds) &&
+        6.0 * double(chunked_[k]->chunk_bytes()) * double(Kokkos::DefaultHostExecutionSpace().concurrency()) >
+            double(scratch_bytes))
       chunked_[k].reset();
   }
 }
@@ -466,6 +500,15 @@ CubeStorage CubeReader::storage(Precision precision) const {
   }
   const int k = precision == Precision::f64 ? 0 : 1;
   st.read_by = raw_[k] ? "pread" : chunked_[k] ? "decode" : "hdf5";
+  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n && st.read_by == "hdf5"; ++f) {
+    unsigned flags = 0;
+    std::size_t nvalues = 0;
+    const H5Z_filter_t id = H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr);
+    if (H5Zfilter_avail(id) <= 0) {
+      st.read_by = "none";
+      st.unreadable = st.filters[std::size_t(f)] + " (HDF5 filter " + std::to_string(id) + ")";
+    }
+  }
   return st;
 }
 
@@ -476,7 +519,8 @@ std::string to_text(const CubeStorage& st) {
   for (const auto& f : st.filters) text += ", " + f;
   return text + (st.read_by == "pread"    ? "; read with pread"
                  : st.read_by == "decode" ? "; decoded by cvest's threads"
-                                          : "; read by HDF5 (H5Dread, one thread at a time)");
+                 : st.read_by == "hdf5"   ? "; read by HDF5 (H5Dread, one thread at a time)"
+                                          : "; unreadable here: HDF5 lacks " + st.unreadable);
 }
 
 void CubeReader::read(const Block& b, Precision precision, void* buffer) const {

@@ -47,8 +47,9 @@ class RawCube {
 };
 
 // Chunked datasets cvest decodes itself: chunks of any shape (dates, ids,
-// columns), stored plain, deflated, or shuffled then deflated (what h5py,
-// xarray and cvest write). HDF5, whose thread-safe build serialises every
+// columns), stored plain, deflated or lzf-compressed, either after a shuffle
+// (what h5py, xarray and cvest write; lzf is h5py's own filter, which HDF5's
+// library cannot read without h5py's plugin). HDF5, whose thread-safe build serialises every
 // call behind one lock, only answers where a chunk lives; its bytes are read
 // with pread, inflated, unshuffled and copied into the block on the calling
 // thread, so several threads decode at once. Other filters, type
@@ -78,7 +79,8 @@ class ChunkedCube {
   Index K_ = 0;
   std::array<Index, 3> chunk_{};  // dates, ids, columns
   std::size_t es_ = 8;
-  int deflate_index_ = -1, shuffle_index_ = -1;  // positions in the filter pipeline; -1: absent
+  enum class Codec { none, deflate, lzf } codec_ = Codec::none;
+  int codec_index_ = -1, shuffle_index_ = -1;  // positions in the filter pipeline; -1: absent
 };
 
 // How a dataset is stored and which path reads it: a report says so, so that
@@ -86,7 +88,9 @@ class ChunkedCube {
 struct CubeStorage {
   std::vector<Index> chunk;          // empty when contiguous
   std::vector<std::string> filters;  // HDF5's names, in pipeline order
-  std::string read_by;               // "pread", "decode" (cvest's threads) or "hdf5" (H5Dread)
+  std::string read_by;               // "pread", "decode" (cvest's threads), "hdf5" (H5Dread), or
+                                     // "none": HDF5 lacks a filter it would need (`unreadable` names it)
+  std::string unreadable;
 };
 std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), deflate; decoded by cvest's threads"
 

@@ -45,12 +45,15 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
     for dtype in (np.float64, np.float32):
         # contiguous; h5py's own chunk shapes, plain and deflated (which split
         # the columns); deflated (1, ids, K) chunks with and without shuffle;
-        # deflated (2, 700, K): cvest decodes every chunked one itself
-        for chunks in (None, True, "gzip_h5py", "gzip_shuffle", "gzip", "gzip_other"):
+        # deflated (2, 700, K); h5py's lzf, alone and after a shuffle (HDF5's
+        # library cannot read lzf): cvest decodes every chunked one itself
+        for chunks in (None, True, "gzip_h5py", "gzip_shuffle", "gzip", "gzip_other", "lzf", "lzf_shuffle"):
             T, N, K = 13, 3001, 5
             # values over many binades, both signs: products round
             m = (rng.uniform(-1, 1, (N, K)) * 2.0 ** rng.integers(-30, 30, (N, K))).astype(dtype)
             d = (rng.uniform(-1, 1, (T, N, K)) * 2.0 ** rng.integers(-30, 30, (T, N, K))).astype(dtype)
+            if chunks in ("lzf", "lzf_shuffle"):  # few distinct values, so lzf has something to shrink
+                d = d.round(2)
             sprinkle_special_values(m, rng)
             sprinkle_special_values(d, rng)
             with np.errstate(all="ignore"):
@@ -61,6 +64,14 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
                 if chunks == "gzip_h5py":  # what compression="gzip" alone gives
                     f.create_dataset("multBy", data=m, compression="gzip")
                     f.create_dataset("discount", data=d, compression="gzip")
+                elif chunks in ("lzf", "lzf_shuffle"):
+                    f.create_dataset("multBy", data=m)
+                    ds = f.create_dataset("discount", data=d, compression="lzf", shuffle=chunks == "lzf_shuffle")
+                    # some chunks compressed, so cvest's lzf decoding is what reads them
+                    stored = [ds.id.get_chunk_info(j).size for j in range(ds.id.get_num_chunks())]
+                    if min(stored) >= np.prod(ds.chunks) * d.itemsize:
+                        print(f"FAIL {tag}: no chunk was compressed")
+                        failures += 1
                 elif isinstance(chunks, str):
                     shape = (2, 700, K) if chunks == "gzip_other" else (1, 1000, K)  # 3001 ids: a partial last chunk
                     f.create_dataset("multBy", data=m, chunks=(1000, K), compression="gzip")
