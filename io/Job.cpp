@@ -184,6 +184,15 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
                       deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
   bool written = false;
+  // All of multBy, read once for every job and repeat (they share the
+  // precision) when the plan keeps it resident; blocks use it in place
+  // (pinned in a Cuda build, so its copies are async).
+  Kokkos::View<unsigned char*, StagingSpace> resident_multby;
+  if (rep.plan.multby_resident) {
+    resident_multby = Kokkos::View<unsigned char*, StagingSpace>(
+        Kokkos::view_alloc("cvest::job::multBy", Kokkos::WithoutInitializing), std::size_t(shape.N * shape.K) * es);
+    input.read_multby({0, shape.N}, precision, resident_multby.data());
+  }
 
   for (const Strategy strategy : deck.run.strategies)
     for (const LayoutKind layout : deck.run.layouts) {
@@ -213,14 +222,10 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
           using Scalar = decltype(scalar);
           using Layout = decltype(layout_tag);
           BlockIO<Scalar> io;
-          // All of multBy, read once, when the plan keeps it resident; blocks
-          // use it in place (pinned in a Cuda build, so its copies are async).
-          Kokkos::View<Scalar*, StagingSpace> multby;
           if (rep.plan.multby_resident) {
-            multby = Kokkos::View<Scalar*, StagingSpace>(
-                Kokkos::view_alloc("cvest::job::multBy", Kokkos::WithoutInitializing), std::size_t(shape.N * shape.K));
-            input.read_multby({0, shape.N}, precision, multby.data());
-            io.multby_at = [&](Range ids) -> const Scalar* { return multby.data() + ids.begin * shape.K; };
+            const auto* m = reinterpret_cast<const Scalar*>(resident_multby.data());
+            const Index K = shape.K;
+            io.multby_at = [m, K](Range ids) -> const Scalar* { return m + ids.begin * K; };
           } else {
             io.read_multby = [&](Range ids, Scalar* buf) { input.read_multby(ids, precision, buf); };
           }
