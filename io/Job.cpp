@@ -350,6 +350,27 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                st.seconds[int(Phase::d2h)], st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9,
                j.kernel_roof_fraction, format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
   }
+  // The user's question, answered from the fastest job's own phases: how
+  // much of the work a faster kernel (a GPU) could take away at most.
+  if (!rep.jobs.empty()) {
+    const auto& best = *std::min_element(rep.jobs.begin(), rep.jobs.end(), [](const auto& a, const auto& b) {
+      return a.stats.total_s < b.stats.total_s;
+    });
+    const auto& sec = best.stats.seconds;
+    double busy = 0;
+    for (const double p : sec) busy += p;
+    if (busy > 0) {
+      const double kernel = sec[int(Phase::kernel)], copies = sec[int(Phase::h2d)] + sec[int(Phase::d2h)];
+      fmt::print(out,
+                 "\nwhere the time goes ({}/{}, the fastest job, busy seconds): read {:.3f}, h2d {:.3f}, kernel {:.3f}, "
+                 "d2h {:.3f}, write {:.3f}; the multiply is {:.0f}% of it{}, so a faster kernel could save at most "
+                 "that\n",
+                 to_string(best.strategy), to_string(best.layout), sec[int(Phase::read)], sec[int(Phase::h2d)], kernel,
+                 sec[int(Phase::d2h)], sec[int(Phase::write)], 100 * kernel / busy,
+                 rep.build.backend == "Cuda" ? fmt::format(" and host-device copies {:.0f}%", 100 * copies / busy)
+                                             : std::string());
+    }
+  }
   if (rep.verified) fmt::print(out, "\nverified: {} equals multBy * discount bit for bit\n", rep.output);
 }
 

@@ -67,6 +67,11 @@ csv = "report.csv"
   CHECK(json["machine"]["memory_bytes"].get<double>() > 0);
   CHECK_FALSE(json["machine"]["host"].get<std::string>().empty());
   CHECK(to_csv(report).find("flat,left," + precision) != std::string::npos);
+  // the table ends with the share a faster kernel could save, from the fastest job
+  std::ostringstream table;
+  print_run_table(report, table);
+  CHECK(table.str().find("the fastest job, busy seconds): read ") != std::string::npos);
+  CHECK(table.str().find("% of it, so a faster kernel could save at most that") != std::string::npos);
   // an existing output is refused without overwrite
   CHECK_THROWS_WITH(run_deck(deck, progress), Catch::Contains("output exists"));
 }
