@@ -297,7 +297,10 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
   hsize_t chunk[3] = {0, 0, 0};
-  if (H5Pget_layout(create.get()) != H5D_CHUNKED || H5Pget_chunk(create.get(), 3, chunk) != 3) return nullptr;
+  if (H5Pget_layout(create.get()) != H5D_CHUNKED) return nullptr;
+  const int rank = H5Pget_chunk(create.get(), 3, chunk);
+  if (rank == 2) chunk[2] = chunk[1], chunk[1] = chunk[0], chunk[0] = 1;  // (ids, K) as one date
+  else if (rank != 3) return nullptr;
   Codec codec = Codec::none;
   int codec_index = -1, shuffle = -1;
   for (int f = 0, filters = H5Pget_nfilters(create.get()); f < filters; ++f) {
@@ -321,6 +324,7 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   cube->path_ = shown;
   cube->K_ = K;
   cube->chunk_ = {Index(chunk[0]), Index(chunk[1]), Index(chunk[2])};
+  cube->rank_ = rank;
   cube->es_ = H5Tget_size(type.get());
   cube->codec_ = codec;
   cube->codec_index_ = codec_index;
@@ -367,10 +371,12 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
     thread_local std::vector<unsigned char> packed, inflated, plain;
     const auto [tc, ic, kc] = origin;
     const auto where = [&] {
-      return path_ + ": chunk at (" + std::to_string(tc) + ", " + std::to_string(ic) + ", " + std::to_string(kc) + ")";
+      return path_ + ": chunk at (" + (rank_ == 3 ? std::to_string(tc) + ", " : std::string()) + std::to_string(ic) +
+             ", " + std::to_string(kc) + ")";
     };
     quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
-    const hsize_t coord[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
+    const hsize_t coord3[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
+    const hsize_t* coord = rank_ == 3 ? coord3 : coord3 + 1;
     unsigned mask = 0;
     haddr_t addr = HADDR_UNDEF;
     hsize_t stored = 0;
@@ -463,6 +469,8 @@ bool hdf5_decodes(const Dataset& ds) {
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
                        std::size_t scratch_bytes)
     : ds_(ds), path_(path), name_(name), K_(K) {
+  Dataspace space(H5Dget_space(ds.get()));
+  rank_ = H5Sget_simple_extent_ndims(space.get());
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
     raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
@@ -527,8 +535,9 @@ void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   const int k = precision == Precision::f64 ? 0 : 1;
   if (raw_[k] && raw_[k]->read(b, buffer)) return;
   if (chunked_[k] && chunked_[k]->read(b, buffer)) return;
-  read_hyperslab(ds_, native_type(precision), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K_},
-                 buffer, path_ + ": dataset '" + name_ + "'");
+  const std::string what = path_ + ": dataset '" + name_ + "'";
+  if (rank_ == 2) read_hyperslab(ds_, native_type(precision), {b.ids.begin, 0}, {b.ids.size(), K_}, buffer, what);
+  else read_hyperslab(ds_, native_type(precision), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K_}, buffer, what);
 }
 
 // --- input -----------------------------------------------------------------
@@ -547,11 +556,11 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision};
   discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes);
+  multby_reader_ = std::make_unique<CubeReader>(multby_, path, multby, shape_.N, shape_.K, chunk_cache_bytes);
 }
 
 void InputFile::read_multby(Range ids, Precision precision, void* buffer) const {
-  read_hyperslab(multby_, native_type(precision), {ids.begin, 0}, {ids.size(), shape_.K}, buffer,
-                 path_ + ": dataset '" + multby_name_ + "'");
+  multby_reader_->read(Block{{0, 1}, ids}, precision, buffer);
 }
 
 void InputFile::read_discount(const Block& b, Precision precision, void* buffer) const {

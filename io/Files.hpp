@@ -77,7 +77,8 @@ class ChunkedCube {
   std::string path_;
   int fd_ = -1;
   Index K_ = 0;
-  std::array<Index, 3> chunk_{};  // dates, ids, columns
+  std::array<Index, 3> chunk_{};  // dates, ids, columns (a rank-2 (ids, K) dataset: one date)
+  int rank_ = 3;
   std::size_t es_ = 8;
   enum class Codec { none, deflate, lzf } codec_ = Codec::none;
   int codec_index_ = -1, shuffle_index_ = -1;  // positions in the filter pipeline; -1: absent
@@ -94,7 +95,8 @@ struct CubeStorage {
 };
 std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), deflate; decoded by cvest's threads"
 
-// Reads blocks of a (T, N, K) dataset in C order, converted to the asked
+// Reads blocks of a (T, N, K) dataset (or id ranges of an (N, K) one, as
+// blocks of one date) in C order, converted to the asked
 // precision, by the fastest path that applies: pread straight into the block
 // (RawCube), decoding whole chunks on the calling thread (ChunkedCube), else
 // H5Dread. Safe from several threads.
@@ -115,6 +117,7 @@ class CubeReader {
   const Dataset& ds_;
   std::string path_, name_;
   Index K_ = 0;
+  int rank_ = 3;  // 2: an (N, K) table, read as one date
   std::unique_ptr<RawCube> raw_[2];            // per precision asked, when it qualifies
   std::unique_ptr<ChunkedCube> chunked_[2];    // idem
 };
@@ -141,13 +144,14 @@ class InputFile {
   // itself, else {0, 0}: blocks of whole chunks decode each chunk once.
   std::array<Index, 2> decoded_chunk() const { return discount_reader_->decoded_chunk(); }
   CubeStorage discount_storage(Precision precision) const { return discount_reader_->storage(precision); }
+  CubeStorage multby_storage(Precision precision) const { return multby_reader_->storage(precision); }
 
  private:
   std::string path_, multby_name_, discount_name_;
   File file_;
   Dataset multby_, discount_;
   InputShape shape_;
-  std::unique_ptr<CubeReader> discount_reader_;
+  std::unique_ptr<CubeReader> discount_reader_, multby_reader_;
 };
 
 // Writes multBy and discount with reproducible values, one block of dates at

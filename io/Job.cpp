@@ -129,12 +129,15 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
     rep.input_storage.read_by = precision == shape.precision ? "pread" : "hdf5";
   }
   fmt::print(progress, "cvest: {} '{}': {}\n", deck.input.file, deck.input.discount, to_text(rep.input_storage));
-  if (rep.input_storage.read_by == "none")
-    throw InputError(fmt::format(
-        "{}: dataset '{}' is stored with {}, which this HDF5 cannot decode (a plugin on HDF5_PLUGIN_PATH can add it); "
-        "cvest decodes deflate, lzf and shuffle itself, at the file's own precision ({}) in chunks that fit an "
-        "eighth of memory_budget", deck.input.file, deck.input.discount, rep.input_storage.unreadable,
-        to_string(shape.precision)));
+  const auto refuse_unreadable = [&](const CubeStorage& storage, const std::string& dataset) {
+    if (storage.read_by == "none")
+      throw InputError(fmt::format(
+          "{}: dataset '{}' is stored with {}, which this HDF5 cannot decode (a plugin on HDF5_PLUGIN_PATH can add "
+          "it); cvest decodes deflate, lzf and shuffle itself, at the file's own precision ({}) in chunks that fit an "
+          "eighth of memory_budget", deck.input.file, dataset, storage.unreadable, to_string(shape.precision)));
+  };
+  refuse_unreadable(rep.input_storage, deck.input.discount);
+  if (input_file) refuse_unreadable(input_file->multby_storage(precision), deck.input.multby);
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
                                                : cube_chunk(shape.N, shape.K, es)[1];

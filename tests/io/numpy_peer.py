@@ -65,7 +65,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
                     f.create_dataset("multBy", data=m, compression="gzip")
                     f.create_dataset("discount", data=d, compression="gzip")
                 elif chunks in ("lzf", "lzf_shuffle"):
-                    f.create_dataset("multBy", data=m)
+                    f.create_dataset("multBy", data=m, compression="lzf", shuffle=chunks == "lzf_shuffle")
                     ds = f.create_dataset("discount", data=d, compression="lzf", shuffle=chunks == "lzf_shuffle")
                     # some chunks compressed, so cvest's lzf decoding is what reads them
                     stored = [ds.id.get_chunk_info(j).size for j in range(ds.id.get_num_chunks())]

@@ -334,6 +334,41 @@ TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would"
     }
 }
 
+TEST_CASE("a chunked multBy (N, K) is decoded by cvest too, id range by id range", "[io][deflate]") {
+  quiet_hdf5_errors();
+  const hsize_t T = 2, N = 1001, K = 3;
+  const auto path = scratch("multby_chunked.h5");
+  std::vector<double> m(N * K), d(T * N * K, 1.0);
+  for (std::size_t j = 0; j < m.size(); ++j) m[j] = std::ldexp(double(j % 101) + 0.25, int(j % 17) - 8);
+  {
+    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t mdims[2] = {N, K}, mchunk[2] = {300, 2}, dims[3] = {T, N, K};  // partial chunks both ways
+    Dataspace ms(H5Screate_simple(2, mdims, nullptr)), s(H5Screate_simple(3, dims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create.get(), 2, mchunk);
+    H5Pset_shuffle(create.get());
+    H5Pset_deflate(create.get(), 4);
+    Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    Dataset dd(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+    REQUIRE(H5Dwrite(dd.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.data()) >= 0);
+  }
+  const InputFile input(path.string(), "multBy", "discount");
+  CHECK(input.multby_storage(Precision::f64).read_by == "decode");
+  CHECK(input.multby_storage(Precision::f64).chunk == std::vector<Index>{300, 2});
+  for (const Range ids : {Range{0, Index(N)}, Range{299, 301}, Range{1000, 1001}, Range{450, 900}}) {
+    CAPTURE(ids.begin, ids.end);
+    std::vector<double> got(std::size_t(ids.size()) * K);
+    std::vector<float> got32(got.size());
+    input.read_multby(ids, Precision::f64, got.data());
+    input.read_multby(ids, Precision::f32, got32.data());  // a conversion: through HDF5
+    CHECK(std::memcmp(got.data(), m.data() + ids.begin * K, got.size() * sizeof(double)) == 0);
+    std::size_t wrong32 = 0;
+    for (std::size_t j = 0; j < got.size(); ++j) wrong32 += got32[j] != float(m[std::size_t(ids.begin) * K + j]);
+    CHECK(wrong32 == 0);
+  }
+}
+
 TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[io][deflate]") {
   quiet_hdf5_errors();
   const auto path = scratch("deflated_bad.h5");
