@@ -1,9 +1,10 @@
 #pragma once
 // The HDF5 files of a job: the input (multBy, discount), generated inputs,
 // and the output cube, written to a temporary file that is renamed into
-// place only after success.
+// place only after success. How a cube's bytes move: io/Chunks.hpp.
 #include "core/Deck.hpp"
 #include "core/Plan.hpp"
+#include "io/Chunks.hpp"
 #include "io/Hdf5.hpp"
 #include "io/TempFiles.hpp"
 
@@ -13,114 +14,6 @@
 #include <vector>
 
 namespace cvest::io {
-
-// Direct pread/pwrite access to a (T, N, K) dataset whose bytes lie in the
-// file exactly as in memory: no filters, the memory type, and either a
-// contiguous layout or chunks of (1, ids, K). HDF5 (whose thread-safe build
-// serialises every call behind one lock) then only answers where a chunk
-// lives, and reading and writing run concurrently on separate threads.
-class RawCube {
- public:
-  // nullptr when the dataset does not qualify; HDF5 reads/writes are used then.
-  // `path` is opened; `shown` names it in messages (the final output name
-  // rather than its temporary file).
-  static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& path, const std::string& shown,
-                                       hid_t mem_type, bool writable, Index N, Index K);
-  ~RawCube();
-  RawCube(const RawCube&) = delete;
-  RawCube& operator=(const RawCube&) = delete;
-  // False when part of the block is not allocated in the file (the caller
-  // then goes through HDF5, which supplies fill values).
-  bool read(const Block& block, void* buffer) const;
-  void write(const Block& block, const void* buffer) const;
-
- private:
-  RawCube() = default;
-  template <class Op>
-  bool for_each_run(const Block& block, Op&& op) const;
-  hid_t ds_ = -1;
-  std::string path_;
-  int fd_ = -1;
-  Index N_ = 0, K_ = 0, chunk_ids_ = 0;
-  std::size_t es_ = 8;
-  haddr_t contiguous_base_ = HADDR_UNDEF;
-};
-
-// Chunked datasets cvest decodes itself: chunks of any shape (dates, ids,
-// columns), stored plain, deflated or lzf-compressed, either after a shuffle
-// (what h5py, xarray and cvest write; lzf is h5py's own filter, which HDF5's
-// library cannot read without h5py's plugin). HDF5, whose thread-safe build serialises every
-// call behind one lock, only answers where a chunk lives; its bytes are read
-// with pread, inflated, unshuffled and copied into the block on the calling
-// thread, so several threads decode at once. Other filters, type
-// conversions and byte orders: nullptr (HDF5 reads those).
-class ChunkedCube {
- public:
-  // `path` is opened for reading; `shown` names it in messages.
-  static std::unique_ptr<ChunkedCube> open(const Dataset& ds, const std::string& path, const std::string& shown,
-                                           hid_t mem_type, Index K);
-  ~ChunkedCube();
-  ChunkedCube(const ChunkedCube&) = delete;
-  ChunkedCube& operator=(const ChunkedCube&) = delete;
-  // A chunk's extent in dates and ids: a block of whole chunks decodes each
-  // of its chunks once; one that cuts a chunk decodes it again for the next.
-  Index chunk_dates() const { return chunk_[0]; }
-  Index chunk_ids() const { return chunk_[1]; }
-  std::size_t chunk_bytes() const { return std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * es_; }
-  // False when a chunk the block needs is not in the file (HDF5 supplies
-  // fill values then).
-  bool read(const Block& block, void* buffer) const;
-
- private:
-  ChunkedCube() = default;
-  hid_t ds_ = -1;
-  std::string path_;
-  int fd_ = -1;
-  Index K_ = 0;
-  std::array<Index, 3> chunk_{};  // dates, ids, columns (a rank-2 (ids, K) dataset: one date)
-  int rank_ = 3;
-  std::size_t es_ = 8;
-  enum class Codec { none, deflate, lzf } codec_ = Codec::none;
-  int codec_index_ = -1, shuffle_index_ = -1;  // positions in the filter pipeline; -1: absent
-};
-
-// How a dataset is stored and which path reads it: a report says so, so that
-// a slow read can be told from a slow machine.
-struct CubeStorage {
-  std::vector<Index> chunk;          // empty when contiguous
-  std::vector<std::string> filters;  // HDF5's names, in pipeline order
-  std::string read_by;               // "pread", "decode" (cvest's threads), "hdf5" (H5Dread), or
-                                     // "none": HDF5 lacks a filter it would need (`unreadable` names it)
-  std::string unreadable;
-};
-std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), deflate; decoded by cvest's threads"
-
-// Reads blocks of a (T, N, K) dataset (or id ranges of an (N, K) one, as
-// blocks of one date) in C order, converted to the asked
-// precision, by the fastest path that applies: pread straight into the block
-// (RawCube), decoding whole chunks on the calling thread (ChunkedCube), else
-// H5Dread. Safe from several threads.
-class CubeReader {
- public:
-  // `scratch_bytes`: what decoding may hold (three chunk-sized buffers per
-  // decoding thread, in place of HDF5's chunk cache); larger chunks go
-  // through H5Dread.
-  CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
-             std::size_t scratch_bytes = std::size_t(64) << 20);
-  void read(const Block& block, Precision precision, void* buffer) const;
-  // The (dates, ids) extent of the chunks it decodes itself; {0, 0} when it
-  // reads otherwise (any block shape is then as good as another).
-  std::array<Index, 2> decoded_chunk() const;
-  CubeStorage storage(Precision precision) const;
-
- private:
-  const Dataset& ds_;
-  std::string path_, name_;
-  Index K_ = 0;
-  int rank_ = 3;  // 2: an (N, K) table, read as one date
-  std::unique_ptr<RawCube> raw_[2];            // per precision asked, when it qualifies
-  std::unique_ptr<ChunkedCube> chunked_[2];    // idem
-};
 
 struct InputShape {
   Index T = 0, N = 0, K = 0;

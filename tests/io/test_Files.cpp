@@ -2,6 +2,7 @@
 // input, naming file and dataset), and outputs written through a temporary
 // file with attributes and dimension scales.
 #include "io/Files.hpp"
+#include "Scratch.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -23,12 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / "cvest_test_files";
-  fs::create_directories(dir);
-  fs::remove(dir / name);
-  return dir / name;
-}
 
 // Writes a dataset of `type` with `dims` (values: zeros) into `path`.
 void add_dataset(const fs::path& path, const std::string& name, hid_t type, std::vector<hsize_t> dims) {
@@ -254,185 +249,6 @@ TEST_CASE("an output the disk cannot hold is refused before anything is written"
   spec.T = 2;
   spec.N = 1000;
   CHECK_NOTHROW(OutputFile(spec));
-}
-
-TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would", "[io][deflate]") {
-  quiet_hdf5_errors();
-  const Index T = 5, N = 2503, K = 3;  // every chunk shape below has partial chunks at the ends
-  std::vector<double> values(std::size_t(T * N * K)), m(std::size_t(N * K), 1.0);
-  for (std::size_t j = 0; j < values.size(); ++j) values[j] = std::ldexp(double(j % 977) - 488.5, int(j % 61) - 30);
-  enum class Filters { none, deflate, shuffle_deflate };
-  // cvest's own (1, ids, K); h5py's default choice, one column per chunk;
-  // columns split unevenly; all dates in one chunk
-  const std::array<hsize_t, 3> shapes[] = {{1, 500, 3}, {2, 700, 1}, {3, 400, 2}, {5, 300, 3}};
-  for (const auto& chunk : shapes)
-    for (const Filters filters : {Filters::none, Filters::deflate, Filters::shuffle_deflate}) {
-      CAPTURE(chunk[0], chunk[1], chunk[2], int(filters));
-      const auto path = scratch("chunked.h5");
-      {  // written through HDF5's own filters
-        File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-        const hsize_t dims[3] = {hsize_t(T), hsize_t(N), hsize_t(K)}, mdims[2] = {hsize_t(N), hsize_t(K)};
-        Dataspace s(H5Screate_simple(3, dims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
-        PropList create(H5Pcreate(H5P_DATASET_CREATE));
-        H5Pset_chunk(create.get(), 3, chunk.data());
-        if (filters == Filters::shuffle_deflate) H5Pset_shuffle(create.get());
-        if (filters != Filters::none) H5Pset_deflate(create.get(), 6);
-        Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
-        Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-        REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
-        REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
-      }
-      const InputFile input(path.string(), "multBy", "discount");
-      // plain (1, ids, K) chunks are read straight into blocks instead
-      const bool decoded = filters != Filters::none || chunk[0] != 1 || Index(chunk[2]) != K;
-      CHECK(input.decoded_chunk() ==
-            (decoded ? std::array<Index, 2>{Index(chunk[0]), Index(chunk[1])} : std::array<Index, 2>{0, 0}));
-      {
-        File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-        Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
-        CHECK(ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_DOUBLE, K));
-        CHECK_FALSE(ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_FLOAT, K));  // a conversion: HDF5's
-        // chunks whose decoding would not fit the scratch allowed go through
-        // HDF5, with the same result
-        const CubeReader tight(d, path.string(), "discount", N, K, 1);
-        CHECK(tight.decoded_chunk() == std::array<Index, 2>{0, 0});
-        CHECK(tight.storage(Precision::f64).read_by == (decoded ? "hdf5" : "pread"));
-        const auto storage = input.discount_storage(Precision::f64);
-        CHECK(storage.read_by == (decoded ? "decode" : "pread"));
-        CHECK(input.discount_storage(Precision::f32).read_by == "hdf5");  // a conversion
-        CHECK(storage.chunk == std::vector<Index>{Index(chunk[0]), Index(chunk[1]), Index(chunk[2])});
-        CHECK(storage.filters == (filters == Filters::none      ? std::vector<std::string>{}
-                                  : filters == Filters::deflate ? std::vector<std::string>{"deflate"}
-                                                                : std::vector<std::string>{"shuffle", "deflate"}));
-        const Block b{{1, 4}, {333, 2222}};
-        std::vector<double> via_hdf5(std::size_t(b.dates.size() * b.ids.size() * K)), decoded(via_hdf5.size());
-        tight.read(b, Precision::f64, via_hdf5.data());
-        input.read_discount(b, Precision::f64, decoded.data());
-        CHECK(std::memcmp(via_hdf5.data(), decoded.data(), decoded.size() * sizeof(double)) == 0);
-      }
-      // blocks cutting chunks at every side, one in the partial last chunks,
-      // one id, the whole cube
-      for (const Block b : {Block{{1, 3}, {250, 1750}}, Block{{0, 5}, {2000, N}}, Block{{4, 5}, {0, 1}},
-                            Block{{2, 3}, {N - 1, N}}, Block{{0, T}, {0, N}}}) {
-        CAPTURE(b.dates.begin, b.dates.end, b.ids.begin, b.ids.end);
-        std::vector<double> got(std::size_t(b.dates.size() * b.ids.size() * K));
-        std::vector<float> got32(got.size());
-        input.read_discount(b, Precision::f64, got.data());
-        input.read_discount(b, Precision::f32, got32.data());
-        std::size_t wrong = 0, wrong32 = 0;
-        for (Index t = b.dates.begin; t < b.dates.end; ++t)
-          for (Index i = b.ids.begin; i < b.ids.end; ++i)
-            for (Index k = 0; k < K; ++k) {
-              const double want = values[std::size_t((t * N + i) * K + k)];
-              const std::size_t at = std::size_t(((t - b.dates.begin) * b.ids.size() + (i - b.ids.begin)) * K + k);
-              wrong += std::memcmp(&got[at], &want, sizeof want) != 0;
-              wrong32 += got32[at] != float(want);
-            }
-        CHECK(wrong == 0);
-        CHECK(wrong32 == 0);
-      }
-    }
-}
-
-TEST_CASE("a chunked multBy (N, K) is decoded by cvest too, id range by id range", "[io][deflate]") {
-  quiet_hdf5_errors();
-  const hsize_t T = 2, N = 1001, K = 3;
-  const auto path = scratch("multby_chunked.h5");
-  std::vector<double> m(N * K), d(T * N * K, 1.0);
-  for (std::size_t j = 0; j < m.size(); ++j) m[j] = std::ldexp(double(j % 101) + 0.25, int(j % 17) - 8);
-  {
-    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    const hsize_t mdims[2] = {N, K}, mchunk[2] = {300, 2}, dims[3] = {T, N, K};  // partial chunks both ways
-    Dataspace ms(H5Screate_simple(2, mdims, nullptr)), s(H5Screate_simple(3, dims, nullptr));
-    PropList create(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(create.get(), 2, mchunk);
-    H5Pset_shuffle(create.get());
-    H5Pset_deflate(create.get(), 4);
-    Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
-    Dataset dd(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
-    REQUIRE(H5Dwrite(dd.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.data()) >= 0);
-  }
-  const InputFile input(path.string(), "multBy", "discount");
-  CHECK(input.multby_storage(Precision::f64).read_by == "decode");
-  CHECK(input.multby_storage(Precision::f64).chunk == std::vector<Index>{300, 2});
-  for (const Range ids : {Range{0, Index(N)}, Range{299, 301}, Range{1000, 1001}, Range{450, 900}}) {
-    CAPTURE(ids.begin, ids.end);
-    std::vector<double> got(std::size_t(ids.size()) * K);
-    std::vector<float> got32(got.size());
-    input.read_multby(ids, Precision::f64, got.data());
-    input.read_multby(ids, Precision::f32, got32.data());  // a conversion: through HDF5
-    CHECK(std::memcmp(got.data(), m.data() + ids.begin * K, got.size() * sizeof(double)) == 0);
-    std::size_t wrong32 = 0;
-    for (std::size_t j = 0; j < got.size(); ++j) wrong32 += got32[j] != float(m[std::size_t(ids.begin) * K + j]);
-    CHECK(wrong32 == 0);
-  }
-}
-
-TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[io][deflate]") {
-  quiet_hdf5_errors();
-  const auto path = scratch("deflated_bad.h5");
-  {
-    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    const hsize_t dims[3] = {2, 100, 5}, chunk[3] = {1, 100, 5};
-    Dataspace s(H5Screate_simple(3, dims, nullptr));
-    PropList create(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(create.get(), 3, chunk);
-    H5Pset_deflate(create.get(), 4);
-    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
-    const char garbage[] = "not a zlib stream at all";
-    const hsize_t offset[3] = {1, 0, 0};
-    REQUIRE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, offset, sizeof garbage, garbage) >= 0);
-  }
-  File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
-  const auto cube = ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_DOUBLE, 5);
-  REQUIRE(cube);
-  std::vector<double> buffer(500);
-  // date 0 was never written: not read here (HDF5 supplies its fill values)
-  CHECK_FALSE(cube->read(Block{{0, 1}, {0, 100}}, buffer.data()));
-  CHECK_THROWS_WITH(cube->read(Block{{1, 2}, {0, 100}}, buffer.data()),
-                    Catch::Contains("deflated_bad.h5: chunk at (1, 0, 0): not a valid deflate stream"));
-  const CubeReader reader(d, path.string(), "discount", 100, 5);
-  buffer.assign(500, 1.0);
-  reader.read(Block{{0, 1}, {0, 100}}, Precision::f64, buffer.data());
-  CHECK(std::count(buffer.begin(), buffer.end(), 0.0) == 500);
-}
-
-TEST_CASE("a block's chunks decoded by a team: values, a bad chunk and a missing one reach the caller",
-          "[io][deflate]") {
-  quiet_hdf5_errors();
-  const auto path = scratch("team_decoded.h5");
-  const hsize_t T = 6, N = 1000, K = 5;
-  std::vector<double> values(5 * N * K);
-  for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j) * 0.5;
-  {
-    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    const hsize_t dims[3] = {T, N, K}, chunk[3] = {1, 100, K};
-    Dataspace s(H5Screate_simple(3, dims, nullptr));
-    PropList create(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(create.get(), 3, chunk);
-    H5Pset_deflate(create.get(), 4);
-    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
-    // dates 0-4 written by HDF5, then one chunk of date 4 replaced by garbage; date 5 nothing
-    write_hyperslab(d, H5T_NATIVE_DOUBLE, {0, 0, 0}, {5, Index(N), Index(K)}, values.data(), "discount");
-    const char garbage[] = "not a zlib stream at all";
-    const hsize_t offset[3] = {4, 300, 0};
-    REQUIRE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, offset, sizeof garbage, garbage) >= 0);
-  }
-  File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
-  const auto cube = ChunkedCube::open(d, path.string(), path.string(), H5T_NATIVE_DOUBLE, K);
-  REQUIRE(cube);
-  // called outside any parallel region, as the overlapped pipeline's reader
-  // is: 40 chunks, decoded side by side
-  std::vector<double> got(4 * N * K);
-  REQUIRE(cube->read(Block{{0, 4}, {0, Index(N)}}, got.data()));
-  CHECK(std::memcmp(got.data(), values.data(), got.size() * sizeof(double)) == 0);
-  CHECK_THROWS_WITH(cube->read(Block{{3, 5}, {0, Index(N)}}, got.data()),
-                    Catch::Contains("team_decoded.h5: chunk at (4, 300, 0): not a valid deflate stream"));
-  CHECK(cube->read(Block{{2, 4}, {0, Index(N)}}, got.data()));  // and it goes on after an error
-  CHECK_FALSE(cube->read(Block{{5, 6}, {0, Index(N)}}, got.data()));  // HDF5's fill values then
 }
 
 TEST_CASE("gzip outputs compressed by cvest read back through HDF5's own filters", "[io][deflate]") {

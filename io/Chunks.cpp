@@ -1,0 +1,443 @@
+#include "io/Chunks.hpp"
+
+#include <Kokkos_Core.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <fcntl.h>
+#include <libdeflate.h>
+#include <lzf.h>
+#include <mutex>
+#include <string>
+#include <unistd.h>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace cvest::io {
+
+namespace {
+
+// h5py's LZF filter, registered with The HDF Group under this id: h5py
+// compresses each chunk with liblzf (stored as is where that does not
+// shrink it, the filter being optional).
+constexpr H5Z_filter_t lzf_filter = 32000;
+
+// The ids per chunk of a dataset stored in (1, ids, K) chunks, else 0.
+Index chunk_ids_of(const PropList& create, Index K) {
+  hsize_t chunk[3] = {0, 0, 0};
+  if (H5Pget_layout(create.get()) != H5D_CHUNKED || H5Pget_chunk(create.get(), 3, chunk) != 3 || chunk[0] != 1 ||
+      Index(chunk[2]) != K)
+    return 0;
+  return Index(chunk[1]);
+}
+
+// Calls op(t, chunk_start, begin, end) for every piece of the block that lies
+// in one (1, chunk_ids, K) chunk: date t, ids [begin, end) of the chunk that
+// starts at chunk_start. Stops and returns false when op does.
+template <class Op>
+bool for_each_chunk_piece(const Block& b, Index chunk_ids, Op&& op) {
+  for (Index t = b.dates.begin; t < b.dates.end; ++t)
+    for (Index i = b.ids.begin; i < b.ids.end;) {
+      const Index chunk_start = i - i % chunk_ids;
+      const Index end = std::min(b.ids.end, chunk_start + chunk_ids);
+      if (!op(t, chunk_start, i, end)) return false;
+      i = end;
+    }
+  return true;
+}
+
+// Reads `bytes` at offset `at` of `fd` (the file `shown`), retrying short reads.
+void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::string& shown) {
+  auto* out = static_cast<char*>(buffer);
+  for (std::size_t done = 0; done < bytes;) {
+    const ssize_t got = ::pread(fd, out + done, bytes - done, at + off_t(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw IoError(shown + ": read at byte " + std::to_string(at + off_t(done)) + " failed: " +
+                    (got == 0 ? std::string("file is truncated") : std::string(std::strerror(errno))));
+    done += std::size_t(got);
+  }
+}
+
+}  // namespace
+
+std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {
+  return (std::size_t((t - b.dates.begin) * b.ids.size()) + std::size_t(i - b.ids.begin)) * row;
+}
+
+// --- raw access -----------------------------------------------------------------
+
+std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& path, const std::string& shown,
+                                       hid_t mem_type, bool writable, Index N, Index K) {
+  Datatype type(H5Dget_type(ds.get()));
+  if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
+  PropList create(H5Dget_create_plist(ds.get()));
+  if (H5Pget_nfilters(create.get()) != 0) return nullptr;
+  std::unique_ptr<RawCube> raw(new RawCube);
+  raw->N_ = N;
+  raw->K_ = K;
+  raw->es_ = H5Tget_size(type.get());
+  const H5D_layout_t layout = H5Pget_layout(create.get());
+  if (layout == H5D_CONTIGUOUS) {
+    raw->contiguous_base_ = H5Dget_offset(ds.get());
+    if (raw->contiguous_base_ == HADDR_UNDEF) return nullptr;
+  } else if (layout == H5D_CHUNKED) {
+    raw->chunk_ids_ = chunk_ids_of(create, K);
+    if (raw->chunk_ids_ == 0) return nullptr;
+  } else {
+    return nullptr;
+  }
+  raw->ds_ = ds.get();
+  raw->path_ = shown;
+  raw->fd_ = ::open(path.c_str(), writable ? O_WRONLY : O_RDONLY);
+  if (raw->fd_ < 0) return nullptr;
+  if (!writable) ::posix_fadvise(raw->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return raw;
+}
+
+RawCube::~RawCube() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// Calls op(file_offset, bytes, offset_in_block_buffer) for every contiguous
+// run of the block in the file; false when a chunk is not allocated.
+template <class Op>
+bool RawCube::for_each_run(const Block& b, Op&& op) const {
+  quiet_hdf5_errors();  // this thread's, as it asks HDF5 where chunks are
+  const std::size_t row = std::size_t(K_) * es_;
+  if (contiguous_base_ != HADDR_UNDEF) {
+    for (Index t = b.dates.begin; t < b.dates.end; ++t)
+      op(off_t(contiguous_base_ + (std::size_t(t * N_ + b.ids.begin)) * row), std::size_t(b.ids.size()) * row,
+         offset_in_block(b, t, b.ids.begin, row));
+    return true;
+  }
+  return for_each_chunk_piece(b, chunk_ids_, [&](Index t, Index chunk_start, Index i, Index end) {
+    const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
+      return false;
+    op(off_t(addr + std::size_t(i - chunk_start) * row), std::size_t(end - i) * row, offset_in_block(b, t, i, row));
+    return true;
+  });
+}
+
+bool RawCube::read(const Block& b, void* buffer) const {
+  auto* out = static_cast<char*>(buffer);
+  return for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t into) { read_at(fd_, out + into, bytes, at, path_); });
+}
+
+void RawCube::write(const Block& b, const void* buffer) const {
+  const auto* in = static_cast<const char*>(buffer);
+  const bool complete = for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t from) {
+    for (std::size_t done = 0; done < bytes;) {
+      const ssize_t put = ::pwrite(fd_, in + from + done, bytes - done, at + off_t(done));
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0)
+        throw IoError(path_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
+                      (errno == ENOSPC ? " (disk full)" : ""));
+      done += std::size_t(put);
+    }
+  });
+  if (!complete) throw IoError(path_ + ": output chunk not allocated");
+}
+// --- deflated chunks ------------------------------------------------------------
+
+namespace {
+
+libdeflate_decompressor* thread_decompressor() {
+  struct Decompressor {
+    libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+    ~Decompressor() { libdeflate_free_decompressor(d); }
+  };
+  thread_local Decompressor mine;
+  return mine.d;
+}
+
+// HDF5's shuffle filter stores byte j of every element together (plane j),
+// which lets deflate see runs of exponent bytes. Shuffle builds the planes,
+// !Shuffle undoes them; one pass with whole elements in order, unrolled for
+// doubles and floats.
+template <bool Shuffle, std::size_t Element>
+void byte_planes_fixed(const unsigned char* in, std::size_t n, unsigned char* out) {
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < Element; ++j) {
+      if constexpr (Shuffle) out[j * n + i] = in[i * Element + j];
+      else out[i * Element + j] = in[j * n + i];
+    }
+}
+
+template <bool Shuffle>
+void byte_planes(const unsigned char* in, std::size_t bytes, std::size_t element, unsigned char* out) {
+  const std::size_t n = bytes / element;
+  if (element == 8) return byte_planes_fixed<Shuffle, 8>(in, n, out);
+  if (element == 4) return byte_planes_fixed<Shuffle, 4>(in, n, out);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = 0; j < element; ++j) {
+      if constexpr (Shuffle) out[j * n + i] = in[i * element + j];
+      else out[i * element + j] = in[j * n + i];
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::string& path, const std::string& shown,
+                                               hid_t mem_type, Index K) {
+  Datatype type(H5Dget_type(ds.get()));
+  if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
+  PropList create(H5Dget_create_plist(ds.get()));
+  hsize_t chunk[3] = {0, 0, 0};
+  if (H5Pget_layout(create.get()) != H5D_CHUNKED) return nullptr;
+  const int rank = H5Pget_chunk(create.get(), 3, chunk);
+  if (rank == 2) chunk[2] = chunk[1], chunk[1] = chunk[0], chunk[0] = 1;  // (ids, K) as one date
+  else if (rank != 3) return nullptr;
+  Codec codec = Codec::none;
+  int codec_index = -1, shuffle = -1;
+  for (int f = 0, filters = H5Pget_nfilters(create.get()); f < filters; ++f) {
+    unsigned flags = 0;
+    std::size_t nvalues = 0;
+    const H5Z_filter_t id = H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr);
+    if ((id == H5Z_FILTER_DEFLATE || id == lzf_filter) && codec_index < 0) {
+      codec = id == lzf_filter ? Codec::lzf : Codec::deflate;
+      codec_index = f;
+    } else if (id == H5Z_FILTER_SHUFFLE && shuffle < 0 && codec_index < 0) {
+      shuffle = f;  // shuffle, then compress
+    } else {
+      return nullptr;
+    }
+  }
+  std::unique_ptr<ChunkedCube> cube(new ChunkedCube);
+  cube->fd_ = ::open(path.c_str(), O_RDONLY);
+  if (cube->fd_ < 0) return nullptr;
+  ::posix_fadvise(cube->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  cube->ds_ = ds.get();
+  cube->path_ = shown;
+  cube->K_ = K;
+  cube->chunk_ = {Index(chunk[0]), Index(chunk[1]), Index(chunk[2])};
+  cube->rank_ = rank;
+  cube->es_ = H5Tget_size(type.get());
+  cube->codec_ = codec;
+  cube->codec_index_ = codec_index;
+  cube->shuffle_index_ = shuffle;
+  return cube;
+}
+
+ChunkedCube::~ChunkedCube() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+// Copies `rows` runs of `bytes` from `src` (runs `src_step` bytes apart) to
+// `dst` (runs `dst_step` apart): a chunk's columns into a block's rows.
+// Fixed sizes for the one-column chunks h5py chooses by default.
+template <std::size_t Bytes>
+void copy_runs_fixed(unsigned char* dst, std::size_t dst_step, const unsigned char* src, std::size_t src_step,
+                     std::size_t rows) {
+  for (std::size_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) std::memcpy(dst, src, Bytes);
+}
+
+void copy_runs(unsigned char* dst, std::size_t dst_step, const unsigned char* src, std::size_t src_step,
+               std::size_t rows, std::size_t bytes) {
+  if (bytes == 8) return copy_runs_fixed<8>(dst, dst_step, src, src_step, rows);
+  if (bytes == 4) return copy_runs_fixed<4>(dst, dst_step, src, src_step, rows);
+  for (std::size_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) std::memcpy(dst, src, bytes);
+}
+
+}  // namespace
+
+bool ChunkedCube::read(const Block& b, void* buffer) const {
+  const auto [ct, ci, ck] = chunk_;
+  const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
+  const std::size_t chunk_bytes = this->chunk_bytes();
+  auto* out = static_cast<unsigned char*>(buffer);
+  std::vector<std::array<Index, 3>> chunks;  // the origins of the chunks the block touches
+  for (Index tc = b.dates.begin - b.dates.begin % ct; tc < b.dates.end; tc += ct)
+    for (Index ic = b.ids.begin - b.ids.begin % ci; ic < b.ids.end; ic += ci)
+      for (Index kc = 0; kc < K_; kc += ck) chunks.push_back({tc, ic, kc});
+  // Decodes one chunk and copies its part of the block; false when it is not
+  // in the file. Scratch buffers are per thread.
+  const auto decode = [&](const std::array<Index, 3>& origin) {
+    thread_local std::vector<unsigned char> packed, inflated, plain;
+    const auto [tc, ic, kc] = origin;
+    const auto where = [&] {
+      return path_ + ": chunk at (" + (rank_ == 3 ? std::to_string(tc) + ", " : std::string()) + std::to_string(ic) +
+             ", " + std::to_string(kc) + ")";
+    };
+    quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
+    const hsize_t coord3[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
+    const hsize_t* coord = rank_ == 3 ? coord3 : coord3 + 1;
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t stored = 0;
+    if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &stored) < 0 || addr == HADDR_UNDEF || stored == 0)
+      return false;
+    packed.resize(stored);
+    read_at(fd_, packed.data(), stored, off_t(addr), where());
+    const unsigned char* data = packed.data();
+    std::size_t size = stored;
+    if (codec_index_ >= 0 && !(mask & (1u << codec_index_))) {  // a set bit: skipped for this chunk
+      inflated.resize(chunk_bytes);
+      std::size_t got = 0;
+      const bool ok =
+          codec_ == Codec::deflate
+              ? libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) ==
+                    LIBDEFLATE_SUCCESS
+              : (got = lzf_decompress(data, unsigned(size), inflated.data(), unsigned(chunk_bytes))) > 0;
+      if (!ok || got != chunk_bytes)
+        throw IoError(where() + ": not a valid " + (codec_ == Codec::deflate ? "deflate" : "lzf") + " stream of " +
+                      std::to_string(chunk_bytes) + " bytes");
+      data = inflated.data();
+      size = got;
+    }
+    if (size != chunk_bytes)
+      throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
+    if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
+      plain.resize(chunk_bytes);
+      byte_planes<false>(data, chunk_bytes, es_, plain.data());
+      data = plain.data();
+    }
+    // The part of the chunk inside the block: dates [t0, t1), ids [i0, i1),
+    // columns [kc, kc + nk).
+    const Index t0 = std::max(tc, b.dates.begin), t1 = std::min(tc + ct, b.dates.end);
+    const Index i0 = std::max(ic, b.ids.begin), i1 = std::min(ic + ci, b.ids.end);
+    const std::size_t nk_bytes = std::size_t(std::min(ck, K_ - kc)) * es_;
+    for (Index t = t0; t < t1; ++t) {
+      const unsigned char* src = data + (std::size_t((t - tc) * ci) + std::size_t(i0 - ic)) * chunk_row;
+      unsigned char* dst = out + offset_in_block(b, t, i0, row) + std::size_t(kc) * es_;
+      if (ck == K_) std::memcpy(dst, src, std::size_t(i1 - i0) * row);  // whole rows: one run
+      else copy_runs(dst, row, src, chunk_row, std::size_t(i1 - i0), nk_bytes);
+    }
+    return true;
+  };
+#ifdef _OPENMP
+  if (chunks.size() > 1 && !omp_in_parallel()) {
+    // The overlapped pipeline's reader thread (outside any parallel region):
+    // an OpenMP team decodes the block's chunks, as the writer's team
+    // compresses them; on a device build the host cores are free for it.
+    // Inside the per-thread pipeline each thread decodes its own blocks.
+    std::atomic<bool> complete{true};
+    std::exception_ptr error;
+    std::mutex error_lock;
+    const long n = long(chunks.size());
+#pragma omp parallel for schedule(dynamic)
+    for (long j = 0; j < n; ++j) {
+      if (!complete.load()) continue;
+      try {
+        if (!decode(chunks[std::size_t(j)])) complete = false;
+      } catch (...) {
+        const std::lock_guard lock(error_lock);
+        if (!error) error = std::current_exception();
+        complete = false;
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return complete;
+  }
+#endif
+  for (const auto& origin : chunks)
+    if (!decode(origin)) return false;
+  return true;
+}
+
+namespace {
+
+// Whether this HDF5 has every filter the dataset was written with.
+bool hdf5_decodes(const Dataset& ds) {
+  PropList create(H5Dget_create_plist(ds.get()));
+  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
+    unsigned flags = 0;
+    std::size_t nvalues = 0;
+    if (H5Zfilter_avail(H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr)) <= 0)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
+                       std::size_t scratch_bytes)
+    : ds_(ds), path_(path), name_(name), K_(K) {
+  Dataspace space(H5Dget_space(ds.get()));
+  rank_ = H5Sget_simple_extent_ndims(space.get());
+  for (Precision p : {Precision::f64, Precision::f32}) {
+    const int k = p == Precision::f64 ? 0 : 1;
+    raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
+    if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path, path, native_type(p), K);
+    // Three buffers per decoding thread: the host threads, and as many
+    // again in the team of the overlapped pipeline's reader. Over that share
+    // HDF5 reads instead, unless it cannot (lzf without h5py's plugin).
+    if (chunked_[k] && hdf5_decodes(ds) &&
+        6.0 * double(chunked_[k]->chunk_bytes()) * double(Kokkos::DefaultHostExecutionSpace().concurrency()) >
+            double(scratch_bytes))
+      chunked_[k].reset();
+  }
+}
+
+std::array<Index, 2> CubeReader::decoded_chunk() const {
+  for (const auto& c : chunked_)
+    if (c) return {c->chunk_dates(), c->chunk_ids()};
+  return {0, 0};
+}
+
+CubeStorage CubeReader::storage(Precision precision) const {
+  CubeStorage st;
+  PropList create(H5Dget_create_plist(ds_.get()));
+  if (H5Pget_layout(create.get()) == H5D_CHUNKED) {
+    hsize_t chunk[3] = {0, 0, 0};
+    const int rank = H5Pget_chunk(create.get(), 3, chunk);
+    for (int d = 0; d < rank; ++d) st.chunk.push_back(Index(chunk[d]));
+  }
+  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
+    char name[64] = {};
+    unsigned flags = 0, config = 0;
+    std::size_t nvalues = 0;
+    H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, sizeof name, name, &config);
+    st.filters.emplace_back(name[0] ? name : "filter");
+  }
+  const int k = precision == Precision::f64 ? 0 : 1;
+  st.read_by = raw_[k] ? "pread" : chunked_[k] ? "decode" : "hdf5";
+  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n && st.read_by == "hdf5"; ++f) {
+    unsigned flags = 0;
+    std::size_t nvalues = 0;
+    const H5Z_filter_t id = H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr);
+    if (H5Zfilter_avail(id) <= 0) {
+      st.read_by = "none";
+      st.unreadable = st.filters[std::size_t(f)] + " (HDF5 filter " + std::to_string(id) + ")";
+    }
+  }
+  return st;
+}
+
+std::string to_text(const CubeStorage& st) {
+  std::string text = st.chunk.empty() ? "contiguous" : "chunks (";
+  for (std::size_t d = 0; d < st.chunk.size(); ++d)
+    text += std::to_string(st.chunk[d]) + (d + 1 < st.chunk.size() ? ", " : ")");
+  for (const auto& f : st.filters) text += ", " + f;
+  return text + (st.read_by == "pread"    ? "; read with pread"
+                 : st.read_by == "decode" ? "; decoded by cvest's threads"
+                 : st.read_by == "hdf5"   ? "; read by HDF5 (H5Dread, one thread at a time)"
+                                          : "; unreadable here: HDF5 lacks " + st.unreadable);
+}
+
+void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
+  const int k = precision == Precision::f64 ? 0 : 1;
+  if (raw_[k] && raw_[k]->read(b, buffer)) return;
+  if (chunked_[k] && chunked_[k]->read(b, buffer)) return;
+  const std::string what = path_ + ": dataset '" + name_ + "'";
+  if (rank_ == 2) read_hyperslab(ds_, native_type(precision), {b.ids.begin, 0}, {b.ids.size(), K_}, buffer, what);
+  else read_hyperslab(ds_, native_type(precision), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K_}, buffer, what);
+}
+
+void shuffle_bytes(const unsigned char* in, std::size_t bytes, std::size_t element, unsigned char* out) {
+  byte_planes<true>(in, bytes, element, out);
+}
+
+}  // namespace cvest::io
