@@ -22,11 +22,6 @@ namespace cvest::io {
 
 namespace {
 
-// h5py's LZF filter, registered with The HDF Group under this id: h5py
-// compresses each chunk with liblzf (stored as is where that does not
-// shrink it, the filter being optional).
-constexpr H5Z_filter_t lzf_filter = 32000;
-
 // The ids per chunk of a dataset stored in (1, ids, K) chunks, else 0.
 Index chunk_ids_of(const PropList& create, Index K) {
   hsize_t chunk[3] = {0, 0, 0};
@@ -203,8 +198,8 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
     unsigned flags = 0;
     std::size_t nvalues = 0;
     const H5Z_filter_t id = H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr);
-    if ((id == H5Z_FILTER_DEFLATE || id == lzf_filter) && codec_index < 0) {
-      codec = id == lzf_filter ? Codec::lzf : Codec::deflate;
+    if ((id == H5Z_FILTER_DEFLATE || id == h5py_lzf_filter) && codec_index < 0) {
+      codec = id == h5py_lzf_filter ? Codec::lzf : Codec::deflate;
       codec_index = f;
     } else if (id == H5Z_FILTER_SHUFFLE && shuffle < 0 && codec_index < 0) {
       shuffle = f;  // shuffle, then compress

@@ -122,6 +122,11 @@ class CubeReader {
   std::unique_ptr<ChunkedCube> chunked_[2];    // idem
 };
 
+// h5py's LZF filter, registered with The HDF Group under this id. HDF5's
+// library has no such filter; cvest reads and writes its chunks itself
+// (liblzf), and h5py (so xarray's h5netcdf engine and Dask) reads them.
+inline constexpr H5Z_filter_t h5py_lzf_filter = 32000;
+
 // Byte offset of element (t, i, 0) in a block's C-order buffer of `row`-byte
 // (K values) rows.
 std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <libdeflate.h>
+#include <lzf.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -33,19 +34,33 @@ File create_file(const std::string& path, const std::string& shown) {
   return file;
 }
 
+// What h5py's lzf filter records with it: its revision, liblzf's API
+// version, and the chunk's bytes (which size the reader's buffer).
+constexpr unsigned h5py_lzf_revision = 4;
+
+// compression: "none", "gzip" (shuffle, deflate at gzip_level) or "lzf"
+// (shuffle, h5py's lzf: optional, so a chunk lzf cannot shrink is stored as
+// shuffled with the filter skipped, as h5py does).
 Dataset create_dataset(const File& file, const std::string& name, Precision precision, const std::vector<hsize_t>& dims,
-                       const std::vector<hsize_t>& chunk, int gzip_level, const std::string& shown) {
+                       const std::vector<hsize_t>& chunk, const std::string& compression, int gzip_level,
+                       const std::string& shown) {
   Dataspace space(H5Screate_simple(int(dims.size()), dims.data(), nullptr));
   PropList create(H5Pcreate(H5P_DATASET_CREATE));
   H5Pset_chunk(create.get(), int(chunk.size()), chunk.data());
-  if (gzip_level > 0) {
-    H5Pset_shuffle(create.get());
-    H5Pset_deflate(create.get(), unsigned(gzip_level));
+  if (compression != "none") H5Pset_shuffle(create.get());
+  if (compression == "gzip") H5Pset_deflate(create.get(), unsigned(gzip_level));
+  if (compression == "lzf") {
+    hsize_t chunk_elements = 1;
+    for (const hsize_t c : chunk) chunk_elements *= c;
+    const unsigned values[3] = {h5py_lzf_revision, LZF_VERSION, unsigned(chunk_elements * element_size(precision))};
+    // HDF5 here has no lzf filter: an optional one can still be named, and
+    // cvest stores chunks it compressed itself.
+    H5Pset_filter(create.get(), h5py_lzf_filter, H5Z_FLAG_OPTIONAL, 3, values);
   }
   // Nothing is pre-filled. Uncompressed chunks are allocated up front, so
   // their addresses are known and blocks can be written with pwrite.
   H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
-  if (gzip_level == 0) H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
+  if (compression == "none") H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
   const hid_t type = precision == Precision::f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
   PropList link(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(link.get(), 1);  // "results/cv": the group comes with it
@@ -167,8 +182,8 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
     const auto chunk = cube_chunk(spec.ids, spec.cols, element_size(spec.precision));
     File file = create_file(temp, path);
     const hsize_t T = spec.dates, N = spec.ids, K = spec.cols;
-    Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, 0, path);
-    Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, 0, path);
+    Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, "none", 0, path);
+    Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, "none", 0, path);
     using Host = Kokkos::DefaultHostExecutionSpace;
     const Index NK = spec.ids * spec.cols;
     const std::uint64_t seed = spec.seed;
@@ -208,14 +223,15 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   check_output_path(spec.path, spec.overwrite);
   clean_up_after_killed_runs(spec.path);
   const std::size_t es = element_size(spec.precision);
+  // lzf stores a chunk it cannot shrink as is, so the plain size bounds it
   if (spec.compression != "gzip") check_free_space(spec.path, double(spec.T * spec.N * spec.K) * double(es));
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
                               : cube_chunk(spec.N, spec.K, es);
   file_ = create_file(temp_path_, spec.path);
   try {
     ds_ = create_dataset(file_, spec.dataset, spec.precision, {hsize_t(spec.T), hsize_t(spec.N), hsize_t(spec.K)},
-                         {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])},
-                         spec.compression == "gzip" ? spec.gzip_level : 0, spec.path);
+                         {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])}, spec.compression,
+                         spec.gzip_level, spec.path);
   } catch (...) {
     file_.reset();
     std::error_code ec;
@@ -224,8 +240,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   }
   // Uncompressed chunks are written as they are: no chunk cache, no copy;
   // straight to their file offsets when the raw path qualifies.
-  gzip_level_ = spec.compression == "gzip" ? spec.gzip_level : 0;
-  if (gzip_level_ == 0) {
+  if (spec.compression == "none") {
     // The chunk index goes to disk before a second descriptor writes data.
     if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
       ds_.reset();
@@ -295,15 +310,18 @@ void OutputFile::write(const Block& b, const void* buffer) {
   struct Piece {
     Index t, i;
     std::size_t stored;  // bytes to store; 0 when compression failed
+    unsigned skipped;    // filters not applied (H5Dwrite_chunk's mask): lzf when it could not shrink the chunk
   };
   std::vector<Piece> pieces;
   for (Index t = b.dates.begin; t < b.dates.end; ++t)
-    for (Index i = b.ids.begin; i < b.ids.end; i += chunk_[1]) pieces.push_back({t, i, 0});
+    for (Index i = b.ids.begin; i < b.ids.end; i += chunk_[1]) pieces.push_back({t, i, 0, 0});
   const auto chunk_name = [&](const Piece& p) {
     return "(" + std::to_string(p.t) + ", " + std::to_string(p.i) + ", 0)";
   };
-  // The chunk's bytes as stored: compressed into `out` when gzip, else in place.
-  const auto prepare = [&](const Piece& p, std::vector<unsigned char>& out, std::size_t& stored) -> const unsigned char* {
+  // The chunk's bytes as stored: compressed into `out` when gzip or lzf,
+  // else in place.
+  const auto prepare = [&](Piece& p, std::vector<unsigned char>& out) -> const unsigned char* {
+    std::size_t& stored = p.stored;
     thread_local std::vector<unsigned char> pad, shuffled;
     const Index ids = std::min(chunk_[1], b.ids.end - p.i);
     const unsigned char* src = bytes + offset_in_block(b, p.t, p.i, std::size_t(spec_.K) * es);
@@ -314,10 +332,20 @@ void OutputFile::write(const Block& b, const void* buffer) {
       src = pad.data();
     }
     stored = chunk_bytes;
-    if (gzip_level_ == 0) return src;
+    if (spec_.compression == "none") return src;
     shuffled.resize(chunk_bytes);
     shuffle_bytes(src, chunk_bytes, es, shuffled.data());
-    libdeflate_compressor* compressor = thread_compressor(gzip_level_);
+    if (spec_.compression == "lzf") {
+      out.resize(chunk_bytes);
+      stored = lzf_compress(shuffled.data(), unsigned(chunk_bytes), out.data(), unsigned(chunk_bytes - 1));
+      if (stored == 0) {  // no smaller: stored shuffled, lzf (filter 1, after shuffle) skipped
+        std::memcpy(out.data(), shuffled.data(), chunk_bytes);
+        stored = chunk_bytes;
+        p.skipped = 1u << 1;
+      }
+      return out.data();
+    }
+    libdeflate_compressor* compressor = thread_compressor(spec_.gzip_level);
     stored = 0;
     if (compressor) {
       out.resize(libdeflate_zlib_compress_bound(compressor, chunk_bytes));
@@ -326,14 +354,14 @@ void OutputFile::write(const Block& b, const void* buffer) {
     return stored ? out.data() : nullptr;
   };
   quiet_hdf5_errors();  // this thread's
-  const auto store = [&](const Piece& p, const unsigned char* data, std::size_t stored) {
+  const auto store = [&](const Piece& p, const unsigned char* data) {
     if (!data) throw IoError(what + ": compressing the chunk at " + chunk_name(p) + " failed (out of memory?)");
     const hsize_t offset[3] = {hsize_t(p.t), hsize_t(p.i), 0};
-    if (H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, 0, offset, stored, data) < 0)
+    if (H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, p.skipped, offset, p.stored, data) < 0)
       throw IoError(what + ": write of chunk at " + chunk_name(p) + " failed (disk full?)");
   };
 #ifdef _OPENMP
-  if (gzip_level_ > 0 && pieces.size() > 1 && !omp_in_parallel()) {
+  if (spec_.compression != "none" && pieces.size() > 1 && !omp_in_parallel()) {
     // This thread's buffers, named before the team starts: inside it a
     // thread_local name would be each team thread's own.
     thread_local std::vector<std::vector<unsigned char>> packed_by_writer;
@@ -341,21 +369,14 @@ void OutputFile::write(const Block& b, const void* buffer) {
     packed_ahead.resize(std::max(packed_ahead.size(), pieces.size()));
     const long n = long(pieces.size());
 #pragma omp parallel for schedule(dynamic)
-    for (long k = 0; k < n; ++k) {
-      Piece& p = pieces[std::size_t(k)];
-      prepare(p, packed_ahead[std::size_t(k)], p.stored);
-    }
+    for (long k = 0; k < n; ++k) prepare(pieces[std::size_t(k)], packed_ahead[std::size_t(k)]);
     for (std::size_t k = 0; k < pieces.size(); ++k)
-      store(pieces[k], pieces[k].stored ? packed_ahead[k].data() : nullptr, pieces[k].stored);
+      store(pieces[k], pieces[k].stored ? packed_ahead[k].data() : nullptr);
     return;
   }
 #endif
-  thread_local std::vector<unsigned char> deflated;
-  for (const Piece& p : pieces) {
-    std::size_t stored = 0;
-    const unsigned char* data = prepare(p, deflated, stored);
-    store(p, data, stored);
-  }
+  thread_local std::vector<unsigned char> compressed;
+  for (Piece& p : pieces) store(p, prepare(p, compressed));
 }
 
 void OutputFile::commit(const std::map<std::string, std::string>& attributes) {

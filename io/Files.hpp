@@ -87,7 +87,6 @@ class OutputFile {
   File file_;
   Dataset ds_;
   std::array<Index, 3> chunk_{};
-  int gzip_level_ = 0;  // 0: uncompressed
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
 };

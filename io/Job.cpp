@@ -386,9 +386,8 @@ void print_plan(const RunReport& rep, std::ostream& out) {
              rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids, format_bytes(double(rep.plan.buffer_bytes)),
              format_bytes(double(rep.memory_budget)), rep.plan.multby_resident ? "; multBy read once and kept" : "");
   const double free = free_space(rep.output);
-  fmt::print(out, "output  {}: {} {}, chunks of {} ids{}\n", rep.output, rep.output_compression == "gzip"
-                                                                            ? "gzip, at most"
-                                                                            : "uncompressed,",
+  fmt::print(out, "output  {}: {} {}, chunks of {} ids{}\n", rep.output,
+             rep.output_compression == "none" ? std::string("uncompressed,") : rep.output_compression + ", at most",
              format_bytes(out_bytes), rep.output_chunk_ids,
              free < 0 ? std::string() : fmt::format("; {} free there", format_bytes(free)));
   for (const auto& j : rep.jobs)

@@ -301,3 +301,54 @@ TEST_CASE("gzip outputs compressed by cvest read back through HDF5's own filters
   REQUIRE(H5Dget_chunk_storage_size(d.get(), first, &stored) >= 0);
   CHECK(stored < 1000 * 5 * sizeof(double) / 2);  // a repetitive pattern: compressed
 }
+
+TEST_CASE("lzf outputs as h5py writes them: shuffle, then lzf where it shrinks a chunk, read back", "[io][deflate]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("lzf_out.h5");
+  OutputSpec spec;
+  spec.path = path.string();
+  spec.T = 2;
+  spec.N = 2503;  // a partial last chunk
+  spec.K = 5;
+  spec.compression = "lzf";
+  spec.chunk_ids = 500;
+  std::vector<double> values(std::size_t(spec.T * spec.N * spec.K));
+  for (std::size_t j = 0; j < values.size(); ++j) {  // date 0 compressible; date 1 random bits, which lzf cannot shrink
+    std::uint64_t z = (j + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    values[j] = double(j % 7) * 0.25;
+    if (j >= values.size() / 2) std::memcpy(&values[j], &z, sizeof z);  // every byte random, even shuffled
+  }
+  {
+    OutputFile out(spec);
+    out.write(Block{{0, 2}, {0, spec.N}}, values.data());
+    out.commit({});
+  }
+  File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  Dataset d(H5Dopen2(f.get(), "cv", H5P_DEFAULT));
+  PropList create(H5Dget_create_plist(d.get()));
+  REQUIRE(H5Pget_nfilters(create.get()) == 2);
+  unsigned flags = 0, cd[3] = {0, 0, 0};
+  std::size_t ncd = 3;
+  CHECK(H5Pget_filter2(create.get(), 0, &flags, &ncd, cd, 0, nullptr, nullptr) == H5Z_FILTER_SHUFFLE);
+  ncd = 3;
+  CHECK(H5Pget_filter2(create.get(), 1, &flags, &ncd, cd, 0, nullptr, nullptr) == h5py_lzf_filter);
+  CHECK(cd[2] == 500 * 5 * sizeof(double));  // what h5py's filter sizes its buffer by
+  unsigned mask = 0;
+  haddr_t addr = 0;
+  hsize_t stored = 0;
+  const hsize_t compressible[3] = {0, 0, 0}, random[3] = {1, 0, 0};
+  REQUIRE(H5Dget_chunk_info_by_coord(d.get(), compressible, &mask, &addr, &stored) >= 0);
+  CHECK(mask == 0);
+  CHECK(stored < 500 * 5 * sizeof(double) / 4);
+  REQUIRE(H5Dget_chunk_info_by_coord(d.get(), random, &mask, &addr, &stored) >= 0);
+  CHECK(mask == 2u);  // lzf skipped, as h5py's optional filter does
+  CHECK(stored == 500 * 5 * sizeof(double));
+  const CubeReader reader(d, path.string(), "cv", spec.N, spec.K);
+  CHECK(reader.storage(Precision::f64).read_by == "decode");
+  std::vector<double> back(values.size());
+  reader.read(Block{{0, 2}, {0, spec.N}}, Precision::f64, back.data());
+  CHECK(std::memcmp(back.data(), values.data(), values.size() * sizeof(double)) == 0);
+}

@@ -5,7 +5,7 @@ string attributes, the file's chunks (in its encoding), and values equal to
 NumPy's multBy[None] * discount bit for bit, eagerly and as a Dask-backed
 array over the file's chunks;
 dask.array.from_array over the h5py dataset computes the same bits. For
-double and float outputs, both layouts, plain and gzip-compressed. And
+double and float outputs, both layouts, plain, gzip and (h5py's) lzf. And
 inputs that xarray (to_netcdf with zlib, its own chunks) and Dask (to_hdf5,
 its chunks) wrote give the same bits through cvest. Datasets in groups: an
 input's in /market/2026, the output in results/ (created), which xarray
@@ -46,7 +46,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
     with h5py.File(src, "r") as f:
         m, d = f["multBy"][...], f["discount"][...]
     for precision, layout, compression in (("double", "right", "none"), ("double", "left", "gzip"),
-                                           ("float", "right", "gzip"), ("float", "left", "none")):
+                                           ("float", "right", "gzip"), ("float", "left", "none"),
+                                           ("double", "right", "lzf"), ("float", "left", "lzf")):
         cases += 1
         tag = f"{precision}_{layout}_{compression}"
         dtype = np.float64 if precision == "double" else np.float32
@@ -76,9 +77,10 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
                 problems.append("xarray values differ from NumPy")
         with h5py.File(out, "r") as f:
             file_chunks = f["cv"].chunks
-            gzip = f["cv"].compression == "gzip" and f["cv"].shuffle
-        if gzip != (compression == "gzip"):
-            problems.append(f"compression {compression}, file has gzip+shuffle = {gzip}")
+            stored = "none" if f["cv"].compression is None else f["cv"].compression + (
+                "+shuffle" if f["cv"].shuffle else "")
+        if stored != (compression if compression == "none" else compression + "+shuffle"):
+            problems.append(f"compression {compression}, the file has {stored}")
         # xarray reports the file's chunks in encoding; opening with them
         # gives a Dask array with one task per chunk
         with xr.open_dataset(out, engine="h5netcdf",
