@@ -305,13 +305,8 @@ TEST_CASE("gzip outputs compressed by cvest read back through HDF5's own filters
 TEST_CASE("lzf outputs as h5py writes them: shuffle, then lzf where it shrinks a chunk, read back", "[io][deflate]") {
   quiet_hdf5_errors();
   const auto path = scratch("lzf_out.h5");
-  OutputSpec spec;
-  spec.path = path.string();
-  spec.T = 2;
-  spec.N = 2503;  // a partial last chunk
-  spec.K = 5;
-  spec.compression = "lzf";
-  spec.chunk_ids = 500;
+  // 2 dates x 2503 ids (a partial last chunk) x 5, chunks of 500 ids
+  const OutputSpec spec{path.string(), "cv", 2, 2503, 5, Precision::f64, "lzf", 4, 500, false};
   std::vector<double> values(std::size_t(spec.T * spec.N * spec.K));
   for (std::size_t j = 0; j < values.size(); ++j) {  // date 0 compressible; date 1 random bits, which lzf cannot shrink
     std::uint64_t z = (j + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64
