@@ -110,7 +110,8 @@ def jobs(report, path):
     shape = report["shape"]
     a1.set_title(f"cvest run {os.path.basename(report.get('deck', ''))}: {shape['dates']} x {shape['ids']} x "
                  f"{shape['cols']}, {report['backend']} ({report['threads']} threads)"
-                 + (f", gzip {report['output_gzip_level']} output" if report.get("output_compression") == "gzip" else "")
+                 + (f", gzip {report['output_gzip_level']} output" if report.get("output_compression") == "gzip"
+                    else ", lzf output" if report.get("output_compression") == "lzf" else "")
                  + input_filters(report) + where(report))
     a2.bar(list(x), [j["kernel_roof_fraction"] for j in js],
            color=["tab:blue" if j["layout"] == "right" else "tab:orange" for j in js])

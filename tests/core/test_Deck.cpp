@@ -96,4 +96,7 @@ TEST_CASE("deck errors name the deck, the key, expected and found", "[deck]") {
   CHECK_THROWS_WITH(load_deck(write_deck("same.toml", "[input]\nfile = \"a.h5\"\n[output]\nfile = \"./a.h5\"\n")),
                     Catch::Contains("is the input file"));
   CHECK_THROWS_WITH(load_deck("/nonexistent/deck.toml"), Catch::Contains("no such deck file"));
+  CHECK_THROWS_WITH(load_deck(write_deck("zstd.toml", minimal), {"output.compression=zstd"}),
+                    Catch::Contains("[output] compression must be \"none\", \"gzip\" or \"lzf\", found \"zstd\""));
+  CHECK(load_deck(write_deck("lzf.toml", minimal), {"output.compression=lzf"}).output.compression == "lzf");
 }
