@@ -56,6 +56,8 @@ int print_info() {
   fmt::print("cvest {}\nKokkos {}\nexecution spaces: {} (default {})\nthreads: {}\nHDF5 {}.{}.{}\nstrategies: {}\n",
              CVEST_VERSION, facts.kokkos_version, facts.spaces, facts.backend, facts.threads, major, minor, release,
              cvest::strategy_names());
+  fmt::print("HDF5 filters: {}\ndecoded by cvest's threads: {}\n", cvest::io::hdf5_filters_text(),
+             cvest::io::decoders_text());
   fmt::print("machine: {}, {} ({} logical CPUs, {:.0f} GiB)\n", facts.host, facts.cpu.empty() ? "CPU unknown" : facts.cpu,
              facts.cpus, facts.memory_bytes / double(1ull << 30));
   if (!facts.gpu.empty()) fmt::print("gpu: {}\n", facts.gpu);
@@ -143,7 +145,7 @@ int main(int argc, char* argv[]) {
   verify_cmd->add_option("--input", verify.input, "the input file")->required();
   verify_cmd->add_option("--deck", verify_deck, "take dataset names and the memory budget from this deck");
 
-  auto* info_cmd = app.add_subcommand("info", "print version, Kokkos version, execution spaces, threads, HDF5 version");
+  auto* info_cmd = app.add_subcommand("info", "print version, Kokkos version, execution spaces, threads, HDF5 version and filters, cvest's decoders, the machine");
 
   try {
     app.parse(int(ours.size()), ours.data());

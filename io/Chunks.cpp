@@ -431,6 +431,11 @@ void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   else read_hyperslab(ds_, native_type(precision), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K_}, buffer, what);
 }
 
+std::string decoders_text() {
+  return std::string("deflate (libdeflate ") + LIBDEFLATE_VERSION_STRING + "), lzf (liblzf " +
+         std::to_string(LZF_VERSION >> 8) + "." + std::to_string(LZF_VERSION & 0xff) + "), shuffle";
+}
+
 void shuffle_bytes(const unsigned char* in, std::size_t bytes, std::size_t element, unsigned char* out) {
   byte_planes<true>(in, bytes, element, out);
 }

@@ -127,6 +127,10 @@ class CubeReader {
 // (liblzf), and h5py (so xarray's h5netcdf engine and Dask) reads them.
 inline constexpr H5Z_filter_t h5py_lzf_filter = 32000;
 
+// What cvest decodes itself, with the libraries' versions, for `cvest info`:
+// "deflate (libdeflate 1.14), lzf (liblzf 1.5), shuffle".
+std::string decoders_text();
+
 // Byte offset of element (t, i, 0) in a block's C-order buffer of `row`-byte
 // (K values) rows.
 std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row);

@@ -3,8 +3,9 @@
 #include <H5DSpublic.h>
 
 #include <filesystem>
-#include <stdexcept>
 #include <fstream>
+#include <stdexcept>
+#include <utility>
 
 namespace cvest::io {
 
@@ -51,6 +52,17 @@ void quiet_hdf5_errors() {
   // calls HDF5 (the pipeline's, their teams) turns its own printing off.
   thread_local bool quiet = false;
   if (!quiet) quiet = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
+}
+
+std::string hdf5_filters_text() {
+  const std::pair<H5Z_filter_t, const char*> known[] = {{H5Z_FILTER_DEFLATE, "deflate"}, {H5Z_FILTER_SHUFFLE, "shuffle"},
+                                                        {H5Z_FILTER_FLETCHER32, "fletcher32"}, {H5Z_FILTER_SZIP, "szip"},
+                                                        {H5Z_FILTER_NBIT, "nbit"}, {H5Z_FILTER_SCALEOFFSET, "scaleoffset"},
+                                                        {32000, "lzf"}};  // h5py's, with its plugin
+  std::string text;
+  for (const auto& [id, name] : known)
+    if (H5Zfilter_avail(id) > 0) text += (text.empty() ? "" : ", ") + std::string(name);
+  return text;
 }
 
 void require_threadsafe_hdf5() {

@@ -55,6 +55,10 @@ using Attribute = Handle<H5Aclose>;
 // reports one line instead) and its exit-time clean-up.
 void quiet_hdf5_errors();
 
+// The standard filters (and h5py's lzf) this HDF5 can apply, by name:
+// "deflate, shuffle, fletcher32, nbit, scaleoffset".
+std::string hdf5_filters_text();
+
 // Throws std::runtime_error when the HDF5 library loaded at run time is not
 // thread-safe (CMake checks the headers; this checks what the loader found):
 // jobs call it from several threads at once.
