@@ -10,13 +10,20 @@
 #include <fmt/ostream.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <sstream>
 #include <sys/resource.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace cvest::io {
 
@@ -296,37 +303,77 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
   const Precision p = cv.precision;
   const std::size_t es = element_size(p);
   const auto in_chunk = input.decoded_chunk();
-  const BlockPlan plan =
-      plan_blocks(s.T, s.N, s.K, es, o.memory_budget, {std::max<Index>(in_chunk[0], 1), std::max<Index>(in_chunk[1], 1)});
+  // Blocks are checked side by side, each host thread reading, recomputing
+  // and comparing its own (reads and decoding overlap across threads); the
+  // budget is shared between them.
+#ifdef _OPENMP
+  const int threads = std::max(1, omp_get_max_threads());
+#else
+  const int threads = 1;
+#endif
+  const BlockPlan plan = plan_blocks(s.T, s.N, s.K, es, std::max<std::size_t>(o.memory_budget / std::size_t(threads), 1),
+                                     {std::max<Index>(in_chunk[0], 1), std::max<Index>(in_chunk[1], 1)});
   const std::size_t cube = std::size_t(plan.block_dates * plan.block_ids * s.K), row = std::size_t(plan.block_ids * s.K);
   const CubeReader cv_reader(cv_ds, o.output, o.dataset, s.N, s.K);
-  std::vector<unsigned char> m(row * es), d(cube * es), found(cube * es), expected(cube * es);
-  Index m_ids = -1;
-  for (const Block& b : plan.blocks) {
-    if (m_ids != b.ids.begin) {
-      input.read_multby(b.ids, p, m.data());
-      m_ids = b.ids.begin;
+  struct Buffers {
+    std::vector<unsigned char> m, d, found, expected;
+    Index m_ids = -1;  // the id range whose multBy rows m holds
+  };
+  std::vector<Buffers> per_thread(static_cast<std::size_t>(threads));
+  const long nblocks = long(plan.blocks.size());
+  std::atomic<long> first_bad{nblocks};  // the earliest block found to differ
+  std::atomic<bool> failed{false};
+  std::vector<std::string> diffs(plan.blocks.size());
+  std::exception_ptr error;
+  std::mutex error_lock;
+  Kokkos::Profiling::pushRegion("cvest::verify");
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+  for (long k = 0; k < nblocks; ++k) {
+    if (failed.load() || k > first_bad.load()) continue;  // an earlier block already decides
+    try {
+#ifdef _OPENMP
+      Buffers& buf = per_thread[std::size_t(omp_get_thread_num())];
+#else
+      Buffers& buf = per_thread[0];
+#endif
+      const Block& b = plan.blocks[std::size_t(k)];
+      buf.m.resize(row * es);
+      buf.d.resize(cube * es);
+      buf.found.resize(cube * es);
+      buf.expected.resize(cube * es);
+      if (buf.m_ids != b.ids.begin) {
+        input.read_multby(b.ids, p, buf.m.data());
+        buf.m_ids = b.ids.begin;
+      }
+      input.read_discount(b, p, buf.d.data());
+      cv_reader.read(b, p, buf.found.data());
+      const std::size_t slice = std::size_t(b.ids.size() * s.K), n = std::size_t(b.dates.size()) * slice;
+      const auto compute = [&](auto* e, const auto* mm, const auto* dd) {
+        for (std::size_t j = 0; j < n; ++j) e[j] = mm[j % slice] * dd[j];
+      };
+      if (p == Precision::f64)
+        compute(reinterpret_cast<double*>(buf.expected.data()), reinterpret_cast<const double*>(buf.m.data()),
+                reinterpret_cast<const double*>(buf.d.data()));
+      else
+        compute(reinterpret_cast<float*>(buf.expected.data()), reinterpret_cast<const float*>(buf.m.data()),
+                reinterpret_cast<const float*>(buf.d.data()));
+      auto diff = first_difference(buf.expected.data(), buf.found.data(), b, s.K, p);
+      if (!diff.empty()) {
+        diffs[std::size_t(k)] = std::move(diff);
+        for (long seen = first_bad.load(); k < seen && !first_bad.compare_exchange_weak(seen, k);) {
+        }
+      }
+    } catch (...) {
+      const std::lock_guard lock(error_lock);
+      if (!error) error = std::current_exception();
+      failed = true;
     }
-    input.read_discount(b, p, d.data());
-    cv_reader.read(b, p, found.data());
-    const Index slice = b.ids.size() * s.K, n = b.dates.size() * slice;
-    const auto compute = [&](auto* e, const auto* mm, const auto* dd) {
-      Kokkos::parallel_for("cvest::verify::expected",
-                           Kokkos::RangePolicy<Kokkos::DefaultHostExecutionSpace, Kokkos::IndexType<Index>>(0, n),
-                           [=](Index j) { e[j] = mm[j % slice] * dd[j]; });
-      Kokkos::fence();
-    };
-    if (p == Precision::f64)
-      compute(reinterpret_cast<double*>(expected.data()), reinterpret_cast<const double*>(m.data()),
-              reinterpret_cast<const double*>(d.data()));
-    else
-      compute(reinterpret_cast<float*>(expected.data()), reinterpret_cast<const float*>(m.data()),
-              reinterpret_cast<const float*>(d.data()));
-    const auto diff = first_difference(expected.data(), found.data(), b, s.K, p);
-    if (!diff.empty())
-      throw VerifyError(fmt::format("{}: dataset '{}' differs from {} '{}' * '{}' at {}", o.output, o.dataset, o.input,
-                                    o.multby, o.discount, diff));
   }
+  Kokkos::Profiling::popRegion();
+  if (error) std::rethrow_exception(error);
+  if (first_bad.load() < nblocks)
+    throw VerifyError(fmt::format("{}: dataset '{}' differs from {} '{}' * '{}' at {}", o.output, o.dataset, o.input,
+                                  o.multby, o.discount, diffs[std::size_t(first_bad.load())]));
   fmt::print(progress, "cvest: {} matches {} bit for bit ({} x {} x {} {})\n", o.output, o.input, s.T, s.N, s.K,
              to_string(p));
 }

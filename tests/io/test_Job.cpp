@@ -93,6 +93,15 @@ TEST_CASE("verify catches a single flipped element and names it", "[job]") {
   }
   CHECK_THROWS_AS(verify_output({out, in}, progress), VerifyError);
   CHECK_THROWS_WITH(verify_output({out, in}, progress), Catch::Contains("at [2, 317, 1]: found 42"));
+  {  // blocks are checked side by side; the earliest difference is the one named
+    File f(H5Fopen(out.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    Dataset ds(H5Dopen2(f.get(), "cv", H5P_DEFAULT));
+    const double later = 7.0;
+    write_hyperslab(ds, H5T_NATIVE_DOUBLE, {3, 499, 2}, {1, 1, 1}, &later, "cv");
+  }
+  for (const std::size_t budget : {std::size_t(1) << 30, std::size_t(64) << 10})  // few blocks, many
+    CHECK_THROWS_WITH(verify_output({out, in, "cv", "multBy", "discount", budget}, progress),
+                      Catch::Contains("at [2, 317, 1]: found 42"));
 }
 
 TEST_CASE("a NaN matches any NaN (IEEE leaves a NaN x NaN payload open); nothing else is loosened", "[job]") {
