@@ -31,6 +31,31 @@ Index chunk_ids_of(const PropList& create, Index K) {
   return Index(chunk[1]);
 }
 
+// A dataset's filter pipeline in order: each filter's id and HDF5's name for it.
+struct Filter {
+  H5Z_filter_t id;
+  std::string name;
+};
+std::vector<Filter> filters_of(const PropList& create) {
+  std::vector<Filter> filters;
+  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
+    char name[64] = {};
+    unsigned flags = 0, config = 0;
+    std::size_t nvalues = 0;
+    const H5Z_filter_t id =
+        H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, sizeof name, name, &config);
+    filters.push_back({id, name[0] ? name : "filter"});
+  }
+  return filters;
+}
+
+// The first filter of the pipeline this HDF5 cannot apply, or nullptr.
+const Filter* missing_in_hdf5(const std::vector<Filter>& filters) {
+  for (const Filter& f : filters)
+    if (H5Zfilter_avail(f.id) <= 0) return &f;
+  return nullptr;
+}
+
 // Calls op(t, chunk_start, begin, end) for every piece of the block that lies
 // in one (1, chunk_ids, K) chunk: date t, ids [begin, end) of the chunk that
 // starts at chunk_start. Stops and returns false when op does.
@@ -194,10 +219,9 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   else if (rank != 3) return nullptr;
   Codec codec = Codec::none;
   int codec_index = -1, shuffle = -1;
-  for (int f = 0, filters = H5Pget_nfilters(create.get()); f < filters; ++f) {
-    unsigned flags = 0;
-    std::size_t nvalues = 0;
-    const H5Z_filter_t id = H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr);
+  const auto filters = filters_of(create);
+  for (int f = 0; f < int(filters.size()); ++f) {
+    const H5Z_filter_t id = filters[std::size_t(f)].id;
     if ((id == H5Z_FILTER_DEFLATE || id == h5py_lzf_filter) && codec_index < 0) {
       codec = id == h5py_lzf_filter ? Codec::lzf : Codec::deflate;
       codec_index = f;
@@ -341,27 +365,12 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   return true;
 }
 
-namespace {
-
-// Whether this HDF5 has every filter the dataset was written with.
-bool hdf5_decodes(const Dataset& ds) {
-  PropList create(H5Dget_create_plist(ds.get()));
-  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
-    unsigned flags = 0;
-    std::size_t nvalues = 0;
-    if (H5Zfilter_avail(H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr)) <= 0)
-      return false;
-  }
-  return true;
-}
-
-}  // namespace
-
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
                        std::size_t scratch_bytes)
     : ds_(ds), path_(path), name_(name), K_(K) {
   Dataspace space(H5Dget_space(ds.get()));
   rank_ = H5Sget_simple_extent_ndims(space.get());
+  const bool hdf5_decodes = !missing_in_hdf5(filters_of(PropList(H5Dget_create_plist(ds.get()))));
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
     raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
@@ -369,7 +378,7 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
     // Three buffers per decoding thread: the host threads, and as many
     // again in the team of the overlapped pipeline's reader. Over that share
     // HDF5 reads instead, unless it cannot (lzf without h5py's plugin).
-    if (chunked_[k] && hdf5_decodes(ds) &&
+    if (chunked_[k] && hdf5_decodes &&
         6.0 * double(chunked_[k]->chunk_bytes()) * double(Kokkos::DefaultHostExecutionSpace().concurrency()) >
             double(scratch_bytes))
       chunked_[k].reset();
@@ -390,23 +399,13 @@ CubeStorage CubeReader::storage(Precision precision) const {
     const int rank = H5Pget_chunk(create.get(), 3, chunk);
     for (int d = 0; d < rank; ++d) st.chunk.push_back(Index(chunk[d]));
   }
-  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
-    char name[64] = {};
-    unsigned flags = 0, config = 0;
-    std::size_t nvalues = 0;
-    H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, sizeof name, name, &config);
-    st.filters.emplace_back(name[0] ? name : "filter");
-  }
+  const auto filters = filters_of(create);
+  for (const Filter& f : filters) st.filters.push_back(f.name);
   const int k = precision == Precision::f64 ? 0 : 1;
   st.read_by = raw_[k] ? "pread" : chunked_[k] ? "decode" : "hdf5";
-  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n && st.read_by == "hdf5"; ++f) {
-    unsigned flags = 0;
-    std::size_t nvalues = 0;
-    const H5Z_filter_t id = H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, nullptr);
-    if (H5Zfilter_avail(id) <= 0) {
-      st.read_by = "none";
-      st.unreadable = st.filters[std::size_t(f)] + " (HDF5 filter " + std::to_string(id) + ")";
-    }
+  if (const Filter* missing = missing_in_hdf5(filters); missing && st.read_by == "hdf5") {
+    st.read_by = "none";
+    st.unreadable = missing->name + " (HDF5 filter " + std::to_string(missing->id) + ")";
   }
   return st;
 }
