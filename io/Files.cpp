@@ -116,6 +116,14 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir)
     throw IoError(path + ": output directory " + writable.string() + " is not writable");
 }
 
+double generated_bytes(const GenerateSpec& spec) {
+  return double(spec.dates * spec.ids * spec.cols + spec.ids * spec.cols) * double(element_size(spec.precision));
+}
+
+double output_bytes(const OutputSpec& spec) {
+  return spec.compression == "gzip" ? 0.0 : double(spec.T * spec.N * spec.K) * double(element_size(spec.precision));
+}
+
 double free_space(const std::string& path) {
   struct statvfs vfs {};
   if (::statvfs(existing_ancestor(output_dir(path)).c_str(), &vfs) != 0) return -1;
@@ -174,8 +182,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
     throw InputError(path + ": generate needs positive dates, ids and cols");
   check_output_path(path, overwrite);
   clean_up_after_killed_runs(path);
-  check_free_space(path, double(spec.dates * spec.ids * spec.cols + spec.ids * spec.cols) *
-                             double(element_size(spec.precision)));
+  check_free_space(path, generated_bytes(spec));
   const std::string temp = temp_path_for(path);
   const TempFileGuard guard(temp);
   try {
@@ -222,11 +229,9 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
   check_output_path(spec.path, spec.overwrite);
   clean_up_after_killed_runs(spec.path);
-  const std::size_t es = element_size(spec.precision);
-  // lzf stores a chunk it cannot shrink as is, so the plain size bounds it
-  if (spec.compression != "gzip") check_free_space(spec.path, double(spec.T * spec.N * spec.K) * double(es));
+  if (const double bytes = output_bytes(spec); bytes > 0) check_free_space(spec.path, bytes);
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
-                              : cube_chunk(spec.N, spec.K, es);
+                              : cube_chunk(spec.N, spec.K, element_size(spec.precision));
   file_ = create_file(temp_path_, spec.path);
   try {
     ds_ = create_dataset(file_, spec.dataset, spec.precision, {hsize_t(spec.T), hsize_t(spec.N), hsize_t(spec.K)},

@@ -103,6 +103,12 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir 
 // nothing where the free space cannot be read.
 void check_free_space(const std::string& path, double bytes);
 
+// What a file will take on disk, for the check above: an input generate_input
+// writes, and an output (at most its plain size: lzf stores a chunk it
+// cannot shrink as is); 0 for a gzip output, whose size is not known ahead.
+double generated_bytes(const GenerateSpec& spec);
+double output_bytes(const OutputSpec& spec);
+
 // Bytes free for an unprivileged user on the file system that would hold a
 // file at `path`; -1 when that cannot be read.
 double free_space(const std::string& path);

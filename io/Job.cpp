@@ -104,8 +104,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
                deck.input.file, g.dates, g.ids, g.cols, to_string(g.precision));
     if (plan_only) {  // the checks generate_input starts with, nothing made
       check_output_path(deck.input.file, false, false);
-      check_free_space(deck.input.file,
-                       double(g.dates * g.ids * g.cols + g.ids * g.cols) * double(element_size(g.precision)));
+      check_free_space(deck.input.file, generated_bytes(g));
     } else {
       generate_input(deck.input.file, g, false);
     }
@@ -182,17 +181,17 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
     job.pipeline = job.pipeline_threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
     return job;
   };
+  const OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
+                            deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
   if (plan_only) {
     for (const Strategy strategy : deck.run.strategies)
       for (const LayoutKind layout : deck.run.layouts) rep.jobs.push_back(planned_job(strategy, layout));
-    if (deck.output.compression != "gzip") check_free_space(deck.output.file, double(shape.T * shape.N * shape.K) * double(es));
+    if (const double bytes = output_bytes(out_spec); bytes > 0) check_free_space(deck.output.file, bytes);
     return rep;
   }
   const InputFile& input = *input_file;
   rep.roof = measure_roof(rep.plan.block_dates * rep.plan.block_ids * shape.K);
 
-  OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
-                      deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
   bool written = false;
   // All of multBy, read once for every job and repeat (they share the
   // precision) when the plan keeps it resident; blocks use it in place
