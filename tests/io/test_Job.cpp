@@ -5,9 +5,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <random>
 #include <sstream>
+
+#include <fmt/format.h>
 
 using namespace cvest;
 using namespace cvest::io;
@@ -138,4 +143,159 @@ TEST_CASE("a NaN matches any NaN (IEEE leaves a NaN x NaN payload open); nothing
   put({0, 7, 1}, nan_a);
   put({0, 8, 1}, nan_b);  // a NaN where the product is a number
   CHECK_THROWS_WITH(verify_output({out, in}, progress), Catch::Contains("at [0, 8, 1]: found -nan"));
+}
+
+namespace {
+// One randomly drawn job: how its input is stored and how the deck runs it.
+struct RandomCase {
+  Index T, N, K;
+  hid_t discount_type, multby_type;                  // file types, byte orders included
+  std::optional<std::array<hsize_t, 3>> discount_chunk;  // none: contiguous
+  std::optional<std::array<hsize_t, 2>> multby_chunk;
+  bool shuffle, deflate, multby_deflate;
+};
+
+std::string describe(const RandomCase& c, const Deck& d) {
+  std::ostringstream s;
+  s << c.T << "x" << c.N << "x" << c.K << " discount "
+    << (c.discount_chunk ? fmt::format("chunks ({}, {}, {})", (*c.discount_chunk)[0], (*c.discount_chunk)[1],
+                                       (*c.discount_chunk)[2])
+                         : std::string("contiguous"))
+    << (c.shuffle ? " shuffle" : "") << (c.deflate ? " deflate" : "") << " multBy "
+    << (c.multby_chunk ? fmt::format("chunks ({}, {})", (*c.multby_chunk)[0], (*c.multby_chunk)[1])
+                       : std::string("contiguous"))
+    << (c.multby_deflate ? " deflate" : "") << " types " << (H5Tequal(c.discount_type, H5T_IEEE_F64BE) > 0 ? "be64" : "")
+    << H5Tget_size(c.discount_type) << "/" << H5Tget_size(c.multby_type) << "; budget " << d.run.memory_budget
+    << " max_block " << (d.run.max_block ? std::to_string(*d.run.max_block) : std::string("default")) << " pipeline "
+    << int(d.run.pipeline) << " output " << d.output.compression << " chunk " << d.output.chunk_ids << " precision "
+    << (d.run.precision ? std::string(to_string(*d.run.precision)) : std::string("input's"));
+  for (const auto s_ : d.run.strategies) s << " " << to_string(s_);
+  for (const auto l : d.run.layouts) s << " " << to_string(l);
+  return s.str();
+}
+}  // namespace
+
+// Whatever the input's storage, the shape, the budget, the block cap, the
+// pipeline, the strategies, layouts, precision and output storage, the file
+// holds m * d bit for bit, read back through HDF5 alone. Seeded: a failure
+// names its case and reproduces.
+TEST_CASE("random shapes, storages, budgets and pipelines: every run is m * d bit for bit", "[job]") {
+  quiet_hdf5_errors();
+  std::mt19937_64 rng(20261130);
+  const auto pick = [&](Index lo, Index hi) { return std::uniform_int_distribution<Index>(lo, hi)(rng); };
+  const auto coin = [&](double p) { return std::bernoulli_distribution(p)(rng); };
+  int ran = 0, refused_budget = 0, per_thread_jobs = 0;
+  for (int n = 0; n < 60; ++n) {
+    RandomCase c{};
+    c.T = pick(1, 7);
+    c.N = coin(0.1) ? pick(1, 5) : pick(6, 3000);
+    c.K = pick(1, 6);
+    const hid_t types[] = {H5T_IEEE_F64LE, H5T_IEEE_F64LE, H5T_IEEE_F32LE, H5T_IEEE_F64BE};
+    c.discount_type = types[pick(0, 3)];
+    c.multby_type = coin(0.8) ? c.discount_type : types[pick(0, 3)];
+    if (coin(0.75))
+      c.discount_chunk = std::array<hsize_t, 3>{hsize_t(pick(1, c.T)), hsize_t(pick(1, c.N)), hsize_t(pick(1, c.K))};
+    c.shuffle = c.discount_chunk && coin(0.4);
+    c.deflate = c.discount_chunk && coin(0.6);
+    if (coin(0.5)) c.multby_chunk = std::array<hsize_t, 2>{hsize_t(pick(1, c.N)), hsize_t(pick(1, c.K))};
+    c.multby_deflate = c.multby_chunk && coin(0.5);
+
+    const auto dir = fresh_dir("random_" + std::to_string(n));
+    const Index NK = c.N * c.K, TNK = c.T * NK;
+    std::vector<double> m(static_cast<std::size_t>(NK)), d(static_cast<std::size_t>(TNK));
+    std::uniform_real_distribution<double> mantissa(-2.0, 2.0);
+    for (auto& v : m) v = std::ldexp(mantissa(rng), int(pick(-60, 60)));
+    for (auto& v : d) v = std::ldexp(mantissa(rng), int(pick(-60, 60)));
+    {
+      File f(H5Fcreate((dir / "in.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+      const hsize_t ddims[3] = {hsize_t(c.T), hsize_t(c.N), hsize_t(c.K)}, mdims[2] = {hsize_t(c.N), hsize_t(c.K)};
+      Dataspace ds(H5Screate_simple(3, ddims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
+      PropList dcreate(H5Pcreate(H5P_DATASET_CREATE)), mcreate(H5Pcreate(H5P_DATASET_CREATE));
+      if (c.discount_chunk) H5Pset_chunk(dcreate.get(), 3, c.discount_chunk->data());
+      if (c.shuffle) H5Pset_shuffle(dcreate.get());
+      if (c.deflate) H5Pset_deflate(dcreate.get(), 1);
+      if (c.multby_chunk) H5Pset_chunk(mcreate.get(), 2, c.multby_chunk->data());
+      if (c.multby_deflate) H5Pset_deflate(mcreate.get(), 1);
+      Dataset dd(H5Dcreate2(f.get(), "discount", c.discount_type, ds.get(), H5P_DEFAULT, dcreate.get(), H5P_DEFAULT));
+      Dataset md(H5Dcreate2(f.get(), "multBy", c.multby_type, ms.get(), H5P_DEFAULT, mcreate.get(), H5P_DEFAULT));
+      // Written as doubles; HDF5 rounds to a float file type, as h5py would.
+      REQUIRE(H5Dwrite(dd.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.data()) >= 0);
+      REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+    }
+    Deck deck;
+    deck.path = (dir / "deck.toml").string();
+    deck.input.file = (dir / "in.h5").string();
+    deck.output.file = (dir / "out" / "cv.h5").string();
+    deck.output.compression = coin(0.3) ? "gzip" : "none";
+    deck.output.chunk_ids = coin(0.3) ? pick(1, c.N + 10) : 0;
+    deck.run.strategies.clear();
+    for (const auto& s : strategy_table)
+      if (coin(0.35)) deck.run.strategies.push_back(s.id);
+    if (deck.run.strategies.empty()) deck.run.strategies.push_back(strategy_table[std::size_t(pick(0, 6))].id);
+    deck.run.layouts = coin(0.5) ? std::vector<LayoutKind>{LayoutKind::right, LayoutKind::left}
+                                 : std::vector<LayoutKind>{coin(0.5) ? LayoutKind::right : LayoutKind::left};
+    if (coin(0.3)) deck.run.precision = coin(0.5) ? Precision::f32 : Precision::f64;
+    // From about two id rows' buffers to plenty.
+    deck.run.memory_budget = std::size_t(coin(0.5) ? pick(2 * 10 * c.K * 8, 64 << 10) : pick(64 << 10, 8 << 20));
+    if (coin(0.5)) deck.run.max_block = std::size_t(coin(0.5) ? 0 : pick(64, 16 << 10));
+    const PipelineKind pipelines[] = {PipelineKind::automatic, PipelineKind::overlapped, PipelineKind::per_thread};
+    deck.run.pipeline = pipelines[pick(0, 2)];
+    deck.run.verify = coin(0.3);
+    const auto what = describe(c, deck);
+    CAPTURE(n, what);
+
+    const bool f32_file = H5Tget_size(c.discount_type) == 4;
+    const Precision precision = deck.run.precision.value_or(f32_file ? Precision::f32 : Precision::f64);
+    std::ostringstream progress;
+    RunReport report;
+    try {
+      report = run_deck(deck, progress);
+    } catch (const InputError& e) {
+      // Only a budget that cannot hold one id row, or per_thread asked for
+      // where it does not apply (a team job, one thread, a tight budget).
+      const std::string why = e.what();
+      if (why.find("does not apply") == std::string::npos) {
+        CHECK_THAT(why, Catch::Contains("too small"));
+        ++refused_budget;
+      } else {
+        CHECK(deck.run.pipeline == PipelineKind::per_thread);
+      }
+      continue;
+    }
+    ++ran;
+    REQUIRE(report.jobs.size() == deck.run.strategies.size() * deck.run.layouts.size());
+    for (const auto& job : report.jobs) {
+      if (deck.run.pipeline != PipelineKind::automatic) CHECK(job.pipeline == deck.run.pipeline);
+      per_thread_jobs += job.pipeline == PipelineKind::per_thread;
+    }
+
+    // What NumPy computes: each factor as stored (rounded to the file's type),
+    // converted to the run's precision, multiplied in it.
+    const auto stored = [](double v, hid_t type) { return H5Tget_size(type) == 4 ? double(float(v)) : v; };
+    File f(H5Fopen(deck.output.file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    Dataset out(H5Dopen2(f.get(), "cv", H5P_DEFAULT));
+    std::size_t wrong = 0;
+    Index first_wrong = -1;
+    if (precision == Precision::f64) {
+      std::vector<double> got(static_cast<std::size_t>(TNK));
+      REQUIRE(H5Dread(out.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, got.data()) >= 0);
+      for (Index j = 0; j < TNK; ++j) {
+        const double want = stored(m[std::size_t(j % NK)], c.multby_type) * stored(d[std::size_t(j)], c.discount_type);
+        if (std::memcmp(&want, &got[std::size_t(j)], sizeof want) != 0 && wrong++ == 0) first_wrong = j;
+      }
+    } else {
+      std::vector<float> got(static_cast<std::size_t>(TNK));
+      REQUIRE(H5Dread(out.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, got.data()) >= 0);
+      for (Index j = 0; j < TNK; ++j) {
+        const float want = float(m[std::size_t(j % NK)]) * float(d[std::size_t(j)]);
+        if (std::memcmp(&want, &got[std::size_t(j)], sizeof want) != 0 && wrong++ == 0) first_wrong = j;
+      }
+    }
+    CAPTURE(first_wrong);
+    CHECK(wrong == 0);
+  }
+  CHECK(ran > 30);
+  CHECK(refused_budget <= 3);  // budgets are drawn from about two id rows' buffers up
+  const auto facts = build_facts();
+  if (facts.backend == "OpenMP" && facts.threads >= 2) CHECK(per_thread_jobs > 0);
 }
