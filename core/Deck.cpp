@@ -173,10 +173,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   if (const auto* n = output->get("dataset")) deck.output.dataset = r.string(*n, "[output] dataset");
   if (const auto* n = output->get("overwrite")) deck.output.overwrite = r.boolean(*n, "[output] overwrite");
   if (const auto* n = output->get("compression")) {
-    deck.output.compression = r.string(*n, "[output] compression");
-    if (deck.output.compression != "none" && deck.output.compression != "gzip" && deck.output.compression != "lzf")
-      r.fail("[output] compression",
-             "must be \"none\", \"gzip\" or \"lzf\", found \"" + deck.output.compression + "\"");
+    deck.output.compression =
+        r.checked("[output] compression", [&] { return compression_from_name(r.string(*n, "[output] compression")); });
   }
   if (const auto* n = output->get("gzip_level")) {
     deck.output.gzip_level = int(r.integer(*n, "[output] gzip_level", 1));

@@ -30,7 +30,7 @@ struct Deck {
     std::string file;
     std::string dataset = "cv";
     bool overwrite = false;
-    std::string compression = "none";  // none | gzip | lzf (h5py's)
+    Compression compression = Compression::none;
     int gzip_level = 4;
     Index chunk_ids = 0;  // ids per (1, ids, K) chunk; 0: about 1 MiB
   } output;

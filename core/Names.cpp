@@ -40,4 +40,20 @@ PipelineKind pipeline_from_name(std::string_view name) {
   throw std::invalid_argument("unknown pipeline '" + std::string(name) + "'; valid: auto, overlapped, per_thread");
 }
 
+std::string_view to_string(Compression compression) {
+  switch (compression) {
+    case Compression::none: return "none";
+    case Compression::gzip: return "gzip";
+    case Compression::lzf: return "lzf";
+  }
+  return "?";
+}
+
+Compression compression_from_name(std::string_view name) {
+  if (name == "none") return Compression::none;
+  if (name == "gzip") return Compression::gzip;
+  if (name == "lzf") return Compression::lzf;
+  throw std::invalid_argument("unknown compression '" + std::string(name) + "'; valid: none, gzip, lzf");
+}
+
 }  // namespace cvest

@@ -19,6 +19,8 @@ enum class Precision { f64, f32 };
 // each host thread whole blocks to read, compute and write itself; `automatic`
 // (spelled "auto") takes per_thread where it applies, else overlapped.
 enum class PipelineKind { automatic, overlapped, per_thread };
+// An output's chunks: plain, shuffle + deflate ("gzip"), or shuffle + h5py's lzf.
+enum class Compression { none, gzip, lzf };
 
 // Bytes per element.
 constexpr std::size_t element_size(Precision precision) { return precision == Precision::f64 ? 8 : 4; }
@@ -29,5 +31,7 @@ LayoutKind layout_from_name(std::string_view name);     // throws std::invalid_a
 Precision precision_from_name(std::string_view name);   // throws std::invalid_argument
 std::string_view to_string(PipelineKind kind);
 PipelineKind pipeline_from_name(std::string_view name);  // throws std::invalid_argument
+std::string_view to_string(Compression compression);
+Compression compression_from_name(std::string_view name);  // throws std::invalid_argument
 
 }  // namespace cvest

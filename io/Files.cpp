@@ -38,18 +38,18 @@ File create_file(const std::string& path, const std::string& shown) {
 // version, and the chunk's bytes (which size the reader's buffer).
 constexpr unsigned h5py_lzf_revision = 4;
 
-// compression: "none", "gzip" (shuffle, deflate at gzip_level) or "lzf"
-// (shuffle, h5py's lzf: optional, so a chunk lzf cannot shrink is stored as
-// shuffled with the filter skipped, as h5py does).
+// gzip: shuffle, deflate at gzip_level; lzf: shuffle, h5py's lzf (optional,
+// so a chunk lzf cannot shrink is stored shuffled with the filter skipped, as
+// h5py does).
 Dataset create_dataset(const File& file, const std::string& name, Precision precision, const std::vector<hsize_t>& dims,
-                       const std::vector<hsize_t>& chunk, const std::string& compression, int gzip_level,
+                       const std::vector<hsize_t>& chunk, Compression compression, int gzip_level,
                        const std::string& shown) {
   Dataspace space(H5Screate_simple(int(dims.size()), dims.data(), nullptr));
   PropList create(H5Pcreate(H5P_DATASET_CREATE));
   H5Pset_chunk(create.get(), int(chunk.size()), chunk.data());
-  if (compression != "none") H5Pset_shuffle(create.get());
-  if (compression == "gzip") H5Pset_deflate(create.get(), unsigned(gzip_level));
-  if (compression == "lzf") {
+  if (compression != Compression::none) H5Pset_shuffle(create.get());
+  if (compression == Compression::gzip) H5Pset_deflate(create.get(), unsigned(gzip_level));
+  if (compression == Compression::lzf) {
     hsize_t chunk_elements = 1;
     for (const hsize_t c : chunk) chunk_elements *= c;
     const unsigned values[3] = {h5py_lzf_revision, LZF_VERSION, unsigned(chunk_elements * element_size(precision))};
@@ -60,7 +60,7 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
   // Nothing is pre-filled. Uncompressed chunks are allocated up front, so
   // their addresses are known and blocks can be written with pwrite.
   H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
-  if (compression == "none") H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
+  if (compression == Compression::none) H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
   const hid_t type = precision == Precision::f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
   PropList link(H5Pcreate(H5P_LINK_CREATE));
   H5Pset_create_intermediate_group(link.get(), 1);  // "results/cv": the group comes with it
@@ -121,7 +121,7 @@ double generated_bytes(const GenerateSpec& spec) {
 }
 
 double output_bytes(const OutputSpec& spec) {
-  return spec.compression == "gzip" ? 0.0 : double(spec.T * spec.N * spec.K) * double(element_size(spec.precision));
+  return spec.compression == Compression::gzip ? 0.0 : double(spec.T * spec.N * spec.K) * double(element_size(spec.precision));
 }
 
 double free_space(const std::string& path) {
@@ -189,8 +189,8 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
     const auto chunk = cube_chunk(spec.ids, spec.cols, element_size(spec.precision));
     File file = create_file(temp, path);
     const hsize_t T = spec.dates, N = spec.ids, K = spec.cols;
-    Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, "none", 0, path);
-    Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, "none", 0, path);
+    Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, Compression::none, 0, path);
+    Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, Compression::none, 0, path);
     using Host = Kokkos::DefaultHostExecutionSpace;
     const Index NK = spec.ids * spec.cols;
     const std::uint64_t seed = spec.seed;
@@ -226,6 +226,21 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
 
 // --- output -------------------------------------------------------------------
 
+namespace {
+// The bit of H5Dwrite_chunk's filter mask that says `filter` was skipped for
+// a chunk: its position in the dataset's pipeline.
+unsigned filter_mask_bit(const Dataset& ds, H5Z_filter_t filter) {
+  PropList create(H5Dget_create_plist(ds.get()));
+  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
+    unsigned flags = 0, config = 0;
+    std::size_t nvalues = 0;
+    if (H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, &config) == filter)
+      return 1u << f;
+  }
+  throw std::logic_error("cvest: the output's filter pipeline lacks the filter it was created with");
+}
+}  // namespace
+
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
   check_output_path(spec.path, spec.overwrite);
   clean_up_after_killed_runs(spec.path);
@@ -243,9 +258,10 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     fs::remove(temp_path_, ec);
     throw;
   }
+  if (spec.compression == Compression::lzf) lzf_skipped_mask_ = filter_mask_bit(ds_, h5py_lzf_filter);
   // Uncompressed chunks are written as they are: no chunk cache, no copy;
   // straight to their file offsets when the raw path qualifies.
-  if (spec.compression == "none") {
+  if (spec.compression == Compression::none) {
     // The chunk index goes to disk before a second descriptor writes data.
     if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
       ds_.reset();
@@ -337,16 +353,16 @@ void OutputFile::write(const Block& b, const void* buffer) {
       src = pad.data();
     }
     stored = chunk_bytes;
-    if (spec_.compression == "none") return src;
+    if (spec_.compression == Compression::none) return src;
     shuffled.resize(chunk_bytes);
     shuffle_bytes(src, chunk_bytes, es, shuffled.data());
-    if (spec_.compression == "lzf") {
+    if (spec_.compression == Compression::lzf) {
       out.resize(chunk_bytes);
       stored = lzf_compress(shuffled.data(), unsigned(chunk_bytes), out.data(), unsigned(chunk_bytes - 1));
-      if (stored == 0) {  // no smaller: stored shuffled, lzf (filter 1, after shuffle) skipped
+      if (stored == 0) {  // no smaller: stored shuffled, lzf skipped
         std::memcpy(out.data(), shuffled.data(), chunk_bytes);
         stored = chunk_bytes;
-        p.skipped = 1u << 1;
+        p.skipped = lzf_skipped_mask_;
       }
       return out.data();
     }
@@ -366,7 +382,7 @@ void OutputFile::write(const Block& b, const void* buffer) {
       throw IoError(what + ": write of chunk at " + chunk_name(p) + " failed (disk full?)");
   };
 #ifdef _OPENMP
-  if (spec_.compression != "none" && pieces.size() > 1 && !omp_in_parallel()) {
+  if (spec_.compression != Compression::none && pieces.size() > 1 && !omp_in_parallel()) {
     // This thread's buffers, named before the team starts: inside it a
     // thread_local name would be each team thread's own.
     thread_local std::vector<std::vector<unsigned char>> packed_by_writer;

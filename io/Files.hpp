@@ -59,7 +59,7 @@ struct OutputSpec {
   std::string path, dataset = "cv";
   Index T = 0, N = 0, K = 0;
   Precision precision = Precision::f64;
-  std::string compression = "none";
+  Compression compression = Compression::none;
   int gzip_level = 4;
   Index chunk_ids = 0;  // 0: about 1 MiB chunks
   bool overwrite = false;
@@ -89,6 +89,7 @@ class OutputFile {
   std::array<Index, 3> chunk_{};
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
+  unsigned lzf_skipped_mask_ = 0;  // H5Dwrite_chunk's mask for a chunk stored without lzf
 };
 
 // Refuses to proceed when `path` exists and overwrite is false, or when its

@@ -160,7 +160,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
              shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
              format_bytes(double(rep.plan.buffer_bytes)));
   rep.output_compression = deck.output.compression;
-  rep.output_gzip_level = deck.output.compression == "gzip" ? deck.output.gzip_level : 0;
+  rep.output_gzip_level = deck.output.compression == Compression::gzip ? deck.output.gzip_level : 0;
   rep.output_chunk_ids = chunk_ids;
   // The pipeline's shape is the job's, decided once (and checked before
   // anything runs). Every BlockIO call below may run on several threads at
@@ -433,7 +433,8 @@ void print_plan(const RunReport& rep, std::ostream& out) {
              format_bytes(double(rep.memory_budget)), rep.plan.multby_resident ? "; multBy read once and kept" : "");
   const double free = free_space(rep.output);
   fmt::print(out, "output  {}: {} {}, chunks of {} ids{}\n", rep.output,
-             rep.output_compression == "none" ? std::string("uncompressed,") : rep.output_compression + ", at most",
+             rep.output_compression == Compression::none ? std::string("uncompressed,")
+                                                         : std::string(to_string(rep.output_compression)) + ", at most",
              format_bytes(out_bytes), rep.output_chunk_ids,
              free < 0 ? std::string() : fmt::format("; {} free there", format_bytes(free)));
   for (const auto& j : rep.jobs)
@@ -452,7 +453,7 @@ nlohmann::json to_json(const RunReport& rep) {
   j["deck"] = rep.deck;
   j["input"] = rep.input;
   j["output"] = rep.output;
-  j["output_compression"] = rep.output_compression;
+  j["output_compression"] = to_string(rep.output_compression);
   j["output_gzip_level"] = rep.output_gzip_level;
   j["output_chunk_ids"] = rep.output_chunk_ids;
   j["input_storage"] = {{"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)

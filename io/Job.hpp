@@ -32,7 +32,7 @@ struct JobReport {
 struct RunReport {
   BuildFacts build;
   std::string deck, input, output;
-  std::string output_compression = "none";  // "none" or "gzip"
+  Compression output_compression = Compression::none;
   int output_gzip_level = 0;                // 0 when not compressed
   Index output_chunk_ids = 0;               // ids per (1, ids, K) output chunk
   CubeStorage input_storage;                // discount's, and how it is read

@@ -141,9 +141,9 @@ TEST_CASE("an input locked by a writer is an error that says so", "[io]") {
 
 TEST_CASE("outputs are written to a temporary file and renamed on commit", "[io]") {
   quiet_hdf5_errors();
-  for (const std::string compression : {"none", "gzip"}) {
-    CAPTURE(compression);
-    const auto path = scratch("out_" + compression + ".h5");
+  for (const Compression compression : {Compression::none, Compression::gzip}) {
+    CAPTURE(to_string(compression));
+    const auto path = scratch("out_" + std::string(to_string(compression)) + ".h5");
     const Index T = 3, N = 1001, K = 7;
     std::vector<double> values(std::size_t(T * N * K));
     for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j) * 0.5 - 3;
@@ -188,7 +188,7 @@ TEST_CASE("an output never committed leaves nothing behind", "[io]") {
   quiet_hdf5_errors();
   const auto path = scratch("abandoned.h5");
   {
-    OutputFile out({path.string(), "cv", 2, 10, 3, Precision::f32, "none", 4, 0, false});
+    OutputFile out({path.string(), "cv", 2, 10, 3, Precision::f32, Compression::none, 4, 0, false});
     std::vector<float> buf(30, 1.0f);
     out.write({{0, 1}, {0, 10}}, buf.data());
   }
@@ -211,7 +211,7 @@ TEST_CASE("temporary files of killed runs on this host are removed by the next r
   const std::string other_host = (path.parent_path() / ".killed.h5.tmp-elsewhere-1").string();
   const std::string unrelated = (path.parent_path() / ".killed.h5.tmp-notes").string();
   for (const auto& f : {dead, running, other_host, unrelated}) std::ofstream(f) << "half-written";
-  { OutputFile out({path.string(), "cv", 1, 10, 3, Precision::f64, "none", 4, 0, true}); }
+  { OutputFile out({path.string(), "cv", 1, 10, 3, Precision::f64, Compression::none, 4, 0, true}); }
   CHECK_FALSE(fs::exists(dead));
   CHECK(fs::exists(running));     // another run of the same output, still going
   CHECK(fs::exists(other_host));  // its process id means nothing here
@@ -245,7 +245,7 @@ TEST_CASE("an output the disk cannot hold is refused before anything is written"
   spec.K = 5;  // 40 TB of doubles
   CHECK_THROWS_WITH(OutputFile(spec), Catch::Contains("huge.h5: needs"));
   CHECK_FALSE(std::filesystem::exists(path));
-  spec.compression = "gzip";  // size unknown ahead: not refused for space
+  spec.compression = Compression::gzip;  // size unknown ahead: not refused for space
   spec.T = 2;
   spec.N = 1000;
   CHECK_NOTHROW(OutputFile(spec));
@@ -259,7 +259,7 @@ TEST_CASE("gzip outputs compressed by cvest read back through HDF5's own filters
   spec.T = 3;
   spec.N = 10007;  // a partial last chunk
   spec.K = 5;
-  spec.compression = "gzip";
+  spec.compression = Compression::gzip;
   spec.chunk_ids = 1000;
   std::vector<double> values(std::size_t(spec.T * spec.N * spec.K));
   for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j % 1013) * 0.25;
@@ -306,7 +306,7 @@ TEST_CASE("lzf outputs as h5py writes them: shuffle, then lzf where it shrinks a
   quiet_hdf5_errors();
   const auto path = scratch("lzf_out.h5");
   // 2 dates x 2503 ids (a partial last chunk) x 5, chunks of 500 ids
-  const OutputSpec spec{path.string(), "cv", 2, 2503, 5, Precision::f64, "lzf", 4, 500, false};
+  const OutputSpec spec{path.string(), "cv", 2, 2503, 5, Precision::f64, Compression::lzf, 4, 500, false};
   std::vector<double> values(std::size_t(spec.T * spec.N * spec.K));
   for (std::size_t j = 0; j < values.size(); ++j) {  // date 0 compressible; date 1 random bits, which lzf cannot shrink
     std::uint64_t z = (j + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64

@@ -167,7 +167,7 @@ std::string describe(const RandomCase& c, const Deck& d) {
     << (c.multby_deflate ? " deflate" : "") << " types " << (H5Tequal(c.discount_type, H5T_IEEE_F64BE) > 0 ? "be64" : "")
     << H5Tget_size(c.discount_type) << "/" << H5Tget_size(c.multby_type) << "; budget " << d.run.memory_budget
     << " max_block " << (d.run.max_block ? std::to_string(*d.run.max_block) : std::string("default")) << " pipeline "
-    << int(d.run.pipeline) << " output " << d.output.compression << " chunk " << d.output.chunk_ids << " precision "
+    << int(d.run.pipeline) << " output " << to_string(d.output.compression) << " chunk " << d.output.chunk_ids << " precision "
     << (d.run.precision ? std::string(to_string(*d.run.precision)) : std::string("input's"));
   for (const auto s_ : d.run.strategies) s << " " << to_string(s_);
   for (const auto l : d.run.layouts) s << " " << to_string(l);
@@ -226,7 +226,7 @@ TEST_CASE("random shapes, storages, budgets and pipelines: every run is m * d bi
     deck.path = (dir / "deck.toml").string();
     deck.input.file = (dir / "in.h5").string();
     deck.output.file = (dir / "out" / "cv.h5").string();
-    deck.output.compression = coin(0.3) ? "gzip" : "none";
+    deck.output.compression = coin(0.3) ? Compression::gzip : Compression::none;
     deck.output.chunk_ids = coin(0.3) ? pick(1, c.N + 10) : 0;
     deck.run.strategies.clear();
     for (const auto& s : strategy_table)
