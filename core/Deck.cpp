@@ -103,17 +103,29 @@ void apply_override(toml::table& root, const std::string& deck, const std::strin
   const auto dot = text.find('.');
   if (eq == std::string::npos || dot == std::string::npos || dot > eq)
     throw InputError(deck + ": --set '" + text + "' must look like section.key=value");
-  const std::string section = text.substr(0, dot), key = text.substr(dot + 1, eq - dot - 1), value = text.substr(eq + 1);
+  // "input.generate.ids": tables down the path (made where missing), then the key.
+  std::vector<std::string> path;
+  for (std::size_t begin = 0, end = 0; begin <= eq; begin = end + 1) {
+    end = std::min(text.find('.', begin), eq);
+    path.push_back(text.substr(begin, end - begin));
+    if (path.back().empty()) throw InputError(deck + ": --set '" + text + "' has an empty key");
+  }
+  const std::string value = text.substr(eq + 1);
   toml::table parsed;
   try {
     parsed = toml::parse("v = " + value);
   } catch (const toml::parse_error&) {
     parsed = toml::table{{"v", value}};  // a bare word: a string
   }
-  if (!root.contains(section)) root.insert(section, toml::table{});
-  auto* table = root[section].as_table();
-  if (!table) throw InputError(deck + ": --set '" + text + "': " + section + " is not a section");
-  table->insert_or_assign(key, *parsed["v"].node());
+  toml::table* table = &root;
+  std::string where;
+  for (std::size_t level = 0; level + 1 < path.size(); ++level) {
+    where += (where.empty() ? "" : ".") + path[level];
+    if (!table->contains(path[level])) table->insert(path[level], toml::table{});
+    table = (*table)[path[level]].as_table();
+    if (!table) throw InputError(deck + ": --set '" + text + "': " + where + " is not a table");
+  }
+  table->insert_or_assign(path.back(), *parsed["v"].node());
 }
 
 }  // namespace

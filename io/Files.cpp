@@ -3,11 +3,13 @@
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <libdeflate.h>
 #include <lzf.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -18,14 +20,12 @@ namespace fs = std::filesystem;
 
 namespace cvest::io {
 
-namespace {
-// Removes what a killed earlier run left at `path`'s temporary name: a
-// 160 GB job killed by the OOM killer leaves a file as large as its output,
-// which the free-space check would otherwise count against the rerun.
 void clean_up_after_killed_runs(const std::string& path) {
   for (const std::string& stale : remove_stale_temp_files(path))
     fmt::print(stderr, "cvest: removed {}, left by a run of {} on this host that no longer runs\n", stale, path);
 }
+
+namespace {
 
 // Creates `path` (truncating) as a new HDF5 file. IoError when it can't.
 File create_file(const std::string& path, const std::string& shown) {
@@ -130,13 +130,35 @@ double free_space(const std::string& path) {
   return double(vfs.f_bavail) * double(vfs.f_frsize);
 }
 
-void check_free_space(const std::string& path, double bytes) {
-  const double available = free_space(path);
-  if (available < 0) return;  // unknown: a failing write still says so
-  const double needed = bytes + double(1 << 20);  // HDF5's metadata, dimension scales
-  if (needed > available)
-    throw IoError(path + ": needs " + format_bytes(needed) + " of disk, the file system holding it has " +
+void check_free_space(const std::string& path, double bytes) { check_free_space({{path, bytes}}); }
+
+void check_free_space(const std::vector<std::pair<std::string, double>>& files) {
+  // Files grouped by the file system (device) they would be on, in order.
+  std::vector<std::pair<dev_t, std::vector<std::size_t>>> groups;
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    if (files[f].second <= 0) continue;
+    struct stat st {};
+    if (::stat(existing_ancestor(output_dir(files[f].first)).c_str(), &st) != 0) continue;
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == st.st_dev; });
+    if (group == groups.end()) groups.push_back({st.st_dev, {f}});
+    else group->second.push_back(f);
+  }
+  for (const auto& [device, members] : groups) {
+    const double available = free_space(files[members.front()].first);
+    if (available < 0) continue;  // unknown: a failing write still says so
+    double needed = 0;
+    std::string names;
+    for (const std::size_t f : members) {
+      needed += files[f].second + double(1 << 20);  // HDF5's metadata, dimension scales
+      names += (names.empty() ? "" : " and ") + files[f].first;
+    }
+    if (needed <= available) continue;
+    if (members.size() == 1)
+      throw IoError(names + ": needs " + format_bytes(needed) + " of disk, the file system holding it has " +
+                    format_bytes(available) + " free");
+    throw IoError(names + ": need " + format_bytes(needed) + " of disk together, the file system holding them has " +
                   format_bytes(available) + " free");
+  }
 }
 // --- input -----------------------------------------------------------------
 

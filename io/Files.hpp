@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cvest::io {
@@ -103,6 +104,16 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir 
 // job that would fill the disk an hour in stops in its first second. Does
 // nothing where the free space cannot be read.
 void check_free_space(const std::string& path, double bytes);
+// The same for several files at once: those on one file system must fit it
+// together (an input to generate and the output beside it), so a job does
+// not spend an hour generating its input only to find no room for its output.
+// Names them all, what they need together and what is free.
+void check_free_space(const std::vector<std::pair<std::string, double>>& files);
+
+// Removes what a killed earlier run left at `path`'s temporary name (a line
+// on stderr for each): a 160 GB job killed by the OOM killer leaves a file as
+// large as its output, which the free-space check would count against the rerun.
+void clean_up_after_killed_runs(const std::string& path);
 
 // What a file will take on disk, for the check above: an input generate_input
 // writes, and an output (at most its plain size: lzf stores a chunk it

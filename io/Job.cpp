@@ -102,12 +102,18 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
     const auto& g = *deck.input.generate;
     fmt::print(progress, "cvest: {} {} ({} x {} x {}, {})\n", plan_only ? "would generate" : "generating",
                deck.input.file, g.dates, g.ids, g.cols, to_string(g.precision));
-    if (plan_only) {  // the checks generate_input starts with, nothing made
-      check_output_path(deck.input.file, false, false);
-      check_free_space(deck.input.file, generated_bytes(g));
-    } else {
-      generate_input(deck.input.file, g, false);
-    }
+    // Before anything is generated: both paths usable, and the input and the
+    // output fit their disk together.
+    check_output_path(deck.input.file, false, false);
+    check_output_path(deck.output.file, deck.output.overwrite, false);
+    if (!plan_only) clean_up_after_killed_runs(deck.output.file);
+    OutputSpec output;
+    output.T = g.dates, output.N = g.ids, output.K = g.cols;
+    output.precision = deck.run.precision.value_or(g.precision);
+    output.compression = deck.output.compression;
+    rep.generated_input_bytes = generated_bytes(g);
+    check_free_space({{deck.input.file, rep.generated_input_bytes}, {deck.output.file, output_bytes(output)}});
+    if (!plan_only) generate_input(deck.input.file, g, false);
   }
   check_output_path(deck.output.file, deck.output.overwrite, !plan_only);
 
@@ -427,7 +433,11 @@ void print_plan(const RunReport& rep, std::ostream& out) {
   const std::size_t es = rep.jobs.empty() ? 8 : element_size(rep.jobs.front().precision);
   const double out_bytes = double(rep.T * rep.N * rep.K) * double(es);
   fmt::print(out, "\ncvest run {} --plan  (nothing was written)\n", rep.deck);
-  fmt::print(out, "input   {}: {} x {} x {}; {}\n", rep.input, rep.T, rep.N, rep.K, to_text(rep.input_storage));
+  fmt::print(out, "input   {}: {} x {} x {}; {}{}\n", rep.input, rep.T, rep.N, rep.K, to_text(rep.input_storage),
+             rep.generated_input_bytes > 0
+                 ? fmt::format("; to be generated, {} (it and the output fit the disk together)",
+                               format_bytes(rep.generated_input_bytes))
+                 : std::string());
   fmt::print(out, "blocks  {} of up to {} dates x {} ids; {} of buffers within a budget of {}{}\n",
              rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids, format_bytes(double(rep.plan.buffer_bytes)),
              format_bytes(double(rep.memory_budget)), rep.plan.multby_resident ? "; multBy read once and kept" : "");

@@ -36,6 +36,7 @@ struct RunReport {
   int output_gzip_level = 0;                // 0 when not compressed
   Index output_chunk_ids = 0;               // ids per (1, ids, K) output chunk
   CubeStorage input_storage;                // discount's, and how it is read
+  double generated_input_bytes = 0;         // an input [input] generate makes first, else 0
   Index T = 0, N = 0, K = 0;
   std::size_t memory_budget = 0;
   BlockPlan plan;

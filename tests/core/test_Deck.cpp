@@ -75,6 +75,20 @@ TEST_CASE("deck overrides from the command line are type-checked", "[deck]") {
   CHECK(deck.run.layouts == std::vector<LayoutKind>{LayoutKind::left});
   CHECK_THROWS_WITH(load_deck(path, {"run.repeats=many"}), Catch::Contains("[run] repeats must be an integer, found a string"));
   CHECK_THROWS_WITH(load_deck(path, {"nodot=3"}), Catch::Contains("section.key=value"));
+  // Keys in tables below a section: the generate table of inputs/full.toml
+  const auto full = write_deck("full.toml", "[input]\nfile = \"in.h5\"\ngenerate = { dates = 200, ids = 10000000, cols = 5 }\n"
+                                            "[output]\nfile = \"cv.h5\"\n");
+  const auto smaller = load_deck(full, {"input.generate.ids=1000000", "input.generate.seed=7"});
+  REQUIRE(smaller.input.generate);
+  CHECK(smaller.input.generate->ids == 1000000);
+  CHECK(smaller.input.generate->dates == 200);
+  CHECK(smaller.input.generate->seed == 7);
+  const auto made = load_deck(path, {"input.generate.dates=2", "input.generate.ids=3", "input.generate.cols=4"});
+  REQUIRE(made.input.generate);  // the table is made where the deck has none
+  CHECK(made.input.generate->cols == 4);
+  CHECK_THROWS_WITH(load_deck(full, {"input.file.x=1"}), Catch::Contains("input.file is not a table"));
+  CHECK_THROWS_WITH(load_deck(full, {"input..ids=1"}), Catch::Contains("has an empty key"));
+  CHECK_THROWS_WITH(load_deck(full, {"input.generate.idz=1"}), Catch::Contains("unknown key [input.generate] idz"));
 }
 
 TEST_CASE("deck errors name the deck, the key, expected and found", "[deck]") {

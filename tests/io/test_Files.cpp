@@ -249,6 +249,19 @@ TEST_CASE("an output the disk cannot hold is refused before anything is written"
   spec.T = 2;
   spec.N = 1000;
   CHECK_NOTHROW(OutputFile(spec));
+
+  // Files on one file system must fit it together: an input to generate and
+  // the output beside it, each fitting alone.
+  const double free_here = free_space(path);
+  REQUIRE(free_here > 0);
+  const auto input = scratch("input_a.h5").string(), output = scratch("cv_b.h5").string();
+  CHECK_NOTHROW(check_free_space({{input, 0.6 * free_here}}));
+  CHECK_NOTHROW(check_free_space({{output, 0.6 * free_here}}));
+  CHECK_THROWS_WITH(check_free_space({{input, 0.6 * free_here}, {output, 0.6 * free_here}}),
+                    Catch::Contains("input_a.h5 and ") && Catch::Contains("cv_b.h5: need ") &&
+                        Catch::Contains(" of disk together, the file system holding them has "));
+  CHECK_NOTHROW(check_free_space({{input, 0.3 * free_here}, {output, 0.3 * free_here}}));
+  CHECK_NOTHROW(check_free_space({{input, 0.6 * free_here}, {output, 0.0}}));  // a gzip output: size unknown
 }
 
 TEST_CASE("gzip outputs compressed by cvest read back through HDF5's own filters", "[io][deflate]") {

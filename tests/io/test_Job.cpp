@@ -81,6 +81,33 @@ csv = "report.csv"
   CHECK_THROWS_WITH(run_deck(deck, progress), Catch::Contains("output exists"));
 }
 
+TEST_CASE("an input to generate and its output must fit the disk together before either is written", "[job]") {
+  const auto dir = fresh_dir("disk_together");
+  const double free_here = free_space((dir / "in.h5").string());
+  REQUIRE(free_here > 0);
+  // Doubles for about 0.6 of the free space in each file: either fits alone.
+  const Index ids = Index(0.6 * free_here / (8.0 * 5 * 100));
+  Deck deck;
+  deck.path = (dir / "deck.toml").string();
+  deck.input.file = (dir / "in.h5").string();
+  deck.input.generate = GenerateSpec{100, ids, 5, 1, Precision::f64};
+  deck.output.file = (dir / "out" / "cv.h5").string();
+  std::ostringstream progress;
+  CHECK_THROWS_WITH(run_deck(deck, progress, true),
+                    Catch::Contains("in.h5 and ") && Catch::Contains("cv.h5: need ") && Catch::Contains("together"));
+  CHECK_FALSE(fs::exists(dir / "in.h5"));
+  CHECK_FALSE(fs::exists(dir / "out"));
+  // A float output, or a gzip one (size unknown ahead), leaves room.
+  deck.run.precision = Precision::f32;
+  deck.input.generate->dates = 90;
+  CHECK_NOTHROW(run_deck(deck, progress, true));
+  deck.run.precision.reset();
+  deck.input.generate->dates = 100;
+  deck.output.compression = Compression::gzip;
+  CHECK_NOTHROW(run_deck(deck, progress, true));
+  CHECK_FALSE(fs::exists(dir / "in.h5"));
+}
+
 TEST_CASE("verify catches a single flipped element and names it", "[job]") {
   quiet_hdf5_errors();
   const auto dir = fresh_dir("corrupt");
