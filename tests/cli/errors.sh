@@ -115,6 +115,21 @@ case "$case_name" in
                    # what the run would refuse, --plan refuses
                    touch earlier.h5
                    expect 2 "earlier.h5: output exists" -- "$cvest" run deck.toml --plan --set output.file=earlier.h5 ;;
+  readme_deck)     # the deck README.md documents, every key in it, runs as written; the shipped decks plan
+                   repo=$(cd "$(dirname "$0")/../.." && pwd)
+                   awk '/^```toml$/ { on = 1; next } /^```$/ { on = 0 } on' "$repo/README.md" > deck.toml
+                   grep -q '^\[report\]' deck.toml || fail "no deck block found in README.md"
+                   "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "README's deck failed"; }
+                   [ -f cv.h5 ] && [ -f report.json ] && [ -f report.csv ] || fail "README's deck wrote $(ls)"
+                   for shipped in seed layouts; do
+                     "$cvest" run "$repo/inputs/$shipped.toml" --plan > stdout.txt 2> stderr.txt \
+                       || { cat stderr.txt; fail "inputs/$shipped.toml --plan"; }
+                   done
+                   # inputs/full.toml's own comment: the same job smaller (smaller still here)
+                   "$cvest" run "$repo/inputs/full.toml" --plan --set input.generate.ids=1000 \
+                     --set input.file=../out/full/input-1k.h5 > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "full.toml --set"; }
+                   grep -q "200 x 1000 x 5" stdout.txt || { cat stdout.txt; fail "full.toml's override not taken"; }
+                   echo "ok [$case_name]" ;;
   success)         deck '[run]\nstrategy = ["flat", "per_date"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
                    [ -f out/cv.h5 ] || fail "no output"
