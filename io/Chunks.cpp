@@ -84,6 +84,68 @@ void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::strin
   }
 }
 
+// The bytes of `ds` as cvest's own threads reach them. Through an external
+// link a dataset lives in another file than the one the caller opened, so the
+// descriptor is a fresh one for the file HDF5 holds it in; and a user block
+// shifts a file's contents, which HDF5 1.10 adds to H5Dget_offset but leaves
+// out of chunk addresses. False where that cannot be had (a file driver other
+// than POSIX's), or where a user block's file reads differently at either
+// base than HDF5 reads it (checked on its first chunk): HDF5 reads then.
+struct FileBytes {
+  int fd = -1;
+  haddr_t chunk_base = 0;  // added to the chunk addresses HDF5 reports
+};
+
+bool chunk_base_of(const Dataset& ds, int fd, haddr_t userblock, haddr_t& base) {
+  base = userblock;
+  Dataspace all(H5Dget_space(ds.get()));
+  hsize_t nchunks = 0;
+  if (H5Dget_num_chunks(ds.get(), all.get(), &nchunks) < 0) return false;
+  if (nchunks == 0) return true;  // nothing to read yet
+  hsize_t offset[H5S_MAX_RANK] = {};
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t size = 0;
+  if (H5Dget_chunk_info(ds.get(), all.get(), 0, offset, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || size == 0)
+    return false;
+  std::vector<unsigned char> hdf5s(size), ours(size);
+  std::uint32_t filter_mask = 0;
+  if (H5Dread_chunk(ds.get(), H5P_DEFAULT, offset, &filter_mask, hdf5s.data()) < 0) return false;
+  for (const haddr_t candidate : {userblock, haddr_t(0)}) {
+    const ssize_t got = ::pread(fd, ours.data(), size, off_t(addr + candidate));
+    if (got == ssize_t(size) && ours == hdf5s) {
+      base = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool file_bytes_of(const Dataset& ds, bool writable, FileBytes& out) {
+  File file(H5Iget_file_id(ds.get()));
+  if (!file) return false;
+  PropList access(H5Fget_access_plist(file.get()));
+  if (!access || H5Pget_driver(access.get()) != H5FD_SEC2) return false;
+  void* handle = nullptr;
+  if (H5Fget_vfd_handle(file.get(), access.get(), &handle) < 0 || !handle) return false;
+  const int hdf5_fd = *static_cast<const int*>(handle);
+  // The same file opened again: a descriptor with its own offset and advice.
+  int fd = ::open(("/proc/self/fd/" + std::to_string(hdf5_fd)).c_str(), (writable ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) fd = ::fcntl(hdf5_fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return false;
+  hsize_t userblock = 0;
+  PropList create(H5Fget_create_plist(file.get()));
+  if (!create || H5Pget_userblock(create.get(), &userblock) < 0) userblock = 0;
+  haddr_t base = 0;
+  if (userblock > 0 && H5Pget_layout(PropList(H5Dget_create_plist(ds.get())).get()) == H5D_CHUNKED &&
+      !chunk_base_of(ds, fd, haddr_t(userblock), base)) {
+    ::close(fd);
+    return false;
+  }
+  out = {fd, base};
+  return true;
+}
+
 }  // namespace
 
 std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {
@@ -92,8 +154,8 @@ std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {
 
 // --- raw access -----------------------------------------------------------------
 
-std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& path, const std::string& shown,
-                                       hid_t mem_type, bool writable, Index N, Index K) {
+std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
+                                       Index N, Index K) {
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
@@ -114,8 +176,10 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& pat
   }
   raw->ds_ = ds.get();
   raw->path_ = shown;
-  raw->fd_ = ::open(path.c_str(), writable ? O_WRONLY : O_RDONLY);
-  if (raw->fd_ < 0) return nullptr;
+  FileBytes bytes;
+  if (!file_bytes_of(ds, writable, bytes)) return nullptr;
+  raw->fd_ = bytes.fd;
+  raw->chunk_base_ = bytes.chunk_base;
   if (!writable) ::posix_fadvise(raw->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   return raw;
 }
@@ -143,7 +207,8 @@ bool RawCube::for_each_run(const Block& b, Op&& op) const {
     hsize_t size = 0;
     if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
       return false;
-    op(off_t(addr + std::size_t(i - chunk_start) * row), std::size_t(end - i) * row, offset_in_block(b, t, i, row));
+    op(off_t(chunk_base_ + addr + std::size_t(i - chunk_start) * row), std::size_t(end - i) * row,
+       offset_in_block(b, t, i, row));
     return true;
   });
 }
@@ -207,8 +272,8 @@ void byte_planes(const unsigned char* in, std::size_t bytes, std::size_t element
 
 }  // namespace
 
-std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::string& path, const std::string& shown,
-                                               hid_t mem_type, Index K) {
+std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::string& shown, hid_t mem_type,
+                                               Index K) {
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
@@ -232,8 +297,10 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
     }
   }
   std::unique_ptr<ChunkedCube> cube(new ChunkedCube);
-  cube->fd_ = ::open(path.c_str(), O_RDONLY);
-  if (cube->fd_ < 0) return nullptr;
+  FileBytes bytes;
+  if (!file_bytes_of(ds, false, bytes)) return nullptr;
+  cube->fd_ = bytes.fd;
+  cube->chunk_base_ = bytes.chunk_base;
   ::posix_fadvise(cube->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   cube->ds_ = ds.get();
   cube->path_ = shown;
@@ -298,7 +365,7 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
     if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &stored) < 0 || addr == HADDR_UNDEF || stored == 0)
       return false;
     packed.resize(stored);
-    read_at(fd_, packed.data(), stored, off_t(addr), where());
+    read_at(fd_, packed.data(), stored, off_t(chunk_base_ + addr), where());
     const unsigned char* data = packed.data();
     std::size_t size = stored;
     if (codec_index_ >= 0 && !(mask & (1u << codec_index_))) {  // a set bit: skipped for this chunk
@@ -373,8 +440,8 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
   const bool hdf5_decodes = !missing_in_hdf5(filters_of(PropList(H5Dget_create_plist(ds.get()))));
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
-    raw_[k] = RawCube::open(ds, path, path, native_type(p), false, N, K);
-    if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path, path, native_type(p), K);
+    raw_[k] = RawCube::open(ds, path, native_type(p), false, N, K);
+    if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path, native_type(p), K);
     // Three buffers per decoding thread: the host threads, and as many
     // again in the team of the overlapped pipeline's reader. Over that share
     // HDF5 reads instead, unless it cannot (lzf without h5py's plugin).

@@ -22,10 +22,11 @@ namespace cvest::io {
 class RawCube {
  public:
   // nullptr when the dataset does not qualify; HDF5 reads/writes are used then.
-  // `path` is opened; `shown` names it in messages (the final output name
-  // rather than its temporary file).
-  static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& path, const std::string& shown,
-                                       hid_t mem_type, bool writable, Index N, Index K);
+  // The file that holds the dataset is opened again (through an external
+  // link, not the one the caller opened); `shown` names it in messages (the
+  // final output name rather than its temporary file).
+  static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
+                                       Index N, Index K);
   ~RawCube();
   RawCube(const RawCube&) = delete;
   RawCube& operator=(const RawCube&) = delete;
@@ -44,6 +45,7 @@ class RawCube {
   Index N_ = 0, K_ = 0, chunk_ids_ = 0;
   std::size_t es_ = 8;
   haddr_t contiguous_base_ = HADDR_UNDEF;
+  haddr_t chunk_base_ = 0;  // a user block's size where HDF5's chunk addresses leave it out
 };
 
 // Chunked datasets cvest decodes itself: chunks of any shape (dates, ids,
@@ -56,9 +58,9 @@ class RawCube {
 // conversions and byte orders: nullptr (HDF5 reads those).
 class ChunkedCube {
  public:
-  // `path` is opened for reading; `shown` names it in messages.
-  static std::unique_ptr<ChunkedCube> open(const Dataset& ds, const std::string& path, const std::string& shown,
-                                           hid_t mem_type, Index K);
+  // The file that holds the dataset is opened again for reading; `shown`
+  // names it in messages.
+  static std::unique_ptr<ChunkedCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, Index K);
   ~ChunkedCube();
   ChunkedCube(const ChunkedCube&) = delete;
   ChunkedCube& operator=(const ChunkedCube&) = delete;
@@ -76,6 +78,7 @@ class ChunkedCube {
   hid_t ds_ = -1;
   std::string path_;
   int fd_ = -1;
+  haddr_t chunk_base_ = 0;
   Index K_ = 0;
   std::array<Index, 3> chunk_{};  // dates, ids, columns (a rank-2 (ids, K) dataset: one date)
   int rank_ = 3;

@@ -292,7 +292,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       fs::remove(temp_path_, ec);
       throw IoError(spec.path + ": cannot allocate the output (disk full?)");
     }
-    raw_ = RawCube::open(ds_, temp_path_, spec.path, native_type(spec.precision), true, spec.N, spec.K);
+    raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K);
   }
 }
 

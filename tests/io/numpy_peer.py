@@ -46,8 +46,12 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
         # contiguous; h5py's own chunk shapes, plain and deflated (which split
         # the columns); deflated (1, ids, K) chunks with and without shuffle;
         # deflated (2, 700, K); h5py's lzf, alone and after a shuffle (HDF5's
-        # library cannot read lzf): cvest decodes every chunked one itself
-        for chunks in (None, True, "gzip_h5py", "gzip_shuffle", "gzip", "gzip_other", "lzf", "lzf_shuffle"):
+        # library cannot read lzf): cvest decodes every chunked one itself;
+        # a file with a user block ahead of its HDF5 data, and datasets in
+        # files of their own behind h5py.ExternalLink (both were read at the
+        # wrong offsets once)
+        for chunks in (None, True, "gzip_h5py", "gzip_shuffle", "gzip", "gzip_other", "lzf", "lzf_shuffle",
+                       "userblock", "external"):
             T, N, K = 13, 3001, 5
             # values over many binades, both signs: products round
             m = (rng.uniform(-1, 1, (N, K)) * 2.0 ** rng.integers(-30, 30, (N, K))).astype(dtype)
@@ -60,8 +64,17 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
                 expected = m[None] * d
             tag = f"{np.dtype(dtype).name}_{chunks if isinstance(chunks, str) else 'chunked' if chunks else 'contiguous'}"
             src = os.path.join(work, f"in_{tag}.h5")
-            with h5py.File(src, "w") as f:
-                if chunks == "gzip_h5py":  # what compression="gzip" alone gives
+            with h5py.File(src, "w", userblock_size=4096 if chunks == "userblock" else 0) as f:
+                if chunks == "external":
+                    for name, data in (("multBy", m), ("discount", d)):
+                        with h5py.File(os.path.join(work, f"{name}_{tag}.h5"), "w") as g:
+                            g.create_dataset("padding", data=np.zeros(5000 + len(name)))
+                            g.create_dataset(name, data=data, chunks=(1, 1000, K) if data.ndim == 3 else None)
+                        f[name] = h5py.ExternalLink(f"{name}_{tag}.h5", name)
+                elif chunks == "userblock":
+                    f.create_dataset("multBy", data=m)
+                    f.create_dataset("discount", data=d, chunks=(1, 1000, K), compression="gzip", shuffle=True)
+                elif chunks == "gzip_h5py":  # what compression="gzip" alone gives
                     f.create_dataset("multBy", data=m, compression="gzip")
                     f.create_dataset("discount", data=d, compression="gzip")
                 elif chunks in ("lzf", "lzf_shuffle"):

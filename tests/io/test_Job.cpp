@@ -180,6 +180,8 @@ struct RandomCase {
   std::optional<std::array<hsize_t, 3>> discount_chunk;  // none: contiguous
   std::optional<std::array<hsize_t, 2>> multby_chunk;
   bool shuffle, deflate, multby_deflate;
+  hsize_t userblock;  // bytes ahead of the HDF5 data, 0: none
+  bool linked;        // discount in a file of its own, reached by an external link
 };
 
 std::string describe(const RandomCase& c, const Deck& d) {
@@ -191,7 +193,8 @@ std::string describe(const RandomCase& c, const Deck& d) {
     << (c.shuffle ? " shuffle" : "") << (c.deflate ? " deflate" : "") << " multBy "
     << (c.multby_chunk ? fmt::format("chunks ({}, {})", (*c.multby_chunk)[0], (*c.multby_chunk)[1])
                        : std::string("contiguous"))
-    << (c.multby_deflate ? " deflate" : "") << " types " << (H5Tequal(c.discount_type, H5T_IEEE_F64BE) > 0 ? "be64" : "")
+    << (c.multby_deflate ? " deflate" : "") << (c.linked ? " discount linked" : "") << " userblock " << c.userblock
+    << " types " << (H5Tequal(c.discount_type, H5T_IEEE_F64BE) > 0 ? "be64" : "")
     << H5Tget_size(c.discount_type) << "/" << H5Tget_size(c.multby_type) << "; budget " << d.run.memory_budget
     << " max_block " << (d.run.max_block ? std::to_string(*d.run.max_block) : std::string("default")) << " pipeline "
     << int(d.run.pipeline) << " output " << to_string(d.output.compression) << " chunk " << d.output.chunk_ids << " precision "
@@ -202,10 +205,10 @@ std::string describe(const RandomCase& c, const Deck& d) {
 }
 }  // namespace
 
-// Whatever the input's storage, the shape, the budget, the block cap, the
-// pipeline, the strategies, layouts, precision and output storage, the file
-// holds m * d bit for bit, read back through HDF5 alone. Seeded: a failure
-// names its case and reproduces.
+// Whatever the input's storage (a user block and an external link too), the
+// shape, the budget, the block cap, the pipeline, the strategies, layouts,
+// precision and output storage, the file holds m * d bit for bit, read back
+// through HDF5 alone. Seeded: a failure names its case and reproduces.
 TEST_CASE("random shapes, storages, budgets and pipelines: every run is m * d bit for bit", "[job]") {
   quiet_hdf5_errors();
   std::mt19937_64 rng(20261130);
@@ -226,6 +229,8 @@ TEST_CASE("random shapes, storages, budgets and pipelines: every run is m * d bi
     c.deflate = c.discount_chunk && coin(0.6);
     if (coin(0.5)) c.multby_chunk = std::array<hsize_t, 2>{hsize_t(pick(1, c.N)), hsize_t(pick(1, c.K))};
     c.multby_deflate = c.multby_chunk && coin(0.5);
+    c.userblock = coin(0.15) ? hsize_t(512) << pick(0, 3) : 0;
+    c.linked = coin(0.15);
 
     const auto dir = fresh_dir("random_" + std::to_string(n));
     const Index NK = c.N * c.K, TNK = c.T * NK;
@@ -234,7 +239,14 @@ TEST_CASE("random shapes, storages, budgets and pipelines: every run is m * d bi
     for (auto& v : m) v = std::ldexp(mantissa(rng), int(pick(-60, 60)));
     for (auto& v : d) v = std::ldexp(mantissa(rng), int(pick(-60, 60)));
     {
-      File f(H5Fcreate((dir / "in.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+      PropList fcpl(H5Pcreate(H5P_FILE_CREATE));
+      if (c.userblock) H5Pset_userblock(fcpl.get(), c.userblock);
+      File f(H5Fcreate((dir / "in.h5").c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT));
+      File linked;
+      if (c.linked) {
+        linked = File(H5Fcreate((dir / "discount.h5").c_str(), H5F_ACC_TRUNC, fcpl.get(), H5P_DEFAULT));
+        REQUIRE(H5Lcreate_external("discount.h5", "discount", f.get(), "discount", H5P_DEFAULT, H5P_DEFAULT) >= 0);
+      }
       const hsize_t ddims[3] = {hsize_t(c.T), hsize_t(c.N), hsize_t(c.K)}, mdims[2] = {hsize_t(c.N), hsize_t(c.K)};
       Dataspace ds(H5Screate_simple(3, ddims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
       PropList dcreate(H5Pcreate(H5P_DATASET_CREATE)), mcreate(H5Pcreate(H5P_DATASET_CREATE));
@@ -243,7 +255,8 @@ TEST_CASE("random shapes, storages, budgets and pipelines: every run is m * d bi
       if (c.deflate) H5Pset_deflate(dcreate.get(), 1);
       if (c.multby_chunk) H5Pset_chunk(mcreate.get(), 2, c.multby_chunk->data());
       if (c.multby_deflate) H5Pset_deflate(mcreate.get(), 1);
-      Dataset dd(H5Dcreate2(f.get(), "discount", c.discount_type, ds.get(), H5P_DEFAULT, dcreate.get(), H5P_DEFAULT));
+      Dataset dd(H5Dcreate2((c.linked ? linked : f).get(), "discount", c.discount_type, ds.get(), H5P_DEFAULT,
+                            dcreate.get(), H5P_DEFAULT));
       Dataset md(H5Dcreate2(f.get(), "multBy", c.multby_type, ms.get(), H5P_DEFAULT, mcreate.get(), H5P_DEFAULT));
       // Written as doubles; HDF5 rounds to a float file type, as h5py would.
       REQUIRE(H5Dwrite(dd.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.data()) >= 0);
