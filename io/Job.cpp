@@ -295,6 +295,45 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   return rep;
 }
 
+void cross_check_readers(const VerifyOptions& o, const InputFile& input, const CubeReader& cv_reader,
+                         const BlockPlan& plan, Precision p) {
+  const File in_file = open_input_file(o.input), out_file = open_input_file(o.output);
+  DatasetShape shape;
+  const Dataset m_ds = open_dataset(in_file, o.input, o.multby, 2, shape);
+  const Dataset d_ds = open_dataset(in_file, o.input, o.discount, 3, shape);
+  const Dataset cv_ds = open_dataset(out_file, o.output, o.dataset, 3, shape);
+  const Index K = plan.K, n = Index(plan.blocks.size());
+  const std::size_t es = element_size(p);
+  std::vector<Block> samples;
+  for (Index j = 0; j <= 7 && n > 0; ++j) {
+    const Block& b = plan.blocks[std::size_t(j * (n - 1) / 7)];
+    const Index ids = std::min<Index>(b.ids.size(), 4096);
+    samples.push_back({{b.dates.begin, b.dates.begin + 1}, {b.ids.begin, b.ids.begin + ids}});
+    samples.push_back({{b.dates.end - 1, b.dates.end}, {b.ids.end - ids, b.ids.end}});
+  }
+  std::vector<unsigned char> ours, hdf5s;
+  const auto same = [&](const std::string& file, const std::string& dataset, const Block& b, auto&& read_ours,
+                        const Dataset& ds, bool rank2) {
+    const std::size_t bytes = std::size_t((rank2 ? 1 : b.dates.size()) * b.ids.size() * K) * es;
+    ours.assign(bytes, 0);
+    hdf5s.assign(bytes, 1);
+    read_ours(ours.data());
+    if (rank2) read_hyperslab(ds, native_type(p), {b.ids.begin, 0}, {b.ids.size(), K}, hdf5s.data(), file);
+    else read_hyperslab(ds, native_type(p), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K},
+                        hdf5s.data(), file);
+    if (ours != hdf5s)
+      throw VerifyError(fmt::format("{}: dataset '{}' reads differently through cvest's reader than through HDF5 at "
+                                    "dates [{}, {}), ids [{}, {}): a bug in cvest's reader; please report it with the "
+                                    "file's layout (h5ls -v)", file, dataset, b.dates.begin, b.dates.end, b.ids.begin,
+                                    b.ids.end));
+  };
+  for (const Block& b : samples) {
+    same(o.input, o.multby, b, [&](void* buf) { input.read_multby(b.ids, p, buf); }, m_ds, true);
+    same(o.input, o.discount, b, [&](void* buf) { input.read_discount(b, p, buf); }, d_ds, false);
+    same(o.output, o.dataset, b, [&](void* buf) { cv_reader.read(b, p, buf); }, cv_ds, false);
+  }
+}
+
 void verify_output(const VerifyOptions& o, std::ostream& progress) {
   quiet_hdf5_errors();
   const InputFile input(o.input, o.multby, o.discount);
@@ -379,6 +418,7 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
   if (first_bad.load() < nblocks)
     throw VerifyError(fmt::format("{}: dataset '{}' differs from {} '{}' * '{}' at {}", o.output, o.dataset, o.input,
                                   o.multby, o.discount, diffs[std::size_t(first_bad.load())]));
+  cross_check_readers(o, input, cv_reader, plan, p);
   fmt::print(progress, "cvest: {} matches {} bit for bit ({} x {} x {} {})\n", o.output, o.input, s.T, s.N, s.K,
              to_string(p));
 }

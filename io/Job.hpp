@@ -68,6 +68,15 @@ struct VerifyOptions {
 // Throws VerifyError naming the first differing element.
 void verify_output(const VerifyOptions& options, std::ostream& progress);
 
+// The check above reads the input and the output with cvest's own readers,
+// as the jobs do; a reader that finds the wrong bytes (it once read datasets
+// behind an external link in the wrong file) would fool both the same way.
+// So verify_output also reads a sample through HDF5's H5Dread alone, which
+// must give the same bits: the first and the last rows of the plan's first,
+// last and six blocks between. VerifyError names the first that differs.
+void cross_check_readers(const VerifyOptions& options, const InputFile& input, const CubeReader& cv_reader,
+                         const BlockPlan& plan, Precision precision);
+
 // Peak resident set size of this process so far, in bytes.
 double peak_rss_bytes();
 

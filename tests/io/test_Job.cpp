@@ -136,6 +136,31 @@ TEST_CASE("verify catches a single flipped element and names it", "[job]") {
                       Catch::Contains("at [2, 317, 1]: found 42"));
 }
 
+TEST_CASE("verify reads a sample through HDF5 too, so a reader that finds the wrong bytes is caught", "[job]") {
+  quiet_hdf5_errors();
+  const auto dir = fresh_dir("cross_check");
+  const auto in = (dir / "in.h5").string(), out = (dir / "cv.h5").string(), other = (dir / "other.h5").string();
+  generate_input(in, {5, 3000, 4, 21, Precision::f64}, false);
+  generate_input(other, {5, 3000, 4, 22, Precision::f64}, false);
+  std::ofstream(dir / "deck.toml") << "[input]\nfile = \"in.h5\"\n[output]\nfile = \"cv.h5\"\n";
+  std::ostringstream progress;
+  run_deck(load_deck((dir / "deck.toml").string()), progress);
+  const VerifyOptions options{out, in};
+  const InputFile input(in, "multBy", "discount");
+  const BlockPlan plan = plan_blocks(5, 3000, 4, 8, std::size_t(1) << 20);
+  REQUIRE(plan.blocks.size() > 8);
+  File out_file = open_input_file(out), other_file = open_input_file(other);
+  DatasetShape shape;
+  const Dataset cv = open_dataset(out_file, out, "cv", 3, shape);
+  const Dataset wrong = open_dataset(other_file, other, "discount", 3, shape);
+  // readers that find the output's own bytes agree with HDF5
+  CHECK_NOTHROW(cross_check_readers(options, input, CubeReader(cv, out, "cv", 3000, 4), plan, Precision::f64));
+  // one that reads another dataset (as the external-link bug did) does not
+  CHECK_THROWS_WITH(cross_check_readers(options, input, CubeReader(wrong, out, "cv", 3000, 4), plan, Precision::f64),
+                    Catch::Contains("cv.h5: dataset 'cv' reads differently through cvest's reader than through HDF5 "
+                                    "at dates [0, 1), ids [0, "));
+}
+
 TEST_CASE("a NaN matches any NaN (IEEE leaves a NaN x NaN payload open); nothing else is loosened", "[job]") {
   quiet_hdf5_errors();
   const auto dir = fresh_dir("nan");
