@@ -282,6 +282,11 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   const int rank = H5Pget_chunk(create.get(), 3, chunk);
   if (rank == 2) chunk[2] = chunk[1], chunk[1] = chunk[0], chunk[0] = 1;  // (ids, K) as one date
   else if (rank != 3) return nullptr;
+  // Partial edge chunks stored without the filters (an HDF5 option the
+  // chunk's filter mask does not record): HDF5 reads those.
+  unsigned chunk_opts = 0;
+  if (H5Pget_chunk_opts(create.get(), &chunk_opts) < 0 || (chunk_opts & H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS))
+    return nullptr;
   Codec codec = Codec::none;
   int codec_index = -1, shuffle = -1;
   const auto filters = filters_of(create);
@@ -461,7 +466,13 @@ std::array<Index, 2> CubeReader::decoded_chunk() const {
 CubeStorage CubeReader::storage(Precision precision) const {
   CubeStorage st;
   PropList create(H5Dget_create_plist(ds_.get()));
-  if (H5Pget_layout(create.get()) == H5D_CHUNKED) {
+  const H5D_layout_t layout = H5Pget_layout(create.get());
+  st.layout = layout == H5D_CHUNKED   ? "chunked"
+              : layout == H5D_COMPACT ? "compact"
+              : layout == H5D_VIRTUAL ? "virtual"
+              : H5Pget_external_count(create.get()) > 0 ? "external"
+                                                          : "contiguous";
+  if (layout == H5D_CHUNKED) {
     hsize_t chunk[3] = {0, 0, 0};
     const int rank = H5Pget_chunk(create.get(), 3, chunk);
     for (int d = 0; d < rank; ++d) st.chunk.push_back(Index(chunk[d]));
@@ -478,7 +489,10 @@ CubeStorage CubeReader::storage(Precision precision) const {
 }
 
 std::string to_text(const CubeStorage& st) {
-  std::string text = st.chunk.empty() ? "contiguous" : "chunks (";
+  std::string text = st.layout == "virtual"    ? "virtual (VDS)"
+                     : st.layout == "external" ? "in external raw files"
+                     : st.chunk.empty()        ? st.layout
+                                               : "chunks (";
   for (std::size_t d = 0; d < st.chunk.size(); ++d)
     text += std::to_string(st.chunk[d]) + (d + 1 < st.chunk.size() ? ", " : ")");
   for (const auto& f : st.filters) text += ", " + f;

@@ -90,7 +90,8 @@ class ChunkedCube {
 // How a dataset is stored and which path reads it: a report says so, so that
 // a slow read can be told from a slow machine.
 struct CubeStorage {
-  std::vector<Index> chunk;          // empty when contiguous
+  std::string layout = "contiguous";  // or "chunked", "compact", "virtual" (VDS), "external" (raw files)
+  std::vector<Index> chunk;          // empty unless chunked
   std::vector<std::string> filters;  // HDF5's names, in pipeline order
   std::string read_by;               // "pread", "decode" (cvest's threads), "hdf5" (H5Dread), or
                                      // "none": HDF5 lacks a filter it would need (`unreadable` names it)

@@ -137,6 +137,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   if (input_file) {
     rep.input_storage = input_file->discount_storage(precision);
   } else {  // as generate_input writes it
+    rep.input_storage.layout = "chunked";
     rep.input_storage.chunk = {1, cube_chunk(shape.N, shape.K, element_size(shape.precision))[1], shape.K};
     rep.input_storage.read_by = precision == shape.precision ? "pread" : "hdf5";
   }
@@ -506,7 +507,8 @@ nlohmann::json to_json(const RunReport& rep) {
   j["output_compression"] = to_string(rep.output_compression);
   j["output_gzip_level"] = rep.output_gzip_level;
   j["output_chunk_ids"] = rep.output_chunk_ids;
-  j["input_storage"] = {{"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)
+  j["input_storage"] = {{"layout", rep.input_storage.layout},
+                        {"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)
                                                                    : nlohmann::json(rep.input_storage.chunk)},
                         {"filters", rep.input_storage.filters},
                         {"read_by", rep.input_storage.read_by}};

@@ -94,6 +94,38 @@ TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would"
     }
 }
 
+TEST_CASE("rarer filter settings read like HDF5 reads them: shuffle alone, unfiltered partial edge chunks", "[io]") {
+  quiet_hdf5_errors();
+  const hsize_t T = 3, N = 1003, K = 5, chunk[3] = {2, 400, 5};  // partial chunks along dates and ids
+  std::vector<double> values(T * N * K), m(N * K, 1.0);
+  for (std::size_t j = 0; j < values.size(); ++j) values[j] = std::ldexp(double(j % 53) - 26.5, int(j % 19) - 9);
+  for (const bool deflate : {false, true})
+    for (const bool unfiltered_edges : {false, true}) {
+      CAPTURE(deflate, unfiltered_edges);
+      const auto path = scratch("rare_filters.h5");
+      {
+        File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+        const hsize_t dims[3] = {T, N, K}, mdims[2] = {N, K};
+        Dataspace sp(H5Screate_simple(3, dims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
+        PropList create(H5Pcreate(H5P_DATASET_CREATE));
+        H5Pset_chunk(create.get(), 3, chunk);
+        H5Pset_shuffle(create.get());
+        if (deflate) H5Pset_deflate(create.get(), 1);
+        if (unfiltered_edges) H5Pset_chunk_opts(create.get(), H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS);
+        Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, sp.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+        Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
+        REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+      }
+      const InputFile input(path.string(), "multBy", "discount");
+      // unfiltered edge chunks are not marked in a chunk's filter mask: HDF5 reads them
+      CHECK(input.discount_storage(Precision::f64).read_by == (unfiltered_edges ? "hdf5" : "decode"));
+      std::vector<double> got(values.size());
+      input.read_discount({{0, Index(T)}, {0, Index(N)}}, Precision::f64, got.data());
+      CHECK(std::memcmp(got.data(), values.data(), values.size() * sizeof(double)) == 0);
+    }
+}
+
 TEST_CASE("a chunked multBy (N, K) is decoded by cvest too, id range by id range", "[io][deflate]") {
   quiet_hdf5_errors();
   const hsize_t T = 2, N = 1001, K = 3;

@@ -64,6 +64,7 @@ csv = "report.csv"
   CHECK(json["output_chunk_ids"].get<Index>() == report.output_chunk_ids);
   CHECK(report.output_chunk_ids > 0);
   // generated inputs are (1, ids, K) chunks, unfiltered: read with pread
+  CHECK(json["input_storage"]["layout"] == "chunked");
   CHECK(json["input_storage"]["chunk"].size() == 3);
   CHECK(json["input_storage"]["filters"].empty());
   CHECK(json["input_storage"]["read_by"] == "pread");
