@@ -60,15 +60,19 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   plan.block_dates = dates;
   plan.block_ids = ids;
   plan.buffer_bytes = std::size_t(per_id_date * double(dates) * double(ids) + row * double(ids));
-  if (plan.multby_resident) {
-    plan.buffer_bytes += std::size_t(multby_bytes);
+  // Id ranges of `ids`; blocks thinner than a chunk stay inside it (the last
+  // of a chunk is shorter), so no block needs two chunks' worth of decoding.
+  std::vector<Range> id_ranges;
+  const Index span = ids < id_quantum ? id_quantum : ids;
+  for (Index q0 = 0; q0 < N; q0 += span)
+    for (Index i0 = q0, q1 = std::min(N, q0 + span); i0 < q1; i0 += ids) id_ranges.push_back({i0, std::min(q1, i0 + ids)});
+  if (plan.multby_resident) plan.buffer_bytes += std::size_t(multby_bytes);
+  if (plan.multby_resident && !quantum.ids_outer) {
     for (Index t0 = 0; t0 < T; t0 += dates)
-      for (Index i0 = 0; i0 < N; i0 += ids)
-        plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, {i0, std::min(N, i0 + ids)}});
+      for (const Range& r : id_ranges) plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, r});
   } else {
-    for (Index i0 = 0; i0 < N; i0 += ids)
-      for (Index t0 = 0; t0 < T; t0 += dates)
-        plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, {i0, std::min(N, i0 + ids)}});
+    for (const Range& r : id_ranges)
+      for (Index t0 = 0; t0 < T; t0 += dates) plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, r});
   }
   return plan;
 }

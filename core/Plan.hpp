@@ -42,6 +42,9 @@ inline constexpr std::size_t pipeline_buffers = 9;
 // chunks (ids, a multiple of the input chunk's ids where cvest chooses).
 struct BlockQuantum {
   Index dates = 1, ids = 1;
+  // Blocks in id-major order even with a resident multBy: a chunk cache then
+  // finishes one row of chunks (all their dates) before the next.
+  bool ids_outer = false;
 };
 
 // Plans blocks of whole dates when one date's N x K slab fits; otherwise

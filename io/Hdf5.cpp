@@ -126,7 +126,11 @@ Dataset open_dataset(const File& file, const std::string& path, const std::strin
   if (H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) <= 0) throw InputError(where + " not found");
   PropList access(H5Pcreate(H5P_DATASET_ACCESS));
   if (chunk_cache_bytes > 0)
-    H5Pset_chunk_cache(access.get(), 100003, chunk_cache_bytes, 1.0);  // prime slot count; evict fully read chunks
+    // A prime slot count; w0 at HDF5's default. With w0 = 1 HDF5 1.10 never
+    // evicts a chunk that is only ever read in part (every chunk, when blocks
+    // are thinner than chunks): 12 chunks of 128 MiB stayed resident under a
+    // 128 MiB cache, 1.6 GB of RSS in a job with a 1 GiB budget.
+    H5Pset_chunk_cache(access.get(), 100003, chunk_cache_bytes, 0.75);
   Dataset ds(H5Dopen2(file.get(), name.c_str(), access.get()));
   if (!ds) throw InputError(where + " cannot be opened (is it a dataset?)");
   Dataspace space(H5Dget_space(ds.get()));

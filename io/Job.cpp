@@ -77,6 +77,47 @@ std::string first_difference(const void* expected, const void* found, const Bloc
   return "";
 }
 
+// Chunks HDF5 reads itself (too large for cvest's decoding scratch, other
+// filters, a conversion): each block's H5Dread reads, and inflates, every
+// chunk it touches unless HDF5's chunk cache still holds it. So blocks stay
+// inside one row of chunks (the chunks of a date range and id range, across
+// the columns), go id-major so a row is finished before the next, and the
+// cache holds one row: each chunk is then read once, not once per block
+// (Dask's default (100, 33554, 5) gzip chunks: 100 times). A row per
+// reading thread where that fits half the budget (threads near a row's end
+// would otherwise evict each other's), else one; where not even one fits,
+// `warning` says the budget that would hold it.
+struct ChunkRow {
+  BlockQuantum quantum{0, 0};   // ids 0: not chunks HDF5 reads
+  std::size_t cache_bytes = 0;  // 0: the default cache is enough
+  std::string warning;
+};
+
+ChunkRow chunk_row_for_hdf5(const CubeStorage& storage, const InputShape& shape, std::size_t budget,
+                            std::size_t default_cache, int readers) {
+  ChunkRow row;
+  if (storage.read_by != "hdf5" || storage.chunk.size() != 3) return row;
+  const Index ct = storage.chunk[0], ci = storage.chunk[1], ck = storage.chunk[2];
+  if (ct <= 1 && ci >= shape.N) return row;  // a date's slab per chunk: any block reads its chunks once
+  row.quantum = {ct, ci, true};
+  // HDF5 caches chunks at the file's element size.
+  const double bytes = double((shape.K + ck - 1) / ck) * double(ct * ci * ck) * double(element_size(shape.precision));
+  const std::size_t needed = std::size_t(bytes) + (std::size_t(1) << 20);
+  const std::size_t all_readers = std::size_t(std::max(readers, 1)) * std::size_t(bytes) + (std::size_t(1) << 20);
+  if (all_readers <= default_cache) return row;
+  if (all_readers <= budget / 2) {
+    row.cache_bytes = all_readers;
+  } else if (needed <= budget / 2) {
+    row.cache_bytes = needed;
+  } else {
+    row.warning = fmt::format(
+        "'discount' is read through HDF5 in chunks ({}, {}, {}); one row of them ({}) does not fit half of "
+        "memory_budget ({}), so blocks read chunks again; memory_budget = \"{}\" would read each once",
+        ct, ci, ck, format_bytes(double(needed)), format_bytes(double(budget) / 2), format_bytes(2.5 * double(needed)));
+  }
+  return row;
+}
+
 }  // namespace
 
 double peak_rss_bytes() {
@@ -117,16 +158,17 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   }
   check_output_path(deck.output.file, deck.output.overwrite, !plan_only);
 
-  // Chunk cache: enough for every chunk one block touches, within the budget.
+  // HDF5's chunk cache (or cvest's decoding scratch in its place): an eighth
+  // of the budget, at most 256 MiB, unless chunks HDF5 reads need more (below).
   // A plan for an input still to be generated takes its shape from the deck.
+  const std::size_t default_cache = std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20);
   std::unique_ptr<const InputFile> input_file;
   InputShape shape;
   if (plan_only && to_generate) {
     const auto& g = *deck.input.generate;
     shape = {g.dates, g.ids, g.cols, g.precision};
   } else {
-    input_file = std::make_unique<const InputFile>(deck.input.file, deck.input.multby, deck.input.discount,
-                                                   std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20));
+    input_file = std::make_unique<const InputFile>(deck.input.file, deck.input.multby, deck.input.discount, default_cache);
     shape = input_file->shape();
   }
   rep.T = shape.T;
@@ -134,8 +176,19 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   rep.K = shape.K;
   const Precision precision = deck.run.precision.value_or(shape.precision);
   const std::size_t es = element_size(precision);
+  ChunkRow row;  // chunks HDF5 reads: blocks inside a row of them, a cache that holds it
   if (input_file) {
     rep.input_storage = input_file->discount_storage(precision);
+    row = chunk_row_for_hdf5(rep.input_storage, shape, deck.run.memory_budget, default_cache,
+                             Kokkos::DefaultHostExecutionSpace().concurrency());
+    if (row.cache_bytes > 0) {
+      // Closed first: HDF5 shares a dataset opened twice, chunk cache and all.
+      input_file.reset();
+      input_file = std::make_unique<const InputFile>(deck.input.file, deck.input.multby, deck.input.discount,
+                                                     row.cache_bytes);
+      rep.input_storage = input_file->discount_storage(precision);
+    }
+    if (!row.warning.empty()) fmt::print(progress, "cvest: warning: {}: {}\n", deck.input.file, row.warning);
   } else {  // as generate_input writes it
     rep.input_storage.layout = "chunked";
     rep.input_storage.chunk = {1, cube_chunk(shape.N, shape.K, element_size(shape.precision))[1], shape.K};
@@ -161,8 +214,9 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   const auto in_chunk = input_file ? input_file->decoded_chunk() : std::array<Index, 2>{0, 0};
   if (in_chunk[1] > 0 && deck.output.chunk_ids == 0)
     chunk_ids = std::min(shape.N, in_chunk[1] * std::max<Index>(1, (chunk_ids + in_chunk[1] / 2) / in_chunk[1]));
-  rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget,
-                         {std::max<Index>(in_chunk[0], 1), chunk_ids}, max_block);
+  BlockQuantum quantum{std::max<Index>(in_chunk[0], 1), chunk_ids};
+  if (row.quantum.ids > 0) quantum = row.quantum;
+  rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget - row.cache_bytes, quantum, max_block);
   fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,
              shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
              format_bytes(double(rep.plan.buffer_bytes)));
@@ -328,36 +382,51 @@ void cross_check_readers(const VerifyOptions& o, const InputFile& input, const C
                                     "file's layout (h5ls -v)", file, dataset, b.dates.begin, b.dates.end, b.ids.begin,
                                     b.ids.end));
   };
+  // Datasets HDF5 reads for cvest too have nothing to cross-check.
+  const bool check_m = input.multby_storage(p).read_by != "hdf5", check_d = input.discount_storage(p).read_by != "hdf5",
+             check_cv = cv_reader.storage(p).read_by != "hdf5";
   for (const Block& b : samples) {
-    same(o.input, o.multby, b, [&](void* buf) { input.read_multby(b.ids, p, buf); }, m_ds, true);
-    same(o.input, o.discount, b, [&](void* buf) { input.read_discount(b, p, buf); }, d_ds, false);
-    same(o.output, o.dataset, b, [&](void* buf) { cv_reader.read(b, p, buf); }, cv_ds, false);
+    if (check_m) same(o.input, o.multby, b, [&](void* buf) { input.read_multby(b.ids, p, buf); }, m_ds, true);
+    if (check_d) same(o.input, o.discount, b, [&](void* buf) { input.read_discount(b, p, buf); }, d_ds, false);
+    if (check_cv) same(o.output, o.dataset, b, [&](void* buf) { cv_reader.read(b, p, buf); }, cv_ds, false);
   }
 }
 
 void verify_output(const VerifyOptions& o, std::ostream& progress) {
+  const std::size_t verify_cache = std::size_t(64) << 20;  // InputFile's default
   quiet_hdf5_errors();
-  const InputFile input(o.input, o.multby, o.discount);
+  auto input_file = std::make_unique<const InputFile>(o.input, o.multby, o.discount, verify_cache);
   const File out_file = open_input_file(o.output);
   DatasetShape cv;
   const Dataset cv_ds = open_dataset(out_file, o.output, o.dataset, 3, cv);
-  const auto s = input.shape();
+  const auto s = input_file->shape();
   if (cv.dims != std::vector<Index>{s.T, s.N, s.K})
     throw VerifyError(fmt::format("{}: dataset '{}' is ({}, {}, {}), expected ({}, {}, {}) like {}'s '{}'", o.output,
                                   o.dataset, cv.dims[0], cv.dims[1], cv.dims[2], s.T, s.N, s.K, o.input, o.discount));
   const Precision p = cv.precision;
   const std::size_t es = element_size(p);
-  const auto in_chunk = input.decoded_chunk();
-  // Blocks are checked side by side, each host thread reading, recomputing
-  // and comparing its own (reads and decoding overlap across threads); the
-  // budget is shared between them.
+  // Chunks HDF5 reads: blocks inside a row of them, a cache that holds it (as for jobs).
 #ifdef _OPENMP
   const int threads = std::max(1, omp_get_max_threads());
 #else
   const int threads = 1;
 #endif
-  const BlockPlan plan = plan_blocks(s.T, s.N, s.K, es, std::max<std::size_t>(o.memory_budget / std::size_t(threads), 1),
-                                     {std::max<Index>(in_chunk[0], 1), std::max<Index>(in_chunk[1], 1)});
+  const ChunkRow chunk_row = chunk_row_for_hdf5(input_file->discount_storage(p), s, o.memory_budget, verify_cache, threads);
+  if (chunk_row.cache_bytes > 0) {  // closed first: HDF5 shares a dataset opened twice, chunk cache and all
+    input_file.reset();
+    input_file = std::make_unique<const InputFile>(o.input, o.multby, o.discount, chunk_row.cache_bytes);
+  }
+  if (!chunk_row.warning.empty()) fmt::print(progress, "cvest: warning: {}: {}\n", o.input, chunk_row.warning);
+  const InputFile& input = *input_file;
+  const auto in_chunk = input.decoded_chunk();
+  // Blocks are checked side by side, each host thread reading, recomputing
+  // and comparing its own (reads and decoding overlap across threads); the
+  // budget is shared between them.
+  const BlockQuantum quantum = chunk_row.quantum.ids > 0 ? chunk_row.quantum
+                                                   : BlockQuantum{std::max<Index>(in_chunk[0], 1),
+                                                                  std::max<Index>(in_chunk[1], 1)};
+  const BlockPlan plan = plan_blocks(
+      s.T, s.N, s.K, es, std::max<std::size_t>((o.memory_budget - chunk_row.cache_bytes) / std::size_t(threads), 1), quantum);
   const std::size_t cube = std::size_t(plan.block_dates * plan.block_ids * s.K), row = std::size_t(plan.block_ids * s.K);
   const CubeReader cv_reader(cv_ds, o.output, o.dataset, s.N, s.K);
   struct Buffers {

@@ -110,6 +110,13 @@ TEST_CASE("blocks are made of whole input chunks along dates and ids", "[plan]")
   CHECK(big.block_dates == 4);
   CHECK(big.block_ids == 100000);
   check_cover(big);
+  // a chunk too large for the budget: blocks thinner than it stay inside it
+  // (Dask's default chunks for 100 x 400000 x 5 are (100, 33554, 5))
+  const auto thin = plan_blocks(100, 400000, 5, 8, std::size_t(256) << 20, {100, 33554}, cap);
+  CHECK(thin.block_dates == 100);
+  CHECK(thin.block_ids < 33554);
+  for (const auto& b : thin.blocks) CHECK(b.ids.begin / 33554 == (b.ids.end - 1) / 33554);
+  check_cover(thin);
   // a budget that cannot hold the chunk's dates cuts them rather than fail
   const auto small = plan_blocks(200, 1000, 5, 8, 60000, {200, 100});  // 200 dates of one row: 72 kB
   CHECK(small.block_dates < 200);

@@ -109,6 +109,49 @@ TEST_CASE("an input to generate and its output must fit the disk together before
   CHECK_FALSE(fs::exists(dir / "in.h5"));
 }
 
+TEST_CASE("chunks HDF5 reads are read once: blocks inside a row of them, a cache that holds it", "[job]") {
+  // Dask's to_hdf5 writes chunks of all dates and ~128 MiB ((100, 33554, 5)
+  // for 100 x 400000 x 5): too large for cvest's decoding scratch, so HDF5
+  // reads them. Blocks one date thick across the ids inflated every chunk
+  // once per block (with HDF5's w0 = 1 the cache instead kept every chunk:
+  // 1.6 GB of RSS under a 1 GiB budget).
+  quiet_hdf5_errors();
+  const auto dir = fresh_dir("hdf5_rows");
+  const hsize_t T = 12, N = 5000, K = 5, chunk[3] = {12, 1200, 5};  // 576 kB chunks, all dates
+  std::vector<double> m(N * K), d(T * N * K);
+  for (std::size_t j = 0; j < m.size(); ++j) m[j] = 1.0 + double(j % 7) / 8;
+  for (std::size_t j = 0; j < d.size(); ++j) d[j] = std::ldexp(double(j % 1013) + 0.5, int(j % 9) - 4);
+  {
+    File f(H5Fcreate((dir / "in.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t dims[3] = {T, N, K}, mdims[2] = {N, K};
+    Dataspace sp(H5Screate_simple(3, dims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create.get(), 3, chunk);
+    H5Pset_deflate(create.get(), 1);
+    Dataset dd(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, sp.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    REQUIRE(H5Dwrite(dd.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.data()) >= 0);
+    REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+  }
+  for (const std::string budget : {"4MiB", "1MiB"}) {  // a row fits half of it; it does not
+    CAPTURE(budget);
+    std::ofstream(dir / "deck.toml") << "[input]\nfile = \"in.h5\"\n[output]\nfile = \"cv.h5\"\noverwrite = true\n"
+                                     << "[run]\nmemory_budget = \"" << budget << "\"\nlayout = \"all\"\nverify = true\n";
+    std::ostringstream progress;
+    const auto report = run_deck(load_deck((dir / "deck.toml").string()), progress);
+    CHECK(report.input_storage.read_by == "hdf5");  // 3 x 576 kB per thread does not fit an eighth of the budget
+    CHECK(report.verified);
+    // id-major, and no block reaches into two chunks along the ids
+    for (std::size_t k = 0; k < report.plan.blocks.size(); ++k) {
+      const Block& b = report.plan.blocks[k];
+      CHECK(b.ids.begin / 1200 == (b.ids.end - 1) / 1200);
+      if (k > 0) CHECK(b.ids.begin >= report.plan.blocks[k - 1].ids.begin);
+    }
+    const bool warned = progress.str().find("one row of them") != std::string::npos;
+    CHECK(warned == (budget == "1MiB"));
+  }
+}
+
 TEST_CASE("verify catches a single flipped element and names it", "[job]") {
   quiet_hdf5_errors();
   const auto dir = fresh_dir("corrupt");
