@@ -31,11 +31,8 @@ Index chunk_ids_of(const PropList& create, Index K) {
   return Index(chunk[1]);
 }
 
-// A dataset's filter pipeline in order: each filter's id and HDF5's name for it.
-struct Filter {
-  H5Z_filter_t id;
-  std::string name;
-};
+}  // namespace
+
 std::vector<Filter> filters_of(const PropList& create) {
   std::vector<Filter> filters;
   for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
@@ -48,6 +45,8 @@ std::vector<Filter> filters_of(const PropList& create) {
   }
   return filters;
 }
+
+namespace {
 
 // The first filter of the pipeline this HDF5 cannot apply, or nullptr.
 const Filter* missing_in_hdf5(const std::vector<Filter>& filters) {

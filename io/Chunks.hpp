@@ -87,6 +87,15 @@ class ChunkedCube {
   int codec_index_ = -1, shuffle_index_ = -1;  // positions in the filter pipeline; -1: absent
 };
 
+// A dataset's filter pipeline in order (`create`: its creation property
+// list): each filter's id and HDF5's name for it. A filter's position is its
+// bit in a chunk's filter mask.
+struct Filter {
+  H5Z_filter_t id;
+  std::string name;
+};
+std::vector<Filter> filters_of(const PropList& create);
+
 // How a dataset is stored and which path reads it: a report says so, so that
 // a slow read can be told from a slow machine.
 struct CubeStorage {

@@ -252,13 +252,9 @@ namespace {
 // The bit of H5Dwrite_chunk's filter mask that says `filter` was skipped for
 // a chunk: its position in the dataset's pipeline.
 unsigned filter_mask_bit(const Dataset& ds, H5Z_filter_t filter) {
-  PropList create(H5Dget_create_plist(ds.get()));
-  for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
-    unsigned flags = 0, config = 0;
-    std::size_t nvalues = 0;
-    if (H5Pget_filter2(create.get(), unsigned(f), &flags, &nvalues, nullptr, 0, nullptr, &config) == filter)
-      return 1u << f;
-  }
+  const auto filters = filters_of(PropList(H5Dget_create_plist(ds.get())));
+  for (std::size_t f = 0; f < filters.size(); ++f)
+    if (filters[f].id == filter) return 1u << f;
   throw std::logic_error("cvest: the output's filter pipeline lacks the filter it was created with");
 }
 }  // namespace
