@@ -31,6 +31,8 @@ class InputFile {
   InputFile& operator=(const InputFile&) = delete;
   const InputShape& shape() const { return shape_; }
   const std::string& path() const { return path_; }
+  const std::string& multby_name() const { return multby_name_; }
+  const std::string& discount_name() const { return discount_name_; }
   // C-order reads, converted to `precision`.
   void read_multby(Range ids, Precision precision, void* buffer) const;
   void read_discount(const Block& block, Precision precision, void* buffer) const;

@@ -118,6 +118,23 @@ ChunkRow chunk_row_for_hdf5(const CubeStorage& storage, const InputShape& shape,
   return row;
 }
 
+// The row for `input` (opened with `default_cache`, read at `precision`) by a
+// run or a check; where HDF5 reads its chunks and that cache cannot hold a
+// row of them, `input` is opened again with one that can (closed first: HDF5
+// shares a dataset opened twice, chunk cache and all).
+ChunkRow fit_chunk_cache(std::unique_ptr<const InputFile>& input, Precision precision, std::size_t budget,
+                         std::size_t default_cache, int readers, std::ostream& progress) {
+  const ChunkRow row = chunk_row_for_hdf5(input->discount_storage(precision), input->shape(), budget, default_cache,
+                                          readers);
+  if (row.cache_bytes > 0) {
+    const std::string path = input->path(), multby = input->multby_name(), discount = input->discount_name();
+    input.reset();
+    input = std::make_unique<const InputFile>(path, multby, discount, row.cache_bytes);
+  }
+  if (!row.warning.empty()) fmt::print(progress, "cvest: warning: {}: {}\n", input->path(), row.warning);
+  return row;
+}
+
 }  // namespace
 
 double peak_rss_bytes() {
@@ -163,6 +180,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   // A plan for an input still to be generated takes its shape from the deck.
   const std::size_t default_cache = std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20);
   std::unique_ptr<const InputFile> input_file;
+  ChunkRow row;  // chunks HDF5 reads: blocks inside a row of them, a cache that holds it
   InputShape shape;
   if (plan_only && to_generate) {
     const auto& g = *deck.input.generate;
@@ -170,25 +188,16 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   } else {
     input_file = std::make_unique<const InputFile>(deck.input.file, deck.input.multby, deck.input.discount, default_cache);
     shape = input_file->shape();
+    row = fit_chunk_cache(input_file, deck.run.precision.value_or(shape.precision), deck.run.memory_budget,
+                          default_cache, Kokkos::DefaultHostExecutionSpace().concurrency(), progress);
   }
   rep.T = shape.T;
   rep.N = shape.N;
   rep.K = shape.K;
   const Precision precision = deck.run.precision.value_or(shape.precision);
   const std::size_t es = element_size(precision);
-  ChunkRow row;  // chunks HDF5 reads: blocks inside a row of them, a cache that holds it
   if (input_file) {
     rep.input_storage = input_file->discount_storage(precision);
-    row = chunk_row_for_hdf5(rep.input_storage, shape, deck.run.memory_budget, default_cache,
-                             Kokkos::DefaultHostExecutionSpace().concurrency());
-    if (row.cache_bytes > 0) {
-      // Closed first: HDF5 shares a dataset opened twice, chunk cache and all.
-      input_file.reset();
-      input_file = std::make_unique<const InputFile>(deck.input.file, deck.input.multby, deck.input.discount,
-                                                     row.cache_bytes);
-      rep.input_storage = input_file->discount_storage(precision);
-    }
-    if (!row.warning.empty()) fmt::print(progress, "cvest: warning: {}: {}\n", deck.input.file, row.warning);
   } else {  // as generate_input writes it
     rep.input_storage.layout = "chunked";
     rep.input_storage.chunk = {1, cube_chunk(shape.N, shape.K, element_size(shape.precision))[1], shape.K};
@@ -405,23 +414,17 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
                                   o.dataset, cv.dims[0], cv.dims[1], cv.dims[2], s.T, s.N, s.K, o.input, o.discount));
   const Precision p = cv.precision;
   const std::size_t es = element_size(p);
-  // Chunks HDF5 reads: blocks inside a row of them, a cache that holds it (as for jobs).
+  // Blocks are checked side by side, each host thread reading, recomputing
+  // and comparing its own (reads and decoding overlap across threads); the
+  // budget is shared between them. Chunks HDF5 reads: as for jobs.
 #ifdef _OPENMP
   const int threads = std::max(1, omp_get_max_threads());
 #else
   const int threads = 1;
 #endif
-  const ChunkRow chunk_row = chunk_row_for_hdf5(input_file->discount_storage(p), s, o.memory_budget, verify_cache, threads);
-  if (chunk_row.cache_bytes > 0) {  // closed first: HDF5 shares a dataset opened twice, chunk cache and all
-    input_file.reset();
-    input_file = std::make_unique<const InputFile>(o.input, o.multby, o.discount, chunk_row.cache_bytes);
-  }
-  if (!chunk_row.warning.empty()) fmt::print(progress, "cvest: warning: {}: {}\n", o.input, chunk_row.warning);
+  const ChunkRow chunk_row = fit_chunk_cache(input_file, p, o.memory_budget, verify_cache, threads, progress);
   const InputFile& input = *input_file;
   const auto in_chunk = input.decoded_chunk();
-  // Blocks are checked side by side, each host thread reading, recomputing
-  // and comparing its own (reads and decoding overlap across threads); the
-  // budget is shared between them.
   const BlockQuantum quantum = chunk_row.quantum.ids > 0 ? chunk_row.quantum
                                                    : BlockQuantum{std::max<Index>(in_chunk[0], 1),
                                                                   std::max<Index>(in_chunk[1], 1)};
