@@ -16,7 +16,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 T=${1:-100}; N=${2:-400000}; K=${3:-5}; rounds=${4:-3}
-build=$("$root/scripts/build" | tail -1)
+build=$("$root/scripts/build" cvest | tail -1)
 export OMP_PROC_BIND="${OMP_PROC_BIND:-spread}" OMP_PLACES="${OMP_PLACES:-threads}" OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 py=/usr/bin/python3
 peers="$root/bench/peers/peers.py"
