@@ -7,14 +7,14 @@ namespace cvest {
 
 #define CVEST_INSTANTIATE(SPACE, SCALAR, LAYOUT)                                            \
   template void multiply<SPACE, SCALAR, LAYOUT>(Strategy, SPACE const&,                     \
-                                                const Operands<SCALAR, LAYOUT, SPACE::memory_space>&);
+                                                const Operands<SCALAR, LAYOUT, SPACE::memory_space>&, CvNext);
 
 #define CVEST_INSTANTIATE_SPACE(SPACE)                                    \
   CVEST_INSTANTIATE(SPACE, double, Kokkos::LayoutRight)                   \
   CVEST_INSTANTIATE(SPACE, double, Kokkos::LayoutLeft)                    \
   CVEST_INSTANTIATE(SPACE, float, Kokkos::LayoutRight)                    \
   CVEST_INSTANTIATE(SPACE, float, Kokkos::LayoutLeft)                     \
-  template bool writes_streaming<SPACE>(Strategy, LayoutKind, Index, Index, Index, std::size_t);
+  template bool writes_streaming<SPACE>(Strategy, LayoutKind, Index, Index, Index, std::size_t, CvNext);
 
 #ifdef KOKKOS_ENABLE_SERIAL
 CVEST_INSTANTIATE_SPACE(Kokkos::Serial)

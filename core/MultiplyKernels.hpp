@@ -163,7 +163,8 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 //    multBy from memory again for every date).
 //  - LayoutLeft: storage order already reuses each multBy value T times in a
 //    row; chunks are contiguous and walked as runs of one multBy value.
-template <class Scalar, class Layout, class MemSpace>
+// Stream = false: the same runs with regular stores (CvNext::cache).
+template <class Scalar, class Layout, class MemSpace, bool Stream = true>
 struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
   using Kernel<Scalar, Layout, MemSpace>::Kernel;
   static Index chunks(Index T, Index N, Index K) {
@@ -178,16 +179,19 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
     if constexpr (is_right<Layout>) {
       const Index slice = this->N * this->K;
       const Index t = c % this->T, j = (c / this->T) * per, e = t * slice + j;
-      streaming::multiply_run(out + e, m.data() + j, in + e, std::size_t(std::min(per, slice - j)));
+      streaming::multiply_run<Stream>(out + e, m.data() + j, in + e, std::size_t(std::min(per, slice - j)));
+    } else if (this->T == 1) {  // a one-date block: multBy pairs element for element
+      const Index e = c * per, end = std::min(this->N * this->K, e + per);
+      streaming::multiply_run<Stream>(out + e, m.data() + e, in + e, std::size_t(end - e));
     } else {
       const Index end = std::min(this->T * this->N * this->K, (c + 1) * per);
       for (Index e = c * per; e < end;) {
         const Index run = std::min(end - e, this->T - e % this->T);
-        streaming::scale_run(out + e, m.data()[e / this->T], in + e, std::size_t(run));
+        streaming::scale_run<Stream>(out + e, m.data()[e / this->T], in + e, std::size_t(run));
         e += run;
       }
     }
-    streaming::fence_this_thread();
+    if constexpr (Stream) streaming::fence_this_thread();
   }
 };
 
@@ -236,14 +240,14 @@ void blas_per_date(const Operands<Scalar, Layout, MemSpace>& ops) {
 
 template <class ExecSpace, class Scalar, class Layout>
 void multiply(Strategy strategy, ExecSpace const& space,
-              const Operands<Scalar, Layout, typename ExecSpace::memory_space>& ops) {
+              const Operands<Scalar, Layout, typename ExecSpace::memory_space>& ops, CvNext next) {
   using MemSpace = typename ExecSpace::memory_space;
   using namespace detail;
   check_operands(ops);
   const Index T = ops.d.extent(0), N = ops.d.extent(1), K = ops.d.extent(2);
   if (T == 0 || N == 0 || K == 0) return;
   constexpr bool stream = streaming::used_on<ExecSpace>();
-  const bool streams_here = writes_streaming<ExecSpace>(strategy, layout_kind<Layout>(), T, N, K, sizeof(Scalar));
+  const bool streams_here = writes_streaming<ExecSpace>(strategy, layout_kind<Layout>(), T, N, K, sizeof(Scalar), next);
   const std::string label = "cvest::kernel::" + std::string(to_string(strategy));
 
   switch (strategy) {
@@ -273,8 +277,13 @@ void multiply(Strategy strategy, ExecSpace const& space,
     case Strategy::flat: {
       const Index total = T * N * K;
       if constexpr (stream) {
-        using Body = FlatStreaming<Scalar, Layout, MemSpace>;
-        Kokkos::parallel_for(label, policy::range(space, Body::chunks(T, N, K)), Body(ops));
+        if (streams_here) {
+          using Body = FlatStreaming<Scalar, Layout, MemSpace, true>;
+          Kokkos::parallel_for(label, policy::range(space, Body::chunks(T, N, K)), Body(ops));
+        } else {
+          using Body = FlatStreaming<Scalar, Layout, MemSpace, false>;
+          Kokkos::parallel_for(label, policy::range(space, Body::chunks(T, N, K)), Body(ops));
+        }
       } else {
         Kokkos::parallel_for(label, policy::range(space, total), Flat<Scalar, Layout, MemSpace>(ops));
       }
@@ -301,8 +310,9 @@ void multiply(Strategy strategy, ExecSpace const& space,
 }
 
 template <class ExecSpace>
-bool writes_streaming(Strategy strategy, LayoutKind layout, Index T, Index N, Index K, std::size_t element_size) {
-  if (!streaming::used_on<ExecSpace>()) return false;
+bool writes_streaming(Strategy strategy, LayoutKind layout, Index T, Index N, Index K, std::size_t element_size,
+                      CvNext next) {
+  if (!streaming::used_on<ExecSpace>() || next == CvNext::cache) return false;
   const auto& entry = info(strategy);
   if (!(layout == LayoutKind::right ? entry.streams_right : entry.streams_left)) return false;
   // the contiguous run one work item writes: per_id an id's T dates

@@ -179,34 +179,43 @@ using BlockCube = Cube<Scalar, Layout, Mem>;
 // C-order host staging <-> the compute view (layouts may differ): on host
 // spaces transposed in place of a copy, on devices copied as C order and
 // transposed by a device kernel. to(t, i, k) = from(t, i, k) between layouts.
-// On the host each work item takes a run of ids and walks `to` in storage
-// order over them, so writes are contiguous and the rows it reads stay in L1
-// (an element-wise MDRange moved 1.3 GB/s on one-date blocks).
+// On the host each work item takes a tile of `tile` ids over all dates: the
+// C-order side of a tile is T runs of tile*K values, the LayoutLeft side K
+// runs of tile*T; with tile*K values to a few cache lines per date, one
+// tile's lines stay in L1 while every value in them is moved (an
+// element-wise MDRange moved 1.3 GB/s on one-date blocks; 256-id items
+// swept a megabyte per column, 5-10 GB/s).
 template <class Space, class From, class To>
 void transpose(Space const& space, const From& from, const To& to, const char* label) {
   using Layout = typename To::array_layout;
   const Index T = to.extent(0), N = to.extent(1), K = to.extent(2);
   if constexpr (policy::on_host<Space>) {
-    constexpr Index ids_per_item = 256;
     // Both views are contiguous: index them directly, so the inner loops are
     // plain strided copies (a one-date block, T = 1, is a (N, K) <-> (K, N)
     // transpose).
     const auto* in = from.data();
     auto* out = to.data();
-    Kokkos::parallel_for(label, policy::range(space, (N + ids_per_item - 1) / ids_per_item), [=](Index c) {
-      const Index i0 = c * ids_per_item, i1 = std::min(N, i0 + ids_per_item);
+    const Index tile = T == 1 ? 1024 : 16;
+    Kokkos::parallel_for(label, policy::range(space, (N + tile - 1) / tile), [=](Index c) {
+      const Index i0 = c * tile, i1 = std::min(N, i0 + tile);
       if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>) {  // out[t + T*(i + N*k)] = in[(t*N + i)*K + k]
-        for (Index k = 0; k < K; ++k)
-          if (T == 1) {
+        if (T == 1) {
+          for (Index k = 0; k < K; ++k)
             for (Index i = i0; i < i1; ++i) out[i + N * k] = in[i * K + k];
-          } else {
-            for (Index i = i0; i < i1; ++i)
-              for (Index t = 0; t < T; ++t) out[t + T * (i + N * k)] = in[(t * N + i) * K + k];
-          }
-      } else {  // out[(t*N + i)*K + k] = in[t + T*(i + N*k)]
-        for (Index t = 0; t < T; ++t)
+        } else {
           for (Index i = i0; i < i1; ++i)
-            for (Index k = 0; k < K; ++k) out[(t * N + i) * K + k] = in[t + T * (i + N * k)];
+            for (Index k = 0; k < K; ++k) {
+              auto* o = out + T * (i + N * k);
+              const auto* src = in + i * K + k;
+              for (Index t = 0; t < T; ++t) o[t] = src[t * N * K];
+            }
+        }
+      } else {  // out[(t*N + i)*K + k] = in[t + T*(i + N*k)]
+        for (Index t = 0; t < T; ++t) {
+          auto* o = out + (t * N) * K;
+          for (Index i = i0; i < i1; ++i)
+            for (Index k = 0; k < K; ++k) o[i * K + k] = in[t + T * (i + N * k)];
+        }
       }
     });
   } else {
@@ -465,7 +474,8 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
                 multiply(options.strategy, space,
                          Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K),
                                                        Cube<const Scalar, Layout, Mem>(d, tb, nb, K),
-                                                       Cube<Scalar, Layout, Mem>(cv, tb, nb, K)});
+                                                       Cube<Scalar, Layout, Mem>(cv, tb, nb, K)},
+                         io.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
               });
             });
             rec.time(b, Phase::d2h, 0.0, [] {});
@@ -490,7 +500,8 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
               rec.time(b, Phase::kernel, kernel_bytes, [&] {
                 multiply(options.strategy, space,
                          Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(buf.m_compute.data(), nb, K),
-                                                       d_left, cv_left});
+                                                       d_left, cv_left},
+                         CvNext::cache);
               });
             });
             launch([&] {
@@ -678,7 +689,8 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
                                               Cube<const Scalar, Layout, Mem>(discount_of(b, *in), tb, nb, K),
                                               Cube<Scalar, Layout, Mem>(cv_of(b, *out), tb, nb, K)};
       rec.time(b, Phase::kernel, kernel_bytes(b), [&] {
-        multiply(options.strategy, space, ops);
+        // A slot is written to the file next, in-place memory is the result.
+        multiply(options.strategy, space, ops, io.cv_at ? CvNext::memory : CvNext::cache);
         space.fence();
       });
       in_free.push(*in);
@@ -771,10 +783,12 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
 
       kernel = {b, -1};
       clock.begin(Step::kernel, inst.compute);
+      // Copied or transposed out next (on host spaces, from cache).
       multiply(options.strategy, inst.compute,
                Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(set.m.data(), nb, K),
                                              Cube<const Scalar, Layout, Mem>(set.d.data(), tb, nb, K),
-                                             Cube<Scalar, Layout, Mem>(set.cv.data(), tb, nb, K)});
+                                             Cube<Scalar, Layout, Mem>(set.cv.data(), tb, nb, K)},
+               CvNext::cache);
       clock.end(Step::kernel, inst.compute);
       report_progress(b);
     }

@@ -11,8 +11,9 @@
 namespace cvest {
 
 BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
-                      BlockQuantum quantum, std::size_t max_block_bytes) {
+                      BlockQuantum quantum, std::size_t max_block_bytes, LayoutKind layout) {
   BlockPlan plan;
+  plan.layout = layout;
   plan.T = T;
   plan.N = N;
   plan.K = K;
@@ -37,18 +38,51 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   const Index id_quantum = std::clamp<Index>(quantum.ids, 1, N);
   Index date_quantum = std::clamp<Index>(quantum.dates, 1, T);
   if (!in_budget(date_quantum, 1)) date_quantum = 1;  // chunks along dates get cut
-  Index dates = date_quantum, ids = N;
-  if (!fits(dates, N)) {
-    // Largest id count that fits, rounded down to whole output chunks.
+  // Largest id count in [1, N] for which pred holds (pred(1) assumed).
+  const auto most_ids = [&](auto&& pred) {
     Index lo = 1, hi = N;
     while (lo < hi) {
       const Index mid = lo + (hi - lo + 1) / 2;
-      if (fits(dates, mid)) lo = mid;
+      if (pred(mid)) lo = mid;
       else hi = mid - 1;
     }
-    ids = lo;
+    return lo;
+  };
+  // Ids for a block of `dates`: as many as fit, rounded down to whole
+  // output chunks; one whole chunk even above the cap (not the budget).
+  const auto ids_for = [&](Index dates) {
+    Index ids = most_ids([&](Index n) { return fits(dates, n); });
+    if (ids >= N) return N;
     if (ids >= id_quantum) ids -= ids % id_quantum;
-    else if (in_budget(dates, id_quantum)) ids = id_quantum;  // above the cap, not the budget
+    else if (in_budget(dates, id_quantum)) ids = id_quantum;
+    return ids;
+  };
+  Index dates = date_quantum, ids = N;
+  if (layout == LayoutKind::left) {
+    // Dates first: all of them, else the most (in whole chunks) that one id
+    // quantum's block holds within the budget.
+    const Index q_ids = std::min(id_quantum, N);
+    dates = T;
+    if (!in_budget(dates, q_ids)) {
+      dates = date_quantum;
+      for (Index d = date_quantum; d <= T && in_budget(d, q_ids); d += date_quantum) dates = d;
+    }
+    ids = ids_for(dates);
+    // Where the cap (not the budget) leaves each date's piece shorter than
+    // left_min_run_bytes, trade dates for ids.
+    const Index min_ids = std::min<Index>(N, Index((double(left_min_run_bytes) + row - 1) / row));
+    if (ids < min_ids && in_budget(date_quantum, min_ids)) {
+      while (dates > date_quantum && ids_for(dates) < min_ids)
+        dates = std::max(date_quantum, dates / 2 - (dates / 2) % date_quantum);
+      ids = ids_for(dates);
+    }
+    // Keep a few blocks so reading, computing and writing overlap.
+    if (ids >= N && dates >= T && N >= 4) {
+      const Index quarter = (N + 3) / 4;
+      ids = quarter >= id_quantum ? quarter - quarter % id_quantum : id_quantum;
+    }
+  } else if (!fits(dates, N)) {
+    ids = ids_for(dates);
   } else {
     while (dates < T && fits(std::min(T, dates + date_quantum), N)) dates = std::min(T, dates + date_quantum);
     // Keep a few blocks so reading, computing and writing overlap.
@@ -67,7 +101,8 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   for (Index q0 = 0; q0 < N; q0 += span)
     for (Index i0 = q0, q1 = std::min(N, q0 + span); i0 < q1; i0 += ids) id_ranges.push_back({i0, std::min(q1, i0 + ids)});
   if (plan.multby_resident) plan.buffer_bytes += std::size_t(multby_bytes);
-  if (plan.multby_resident && !quantum.ids_outer) {
+  // LayoutLeft blocks go id range by id range: each holds its dates already.
+  if (plan.multby_resident && !quantum.ids_outer && layout == LayoutKind::right) {
     for (Index t0 = 0; t0 < T; t0 += dates)
       for (const Range& r : id_ranges) plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, r});
   } else {

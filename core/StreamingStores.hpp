@@ -88,10 +88,12 @@ inline void stream(float* p, __m128 v) { _mm_stream_ps(p, v); }
 // A scalar head brings out to 16-byte alignment, the body streams whole
 // vectors, a scalar tail finishes. Results are bit-identical to the plain loop:
 // each element is one IEEE multiplication either way.
-template <class Scalar, class MFn>
+// Stream = false: the same runs with regular stores (a loop the compiler
+// vectorises), for cv that is read again while still in cache.
+template <bool Stream = true, class Scalar, class MFn>
 inline void streamed_run(Scalar* out, const Scalar* d, std::size_t n, MFn m_at) {
 #if CVEST_HAVE_STREAMING_STORES
-  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
+  if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
     constexpr std::size_t width = 16 / sizeof(Scalar);
     std::size_t j = 0;
     while (j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0) {
@@ -126,14 +128,14 @@ struct Constant {  // m is the same for the whole run
 #endif
 };
 
-template <class Scalar>
+template <bool Stream = true, class Scalar>
 inline void multiply_run(Scalar* out, const Scalar* m, const Scalar* d, std::size_t n) {
-  streamed_run(out, d, n, RowOf<Scalar>{m});
+  streamed_run<Stream>(out, d, n, RowOf<Scalar>{m});
 }
 
-template <class Scalar>
+template <bool Stream = true, class Scalar>
 inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
-  streamed_run(out, d, n, Constant<Scalar>{m});
+  streamed_run<Stream>(out, d, n, Constant<Scalar>{m});
 }
 
 // out[j] = in[j] with streaming stores (the streaming copy roof).

@@ -170,6 +170,15 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& sho
   } else if (layout == H5D_CHUNKED) {
     raw->chunk_ids_ = chunk_ids_of(create, K);
     if (raw->chunk_ids_ == 0) return nullptr;
+    hsize_t dims[3] = {};
+    const Dataspace space(H5Dget_space(ds.get()));
+    H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+    raw->chunks_per_date_ = (N + raw->chunk_ids_ - 1) / raw->chunk_ids_;
+    const Index chunks = Index(dims[0]) * raw->chunks_per_date_;
+    if (chunks <= max_cached_chunks) {
+      raw->chunk_addresses_.reset(new std::atomic<haddr_t>[std::size_t(chunks)]);
+      for (Index c = 0; c < chunks; ++c) raw->chunk_addresses_[std::size_t(c)].store(0, std::memory_order_relaxed);
+    }
   } else {
     return nullptr;
   }
@@ -200,12 +209,18 @@ bool RawCube::for_each_run(const Block& b, Op&& op) const {
     return true;
   }
   return for_each_chunk_piece(b, chunk_ids_, [&](Index t, Index chunk_start, Index i, Index end) {
-    const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
-    unsigned mask = 0;
-    haddr_t addr = HADDR_UNDEF;
-    hsize_t size = 0;
-    if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
-      return false;
+    std::atomic<haddr_t>* cached =
+        chunk_addresses_ ? &chunk_addresses_[std::size_t(t * chunks_per_date_ + chunk_start / chunk_ids_)] : nullptr;
+    haddr_t addr = cached ? cached->load(std::memory_order_relaxed) : 0;
+    if (addr == 0) {  // address 0 is the superblock's, never a chunk's
+      const hsize_t coord[3] = {hsize_t(t), hsize_t(chunk_start), 0};
+      unsigned mask = 0;
+      hsize_t size = 0;
+      addr = HADDR_UNDEF;
+      if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
+        return false;
+      if (cached) cached->store(addr, std::memory_order_relaxed);
+    }
     op(off_t(chunk_base_ + addr + std::size_t(i - chunk_start) * row), std::size_t(end - i) * row,
        offset_in_block(b, t, i, row));
     return true;

@@ -8,6 +8,7 @@
 #include "io/Hdf5.hpp"
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +47,15 @@ class RawCube {
   std::size_t es_ = 8;
   haddr_t contiguous_base_ = HADDR_UNDEF;
   haddr_t chunk_base_ = 0;  // a user block's size where HDF5's chunk addresses leave it out
+  // Chunk addresses as HDF5 first answers them (0: not asked yet), so each
+  // chunk costs one lookup behind HDF5's global lock however many blocks
+  // touch it (a LayoutLeft block touches a piece of a chunk per date).
+  // Chunks do not move: inputs are read-only, the output's storage is
+  // allocated when it is created. Empty where the table would pass
+  // max_cached_chunks entries.
+  std::unique_ptr<std::atomic<haddr_t>[]> chunk_addresses_;
+  Index chunks_per_date_ = 0;
+  static constexpr Index max_cached_chunks = Index(1) << 22;
 };
 
 // Chunked datasets cvest decodes itself: chunks of any shape (dates, ids,

@@ -3,6 +3,7 @@
 #include "core/Errors.hpp"
 #include "core/Policies.hpp"
 #include "core/Roof.hpp"
+#include "core/StreamingStores.hpp"
 #include "core/Version.hpp"
 #include "io/Files.hpp"
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -29,18 +31,56 @@ namespace cvest::io {
 
 namespace {
 
-// Copy roof on block-sized arrays in the compute space, same run as the jobs.
-bench::Roof measure_roof(Index elements) {
+// Copy roof for a job's kernel: a copy of the same working set (block-sized
+// arrays, warm in cache as the job's blocks are between read and write), in
+// the same run and on the same threads. threads 0: every thread of the space
+// copies one block (the overlapped pipeline); threads > 0: that many threads
+// at once, each copying its own block on its own (the per-thread pipeline),
+// seconds summed over threads as the job's kernel seconds are.
+bench::Roof measure_roof(Index elements, int threads) {
   using Space = ExecSpace;
-  Space space;
-  roof::Flat<double, Space::memory_space> a(Kokkos::view_alloc("cvest::run::roof_a", Kokkos::WithoutInitializing), elements);
-  roof::Flat<double, Space::memory_space> b("cvest::run::roof_b", elements);
+  using Array = roof::Flat<double, Space::memory_space>;
+  const int copies = std::max(threads, 1);
+  std::vector<Array> from, to;
+  for (int c = 0; c < copies; ++c) {
+    from.emplace_back(Kokkos::view_alloc("cvest::run::roof_a", Kokkos::WithoutInitializing), elements);
+    to.emplace_back("cvest::run::roof_b", elements);
+  }
   std::vector<double> regular, streaming;
   // Small blocks take microseconds: repeat enough for a stable median.
   const int reps = int(std::clamp<Index>((Index(64) << 20) / std::max<Index>(1, elements * 8), 5, 51)) | 1;
-  for (int r = 0; r < reps; ++r) {
-    regular.push_back(roof::copy<Space, double>(space, a, b, roof::Stores::regular));
-    streaming.push_back(roof::copy<Space, double>(space, a, b, roof::Stores::streaming));
+  const auto pass = [&](roof::Stores stores) {
+    if (threads == 0) return roof::copy<Space, double>(Space(), to[0], from[0], stores);
+    std::vector<double> seconds(std::size_t(copies), 0.0);
+    // Plain loops on each thread, as the job's kernels run inline there (not
+    // Kokkos kernels: a loaded Kokkos Tools library expects one at a time).
+    const auto copy_on_this_thread = [&](int w) {
+      double* dst = to[std::size_t(w)].data();
+      const double* src = from[std::size_t(w)].data();
+      Kokkos::Timer timer;
+      if (stores == roof::Stores::streaming) {
+        streaming::copy_run(dst, src, std::size_t(elements));
+        streaming::fence_this_thread();
+      } else {
+        for (Index j = 0; j < elements; ++j) dst[j] = src[j];
+      }
+      seconds[std::size_t(w)] = timer.seconds();
+    };
+#ifdef _OPENMP
+#pragma omp parallel num_threads(copies)
+    copy_on_this_thread(omp_get_thread_num());
+#else
+    copy_on_this_thread(0);
+#endif
+    double sum = 0;
+    for (const double x : seconds) sum += x;
+    return sum / copies;  // per copy, as the job's kernel seconds are per block
+  };
+  for (int r = 0; r < reps + 1; ++r) {  // the first round warms the arrays
+    const double a = pass(roof::Stores::regular), b = pass(roof::Stores::streaming);
+    if (r == 0) continue;
+    regular.push_back(a);
+    streaming.push_back(b);
   }
   const double bytes = 2.0 * double(elements) * 8;
   bench::Roof roof;
@@ -137,6 +177,12 @@ ChunkRow fit_chunk_cache(std::unique_ptr<const InputFile>& input, Precision prec
 
 }  // namespace
 
+const BlockPlan& RunReport::plan(LayoutKind layout) const {
+  for (const BlockPlan& p : plans)
+    if (p.layout == layout) return p;
+  throw std::logic_error("cvest: no block plan for a layout the deck runs");
+}
+
 double peak_rss_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -223,12 +269,27 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   const auto in_chunk = input_file ? input_file->decoded_chunk() : std::array<Index, 2>{0, 0};
   if (in_chunk[1] > 0 && deck.output.chunk_ids == 0)
     chunk_ids = std::min(shape.N, in_chunk[1] * std::max<Index>(1, (chunk_ids + in_chunk[1] / 2) / in_chunk[1]));
-  BlockQuantum quantum{std::max<Index>(in_chunk[0], 1), chunk_ids};
-  if (row.quantum.ids > 0) quantum = row.quantum;
-  rep.plan = plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget - row.cache_bytes, quantum, max_block);
-  fmt::print(progress, "cvest: {} x {} x {} {} in {} blocks of up to {} dates x {} ids ({} of buffers)\n", shape.T,
-             shape.N, shape.K, to_string(precision), rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids,
-             format_bytes(double(rep.plan.buffer_bytes)));
+  // Blocks of whole input chunks, and for LayoutRight of whole output chunks
+  // too (blocks aligned with both). LayoutLeft blocks are id ranges over
+  // many dates: whole output chunks would make them as large as a chunk
+  // times the dates, so they keep whole chunks only where they must (a
+  // compressed output's, cvest's decoding's, a row HDF5 reads); plain
+  // output takes any id range at its offsets.
+  const auto quantum_for = [&](LayoutKind layout) {
+    if (row.quantum.ids > 0) return row.quantum;
+    const Index dates = std::max<Index>(in_chunk[0], 1);
+    if (layout == LayoutKind::right || deck.output.compression != Compression::none)
+      return BlockQuantum{dates, chunk_ids};
+    return BlockQuantum{dates, std::max<Index>(in_chunk[1], 1)};
+  };
+  for (const LayoutKind layout : deck.run.layouts) {
+    rep.plans.push_back(plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget - row.cache_bytes,
+                                    quantum_for(layout), max_block, layout));
+    const BlockPlan& plan = rep.plans.back();
+    fmt::print(progress, "cvest: {} x {} x {} {}, Layout{}: {} blocks of up to {} dates x {} ids ({} of buffers)\n",
+               shape.T, shape.N, shape.K, to_string(precision), layout == LayoutKind::right ? "Right" : "Left",
+               plan.blocks.size(), plan.block_dates, plan.block_ids, format_bytes(double(plan.buffer_bytes)));
+  }
   rep.output_compression = deck.output.compression;
   rep.output_gzip_level = deck.output.compression == Compression::gzip ? deck.output.gzip_level : 0;
   rep.output_chunk_ids = chunk_ids;
@@ -243,7 +304,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
     job.precision = precision;
     job.runs = deck.run.repeats;
     std::string why_not;
-    const int threads = per_thread_threads(rep.plan, deck.run.memory_budget, strategy, layout, true, why_not);
+    const int threads = per_thread_threads(rep.plan(layout), deck.run.memory_budget, strategy, layout, true, why_not);
     if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
       throw InputError(fmt::format("{}: [run] pipeline = \"per_thread\" does not apply to {}/{}: {}", deck.path,
                                    to_string(strategy), to_string(layout), why_not));
@@ -260,14 +321,16 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
     return rep;
   }
   const InputFile& input = *input_file;
-  rep.roof = measure_roof(rep.plan.block_dates * rep.plan.block_ids * shape.K);
+  const bool multby_resident = rep.plans.front().multby_resident;  // the same for every layout
+  // Roofs by (block elements, threads): jobs of the same shape share one.
+  std::map<std::pair<Index, int>, bench::Roof> roofs;
 
   bool written = false;
   // All of multBy, read once for every job and repeat (they share the
   // precision) when the plan keeps it resident; blocks use it in place
   // (pinned in a Cuda build, so its copies are async).
   Kokkos::View<unsigned char*, StagingSpace> resident_multby;
-  if (rep.plan.multby_resident) {
+  if (multby_resident) {
     resident_multby = Kokkos::View<unsigned char*, StagingSpace>(
         Kokkos::view_alloc("cvest::job::multBy", Kokkos::WithoutInitializing), std::size_t(shape.N * shape.K) * es);
     input.read_multby({0, shape.N}, precision, resident_multby.data());
@@ -276,6 +339,10 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   for (const Strategy strategy : deck.run.strategies)
     for (const LayoutKind layout : deck.run.layouts) {
       JobReport job = planned_job(strategy, layout);
+      const BlockPlan& plan = rep.plan(layout);
+      const std::pair<Index, int> roof_key{plan.block_dates * plan.block_ids * shape.K, job.pipeline_threads};
+      if (!roofs.count(roof_key)) roofs[roof_key] = measure_roof(roof_key.first, roof_key.second);
+      job.roof = roofs[roof_key];
       const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
       std::vector<PipelineStats> runs;
       for (int r = 0; r < deck.run.repeats; ++r) {
@@ -301,7 +368,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
           using Scalar = decltype(scalar);
           using Layout = decltype(layout_tag);
           BlockIO<Scalar> io;
-          if (rep.plan.multby_resident) {
+          if (multby_resident) {
             const auto* m = reinterpret_cast<const Scalar*>(resident_multby.data());
             const Index K = shape.K;
             io.multby_at = [m, K](Range ids) -> const Scalar* { return m + ids.begin * K; };
@@ -324,7 +391,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
             };
           }
           io.concurrent = true;  // see the job's pipeline above
-          return run_pipeline<Scalar, Layout>(rep.plan, io, options, progress);
+          return run_pipeline<Scalar, Layout>(plan, io, options, progress);
         });
         if (writes) {
           out->commit({{"cvest_version", CVEST_VERSION},
@@ -346,7 +413,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
       job.peak_rss_bytes = peak_rss_bytes();
       const double kernel_s = job.stats.seconds[int(Phase::kernel)];
       if (kernel_s > 0)
-        job.kernel_roof_fraction = job.stats.bytes[int(Phase::kernel)] / kernel_s / 1e9 / rep.roof.best();
+        job.kernel_roof_fraction = job.stats.bytes[int(Phase::kernel)] / kernel_s / 1e9 / job.roof.best();
       rep.jobs.push_back(job);
     }
 
@@ -497,27 +564,37 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
 }
 
 void print_run_table(const RunReport& rep, std::ostream& out) {
-  fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}, {} blocks\n", rep.deck, rep.T,
-             rep.N, rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)),
-             rep.plan.blocks.size());
-  fmt::print(out, "copy roof (same run, block-sized): {:.1f} GB/s regular, {:.1f} GB/s streaming\n",
-             rep.roof.copy_GBps, rep.roof.copy_streaming_GBps);
-  fmt::print(out, "input: {}\n\n", to_text(rep.input_storage));
-  fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>9}  {}\n", "strategy",
-             "layout", "prec", "pipeline", "total s", "read", "h2d", "kernel", "d2h", "write", "GB/s in", "k.roof",
-             "peak RSS", "output");
+  fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}\n", rep.deck, rep.T, rep.N,
+             rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
+  fmt::print(out, "input: {}\n", to_text(rep.input_storage));
+  for (const auto& p : rep.plans)
+    fmt::print(out, "Layout{} blocks: {} of up to {} dates x {} ids\n", p.layout == LayoutKind::right ? "Right" : "Left",
+               p.blocks.size(), p.block_dates, p.block_ids);
+  fmt::print(out, "\n{:<15} {:<6} {:<7} {:<12} {:>10} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9}  {}\n",
+             "strategy", "layout", "prec", "pipeline", "block", "total s", "read", "h2d", "kernel", "d2h", "write",
+             "GB/s in", "roof", "k.roof", "peak RSS", "output");
+  bool above_roof = false;
   for (const auto& j : rep.jobs) {
     const auto& st = j.stats;
+    const BlockPlan& plan = rep.plan(j.layout);
     const double in_bytes = double(rep.T * rep.N * rep.K) * double(element_size(j.precision));
     const std::string pipeline = j.pipeline == PipelineKind::per_thread
                                      ? fmt::format("per_thread:{}", j.pipeline_threads)
                                      : std::string(to_string(j.pipeline));
-    fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.2f} {:>9}  {}\n",
-               to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline, st.total_s,
-               st.seconds[int(Phase::read)], st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)],
-               st.seconds[int(Phase::d2h)], st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9,
-               j.kernel_roof_fraction, format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
+    fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>10} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.1f} {:>7.2f} {:>9}  {}\n",
+               to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline,
+               fmt::format("{}x{}", plan.block_dates, plan.block_ids), st.total_s, st.seconds[int(Phase::read)],
+               st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)], st.seconds[int(Phase::d2h)],
+               st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9, j.roof.best(), j.kernel_roof_fraction,
+               format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
+    above_roof = above_roof || j.kernel_roof_fraction > 1.0;
   }
+  fmt::print(out, "\nblock: dates x ids per block; roof: GB/s of a copy of the job's own block-sized working set, in "
+                  "cache, on the threads its kernels ran on (same run); k.roof: the kernel's GB/s over it\n");
+  if (above_roof)
+    fmt::print(out, "k.roof above 1: that kernel outran a copy of the same working set; kernels are timed per block "
+                    "and the roof as the median of short repeats, and this machine's bandwidth varies within seconds, "
+                    "so treat fractions near 1 as equal\n");
   // The user's question, answered from the fastest job's own phases: how
   // much of the work a faster kernel (a GPU) could take away at most.
   if (!rep.jobs.empty()) {
@@ -551,9 +628,11 @@ void print_plan(const RunReport& rep, std::ostream& out) {
                  ? fmt::format("; to be generated, {} (it and the output fit the disk together)",
                                format_bytes(rep.generated_input_bytes))
                  : std::string());
-  fmt::print(out, "blocks  {} of up to {} dates x {} ids; {} of buffers within a budget of {}{}\n",
-             rep.plan.blocks.size(), rep.plan.block_dates, rep.plan.block_ids, format_bytes(double(rep.plan.buffer_bytes)),
-             format_bytes(double(rep.memory_budget)), rep.plan.multby_resident ? "; multBy read once and kept" : "");
+  for (const auto& p : rep.plans)
+    fmt::print(out, "blocks  Layout{}: {} of up to {} dates x {} ids; {} of buffers within a budget of {}{}\n",
+               p.layout == LayoutKind::right ? "Right" : "Left", p.blocks.size(), p.block_dates, p.block_ids,
+               format_bytes(double(p.buffer_bytes)), format_bytes(double(rep.memory_budget)),
+               p.multby_resident ? "; multBy read once and kept" : "");
   const double free = free_space(rep.output);
   fmt::print(out, "output  {}: {} {}, chunks of {} ids{}\n", rep.output,
              rep.output_compression == Compression::none ? std::string("uncompressed,")
@@ -586,14 +665,17 @@ nlohmann::json to_json(const RunReport& rep) {
                         {"read_by", rep.input_storage.read_by}};
   j["shape"] = {{"dates", rep.T}, {"ids", rep.N}, {"cols", rep.K}};
   j["memory_budget_bytes"] = rep.memory_budget;
-  j["roof"] = {{"copy_GBps", rep.roof.copy_GBps}, {"copy_streaming_GBps", rep.roof.copy_streaming_GBps}};
-  auto& plan = j["block_plan"];
-  plan["block_dates"] = rep.plan.block_dates;
-  plan["block_ids"] = rep.plan.block_ids;
-  plan["buffer_bytes"] = rep.plan.buffer_bytes;
-  plan["blocks"] = nlohmann::json::array();
-  for (const auto& b : rep.plan.blocks)
-    plan["blocks"].push_back({{"dates", {b.dates.begin, b.dates.end}}, {"ids", {b.ids.begin, b.ids.end}}});
+  auto& plans = j["block_plans"];
+  for (const auto& p : rep.plans) {
+    auto& plan = plans[std::string(to_string(p.layout))];
+    plan["block_dates"] = p.block_dates;
+    plan["block_ids"] = p.block_ids;
+    plan["buffer_bytes"] = p.buffer_bytes;
+    plan["multby_resident"] = p.multby_resident;
+    plan["blocks"] = nlohmann::json::array();
+    for (const auto& b : p.blocks)
+      plan["blocks"].push_back({{"dates", {b.dates.begin, b.dates.end}}, {"ids", {b.ids.begin, b.ids.end}}});
+  }
   j["verified"] = rep.verified;
   j["jobs"] = nlohmann::json::array();
   for (const auto& job : rep.jobs) {
@@ -607,6 +689,12 @@ nlohmann::json to_json(const RunReport& rep) {
     jj["pipeline_threads"] = job.pipeline_threads;
     jj["peak_rss_bytes"] = job.peak_rss_bytes;
     jj["kernel_roof_fraction"] = job.kernel_roof_fraction;
+    jj["roof"] = {{"copy_GBps", job.roof.copy_GBps}, {"copy_streaming_GBps", job.roof.copy_streaming_GBps},
+                  {"working_set", "the job's block, in cache, on the threads its kernels ran on"}};
+    const BlockPlan& plan = rep.plan(job.layout);
+    jj["block_dates"] = plan.block_dates;
+    jj["block_ids"] = plan.block_ids;
+    jj["blocks"] = plan.blocks.size();
     jj["seconds"]["total"] = job.stats.total_s;
     for (int p = 0; p < phase_count; ++p) {
       const std::string name(to_string(Phase(p)));
@@ -628,14 +716,17 @@ std::string to_csv(const RunReport& rep) {
   s << "strategy,layout,precision,wrote_output,total_s";
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_s";
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_bytes";
-  s << ",peak_rss_bytes,kernel_roof_fraction,dates,ids,cols,blocks,pipeline,pipeline_threads\n";
+  s << ",peak_rss_bytes,kernel_roof_fraction,roof_GBps,dates,ids,cols,blocks,block_dates,block_ids,pipeline,"
+       "pipeline_threads\n";
   for (const auto& j : rep.jobs) {
     s << to_string(j.strategy) << ',' << to_string(j.layout) << ',' << to_string(j.precision) << ','
       << (j.wrote_output ? "true" : "false") << ',' << fmt::format("{:.6f}", j.stats.total_s);
     for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.6f}", j.stats.seconds[p]);
     for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.0f}", j.stats.bytes[p]);
+    const BlockPlan& plan = rep.plan(j.layout);
     s << ',' << fmt::format("{:.0f}", j.peak_rss_bytes) << ',' << fmt::format("{:.4f}", j.kernel_roof_fraction) << ','
-      << rep.T << ',' << rep.N << ',' << rep.K << ',' << rep.plan.blocks.size() << ',' << to_string(j.pipeline) << ','
+      << fmt::format("{:.3f}", j.roof.best()) << ',' << rep.T << ',' << rep.N << ',' << rep.K << ','
+      << plan.blocks.size() << ',' << plan.block_dates << ',' << plan.block_ids << ',' << to_string(j.pipeline) << ','
       << j.pipeline_threads << '\n';
   }
   return s.str();

@@ -26,7 +26,12 @@ struct JobReport {
   int pipeline_threads = 0;                          // per_thread: how many
   PipelineStats stats;        // the median run by total time
   double peak_rss_bytes = 0;
-  double kernel_roof_fraction = 0;  // kernel GB/s / in-run copy roof
+  // The job's kernel against a copy of the same working set, measured in
+  // this run the way the job's kernels ran: block-sized arrays already in
+  // cache, on every thread of the space (overlapped) or one thread per
+  // block with all threads at once (per_thread).
+  bench::Roof roof;
+  double kernel_roof_fraction = 0;  // kernel GB/s / roof.best()
 };
 
 struct RunReport {
@@ -39,8 +44,10 @@ struct RunReport {
   double generated_input_bytes = 0;         // an input [input] generate makes first, else 0
   Index T = 0, N = 0, K = 0;
   std::size_t memory_budget = 0;
-  BlockPlan plan;
-  bench::Roof roof;
+  // One plan per layout of the deck: blocks suit the layout they are
+  // computed in (core/Plan.hpp).
+  std::vector<BlockPlan> plans;
+  const BlockPlan& plan(LayoutKind layout) const;
   std::vector<JobReport> jobs;
   bool verified = false;
 };

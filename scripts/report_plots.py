@@ -115,7 +115,7 @@ def jobs(report, path):
                  + input_filters(report) + where(report))
     a2.bar(list(x), [j["kernel_roof_fraction"] for j in js],
            color=["tab:blue" if j["layout"] == "right" else "tab:orange" for j in js])
-    a2.axhline(1.0, color="k", linestyle="--", label="copy roof, block-sized (same run)")
+    a2.axhline(1.0, color="k", linestyle="--", label="copy of the job's own block-sized working set (same run)")
     a2.set_ylabel("kernel GB/s / copy roof")
     a2.set_xticks(list(x))
     a2.set_xticklabels(labels, fontsize=8)

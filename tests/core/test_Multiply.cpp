@@ -94,16 +94,17 @@ TEMPLATE_LIST_TEST_CASE("every strategy equals the plain loop bit for bit", "[mu
   Kokkos::deep_copy(d, d_h);
 
   const Operands<Scalar, Layout, Mem> ops{m, d, cv};
-  for (const auto& entry : strategy_table) {
-    CAPTURE(entry.name);
-    // A sentinel in every element catches any element a strategy skips.
-    Kokkos::deep_copy(cv, Scalar(-12345.5));
-    Space space;
-    multiply(entry.id, space, ops);
-    space.fence();
-    Kokkos::deep_copy(cv_h, cv);
-    CHECK(count_wrong(m_h, d_h, cv_h) == 0);
-  }
+  for (const auto& entry : strategy_table)
+    for (const CvNext next : {CvNext::memory, CvNext::cache}) {  // streaming and regular stores
+      CAPTURE(entry.name, next == CvNext::cache);
+      // A sentinel in every element catches any element a strategy skips.
+      Kokkos::deep_copy(cv, Scalar(-12345.5));
+      Space space;
+      multiply(entry.id, space, ops, next);
+      space.fence();
+      Kokkos::deep_copy(cv_h, cv);
+      CHECK(count_wrong(m_h, d_h, cv_h) == 0);
+    }
 }
 
 TEST_CASE("streaming stores only where work items write runs of min_run_bytes", "[multiply]") {
@@ -121,6 +122,9 @@ TEST_CASE("streaming stores only where work items write runs of min_run_bytes", 
   CHECK_FALSE(writes_streaming<Host>(S::per_date, L::right, 100, 10, 5, 8));  // 400-byte dates
   CHECK(writes_streaming<Host>(S::flat, L::left, 1, 1, 1, 8));
   CHECK_FALSE(writes_streaming<Host>(S::elementwise, L::left, 100, 4000, 5, 8));
+  // cv read again from cache next (the pipeline's transpose or write): never
+  CHECK_FALSE(writes_streaming<Host>(S::flat, L::left, 100, 4000, 5, 8, CvNext::cache));
+  CHECK_FALSE(writes_streaming<Host>(S::per_date, L::right, 1, 4000, 5, 4, CvNext::cache));
 }
 
 TEST_CASE("mismatched operands are rejected with both shapes", "[multiply]") {

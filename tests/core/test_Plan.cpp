@@ -128,3 +128,41 @@ TEST_CASE("blocks are made of whole input chunks along dates and ids", "[plan]")
       check_cover(plan_blocks(T, N, K, 8, b, {3, 7}, 1000));
     }
 }
+
+TEST_CASE("LayoutLeft blocks hold many dates, id range by id range", "[plan]") {
+  const std::size_t budget = std::size_t(1) << 30, cap = std::size_t(2) << 20;
+  // the file-to-file layout deck: 200 x 200000 x 5 doubles, 2 MiB blocks
+  const auto left = plan_blocks(200, 200000, 5, 8, budget, {1, 1}, cap, LayoutKind::left);
+  const auto right = plan_blocks(200, 200000, 5, 8, budget, {1, 25000}, cap, LayoutKind::right);
+  CHECK(left.layout == LayoutKind::left);
+  CHECK(right.block_dates == 1);
+  CHECK(left.block_dates >= 16);  // runs of many dates for LayoutLeft's contiguous index
+  CHECK(double(left.block_dates * left.block_ids) * 5 * 8 <= double(cap));
+  CHECK(double(left.block_ids) * 5 * 8 >= double(left_min_run_bytes));  // each date's piece of the file is long
+  check_cover(left);
+  for (std::size_t b = 1; b < left.blocks.size(); ++b) {  // id-major: a block's dates, then the next ids
+    const auto& p = left.blocks[b - 1];
+    const auto& c = left.blocks[b];
+    CHECK((c.ids.begin > p.ids.begin || (c.ids.begin == p.ids.begin && c.dates.begin == p.dates.end)));
+  }
+  // all dates where a block of them fits the cap with long pieces
+  const auto all = plan_blocks(20, 200000, 5, 8, budget, {1, 1}, cap, LayoutKind::left);
+  CHECK(all.block_dates == 20);
+  check_cover(all);
+  // no cap: all dates, and still several blocks so the stages overlap
+  const auto uncapped = plan_blocks(20, 4000, 5, 8, std::size_t(64) << 20, {1, 1}, 0, LayoutKind::left);
+  CHECK(uncapped.block_dates == 20);
+  CHECK(uncapped.blocks.size() >= 4);
+  check_cover(uncapped);
+  // whole chunks where they are needed (compressed output, decoded input)
+  const auto chunked = plan_blocks(100, 400000, 5, 8, std::size_t(512) << 20, {2, 25000}, cap, LayoutKind::left);
+  CHECK(chunked.block_ids % 25000 == 0);
+  CHECK(chunked.block_dates % 2 == 0);
+  CHECK(chunked.block_dates > 2);
+  check_cover(chunked);
+  for (auto [T, N, K] : {std::tuple<Index, Index, Index>{1, 1, 1}, {7, 1001, 3}, {200, 17, 5}, {1, 99999, 2}})
+    for (std::size_t b : {std::size_t(4096), std::size_t(1) << 16, std::size_t(1) << 26}) {
+      CAPTURE(T, N, K, b);
+      check_cover(plan_blocks(T, N, K, 8, b, {1, 7}, cap, LayoutKind::left));
+    }
+}

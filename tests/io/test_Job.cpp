@@ -52,12 +52,16 @@ csv = "report.csv"
   CHECK(report.jobs[0].wrote_output);
   for (std::size_t j = 1; j < report.jobs.size(); ++j) CHECK_FALSE(report.jobs[j].wrote_output);
   CHECK(report.verified);
-  CHECK(report.plan.blocks.size() > 1);
+  REQUIRE(report.plans.size() == 2);  // one per layout
+  CHECK(report.plan(LayoutKind::right).blocks.size() > 1);
+  CHECK(report.plan(LayoutKind::left).blocks.size() > 1);
   CHECK(report.jobs[0].precision == precision_from_name(precision));
   const auto json = to_json(report);
   CHECK(json["jobs"].size() == 6);
   CHECK(json["jobs"][0]["seconds"].contains("h2d"));
-  CHECK(json["jobs"][0]["timeline"].size() == 5 * report.plan.blocks.size());
+  CHECK(json["jobs"][0]["timeline"].size() == 5 * report.plan(report.jobs[0].layout).blocks.size());
+  CHECK(json["jobs"][0]["blocks"] == report.plan(report.jobs[0].layout).blocks.size());
+  CHECK(json["block_plans"].contains("left"));
   // where it ran: this machine's CPUs and memory, a host name
   CHECK(json["output_compression"] == "none");
   CHECK(json["output_gzip_level"] == 0);
@@ -142,11 +146,12 @@ TEST_CASE("chunks HDF5 reads are read once: blocks inside a row of them, a cache
     CHECK(report.input_storage.read_by == "hdf5");  // 3 x 576 kB per thread does not fit an eighth of the budget
     CHECK(report.verified);
     // id-major, and no block reaches into two chunks along the ids
-    for (std::size_t k = 0; k < report.plan.blocks.size(); ++k) {
-      const Block& b = report.plan.blocks[k];
-      CHECK(b.ids.begin / 1200 == (b.ids.end - 1) / 1200);
-      if (k > 0) CHECK(b.ids.begin >= report.plan.blocks[k - 1].ids.begin);
-    }
+    for (const BlockPlan& plan : report.plans)
+      for (std::size_t k = 0; k < plan.blocks.size(); ++k) {
+        const Block& b = plan.blocks[k];
+        CHECK(b.ids.begin / 1200 == (b.ids.end - 1) / 1200);
+        if (k > 0) CHECK(b.ids.begin >= plan.blocks[k - 1].ids.begin);
+      }
     const bool warned = progress.str().find("one row of them") != std::string::npos;
     CHECK(warned == (budget == "1MiB"));
   }

@@ -55,7 +55,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-plot-") as work:
         check(label in jobs_line, f"jobs figure has {label}")
     writer = next(j for j in report["jobs"] if j["wrote_output"])
     spans = len(writer["timeline"])
-    check(any(l.startswith(f"run.timeline.png: {spans} spans over {len(report['block_plan']['blocks'])} blocks")
+    check(any(l.startswith(f"run.timeline.png: {spans} spans over {writer['blocks']} blocks")
               for l in lines), f"timeline figure has the writing job's {spans} spans")
     for name in ("run.jobs.png", "run.timeline.png"):
         check(is_png(os.path.join(figs, name)), f"{name} is a PNG")
