@@ -37,7 +37,7 @@ struct Deck {
   struct Run {
     std::vector<Strategy> strategies{Strategy::flat};
     std::vector<LayoutKind> layouts{LayoutKind::right};
-    std::optional<Precision> precision;  // default: the input's
+    std::optional<Precision> precision;  // default: NumPy's promotion of the inputs (the wider)
     std::size_t memory_budget = std::size_t(1) << 30;
     // Cap on one block's discount buffer; unset: policy::default_block_bytes
     // (2 MiB on host spaces, 64 MiB on devices).

@@ -174,7 +174,7 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
   if (m.dims[0] != d.dims[1] || m.dims[1] != d.dims[2])
     throw InputError(path + ": dataset '" + multby + "' is " + dims_text(m.dims) + ", expected (" + std::to_string(d.dims[1]) +
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
-  shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision};
+  shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision, m.precision};
   discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes);
   multby_reader_ = std::make_unique<CubeReader>(multby_, path, multby, shape_.N, shape_.K, chunk_cache_bytes);
 }

@@ -18,7 +18,13 @@ namespace cvest::io {
 
 struct InputShape {
   Index T = 0, N = 0, K = 0;
-  Precision precision = Precision::f64;
+  Precision precision = Precision::f64;         // discount's
+  Precision multby_precision = Precision::f64;  // multBy's
+  // What NumPy's multBy[None] * discount gives: the wider of the two, the
+  // run's precision unless [run] precision chooses one.
+  Precision promoted() const {
+    return precision == Precision::f64 || multby_precision == Precision::f64 ? Precision::f64 : Precision::f32;
+  }
 };
 
 // The input file of a job, checked: multBy (N, K) and discount (T, N, K) of

@@ -31,6 +31,8 @@ namespace cvest::io {
 
 namespace {
 
+std::string_view numpy_name(Precision p) { return p == Precision::f64 ? "float64" : "float32"; }
+
 // Copy roof for a job's kernel: a copy of the same working set (block-sized
 // arrays, warm in cache as the job's blocks are between read and write), in
 // the same run and on the same threads. threads 0: every thread of the space
@@ -230,18 +232,26 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   InputShape shape;
   if (plan_only && to_generate) {
     const auto& g = *deck.input.generate;
-    shape = {g.dates, g.ids, g.cols, g.precision};
+    shape = {g.dates, g.ids, g.cols, g.precision, g.precision};
   } else {
     input_file = std::make_unique<const InputFile>(deck.input.file, deck.input.multby, deck.input.discount, default_cache);
     shape = input_file->shape();
-    row = fit_chunk_cache(input_file, deck.run.precision.value_or(shape.precision), deck.run.memory_budget,
+    row = fit_chunk_cache(input_file, deck.run.precision.value_or(shape.promoted()), deck.run.memory_budget,
                           default_cache, Kokkos::DefaultHostExecutionSpace().concurrency(), progress);
   }
   rep.T = shape.T;
   rep.N = shape.N;
   rep.K = shape.K;
-  const Precision precision = deck.run.precision.value_or(shape.precision);
+  const Precision precision = deck.run.precision.value_or(shape.promoted());
   const std::size_t es = element_size(precision);
+  // A chosen precision narrower than an input: say so once (NumPy's
+  // multBy[None] * discount would give the wider type).
+  for (const auto& [name, p] : {std::pair{deck.input.multby, shape.multby_precision},
+                                std::pair{deck.input.discount, shape.precision}})
+    if (element_size(precision) < element_size(p))
+      fmt::print(progress, "cvest: note: [run] precision = \"{}\" narrows {} '{}' ({}) to {}; NumPy's multBy[None] * "
+                           "discount would be {}\n", to_string(precision), deck.input.file, name, numpy_name(p),
+                 numpy_name(precision), numpy_name(shape.promoted()));
   if (input_file) {
     rep.input_storage = input_file->discount_storage(precision);
   } else {  // as generate_input writes it

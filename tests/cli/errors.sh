@@ -94,6 +94,18 @@ case "$case_name" in
                    grep -q "^team,right,double,true,.*,overlapped,0$" out/report.csv || { cat out/report.csv; fail "team's pipeline"; }
                    [ "$(grep -c ',\(per_thread,[1-9][0-9]*\|overlapped,0\)$' out/report.csv)" = 4 ] || { cat out/report.csv; fail "pipelines in the csv"; }
                    echo "ok [$case_name]" ;;
+  mixed_precision) # float32 discount x float64 multBy: float64 as NumPy gives; a chosen float narrows, with a note
+                   /usr/bin/python3 -c "import h5py, numpy as np; f = h5py.File('mixed.h5', 'w'); f['multBy'] = np.full((2000, 5), 0.1); f['discount'] = np.ones((6, 2000, 5), np.float32)" || fail "h5py"
+                   deck; sed -i 's/in.h5/mixed.h5/' deck.toml
+                   "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
+                   grep -q "^flat .* double " stdout.txt || { cat stdout.txt; fail "not computed in double"; }
+                   ! grep -q "narrows" stderr.txt || fail "a note without a narrowing"
+                   /usr/bin/python3 -c "import h5py, sys; sys.exit(h5py.File('out/cv.h5')['cv'].dtype != 'float64')" || fail "output not float64"
+                   "$cvest" run deck.toml --set run.precision=float --set output.overwrite=true > stdout.txt 2> stderr.txt || fail "float run failed"
+                   grep -q "^cvest: note: \[run\] precision = \"float\" narrows mixed.h5 'multBy' (float64) to float32; NumPy's multBy\[None\] \* discount would be float64$" stderr.txt \
+                     || { cat stderr.txt; fail "no note on the narrowing"; }
+                   [ "$(grep -c narrows stderr.txt)" = 1 ] || fail "more than one note"
+                   echo "ok [$case_name]" ;;
   unreadable_filter) # h5py's lzf, asked at another precision: cvest decodes lzf only at the file's own, HDF5 not at all
                    /usr/bin/python3 -c "import h5py, numpy as np; f = h5py.File('lzf.h5', 'w'); f['multBy'] = np.ones((2000, 5)); f.create_dataset('discount', data=np.ones((6, 2000, 5)), compression='lzf')" || fail "h5py"
                    deck '[run]\nprecision = "float"\n'; sed -i 's/in.h5/lzf.h5/' deck.toml

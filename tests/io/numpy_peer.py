@@ -118,5 +118,35 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
                 print(f"{'ok' if ok else 'FAIL'} {tag} layout={layout}: bitwise={same} dims={names} attrs={attrs_ok}")
                 failures += not ok
 
+    # Mixed precision: NumPy promotes float32 x float64 to float64, and so
+    # does cvest unless [run] precision says otherwise (then a note says it
+    # narrows an input, and the result is that precision's product).
+    T, N, K = 6, 2001, 5
+    for m_type, d_type in ((np.float64, np.float32), (np.float32, np.float64)):
+        m = (rng.uniform(-1, 1, (N, K)) * 2.0 ** rng.integers(-30, 30, (N, K))).astype(m_type)
+        d = (rng.uniform(-1, 1, (T, N, K)) * 2.0 ** rng.integers(-30, 30, (T, N, K))).astype(d_type)
+        tag = f"mixed_m{np.dtype(m_type).name}_d{np.dtype(d_type).name}"
+        src = os.path.join(work, f"in_{tag}.h5")
+        with h5py.File(src, "w") as f:
+            f["multBy"], f["discount"] = m, d
+        for layout in ("right", "left"):
+            for chosen in (None, "float"):
+                cases += 1
+                run = {"layout": layout, "strategy": ["flat", "per_id"], "memory_budget": "2MiB"}
+                if chosen:
+                    run["precision"] = chosen
+                out, error = run_deck(cvest, work, f"{tag}_{layout}_{chosen}", input={"file": src}, run=run)
+                if error:
+                    print(f"FAIL {tag} {layout} precision={chosen}: {error}")
+                    failures += 1
+                    continue
+                expected = m[None] * d if chosen is None else m.astype(np.float32)[None] * d.astype(np.float32)
+                with h5py.File(out, "r") as f:
+                    got = f["cv"][...]
+                same = got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
+                print(f"{'ok' if same else 'FAIL'} {tag} layout={layout} precision={chosen}: {got.dtype} "
+                      f"(NumPy {expected.dtype}), bitwise={same}")
+                failures += not same
+
 print(f"{cases - failures} passed, {failures} failed")
 sys.exit(1 if failures else 0)
