@@ -16,8 +16,10 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -49,6 +51,29 @@ void write_file(const std::string& path, const std::string& text) {
   if (ec) throw cvest::IoError(path + ": cannot write report: " + ec.message());
 }
 
+// " (did you mean 'run'?)" where one valid name is within two edits of `typed`.
+std::string closest(const std::string& typed, const std::vector<std::string>& names) {
+  const auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diagonal = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+        diagonal = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  std::size_t best_distance = 3;
+  for (const auto& name : names)
+    if (const std::size_t d = distance(typed, name); d < best_distance) best_distance = d, best = name;
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
+}
+
 int print_info() {
   const auto facts = cvest::build_facts();
   unsigned major = 0, minor = 0, release = 0;
@@ -71,6 +96,7 @@ int main(int argc, char* argv[]) {
   // rest to the command line parser. Kokkos is initialised only after a
   // successful parse, so --help and --version work even where a Cuda build
   // finds no GPU.
+  cvest::return_freed_buffers_to_the_system();  // memory_budget holds job after job
   std::vector<char*> ours{argv[0]}, kokkos_args{argv[0]};
   for (int i = 1; i < argc; ++i) (std::string_view(argv[i]).rfind("--kokkos-", 0) == 0 ? kokkos_args : ours).push_back(argv[i]);
   cvest::io::quiet_hdf5_errors();
@@ -147,6 +173,17 @@ int main(int argc, char* argv[]) {
 
   auto* info_cmd = app.add_subcommand("info", "print version, Kokkos version, execution spaces, threads, HDF5 version and filters, cvest's decoders, the machine");
 
+  // A mistyped command: name it and the valid ones (CLI11 would say only
+  // that a subcommand is required).
+  if (ours.size() > 1 && ours[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), ours[1]) == names.end()) {
+      std::cerr << "cvest: error: unknown command '" << ours[1] << "'" << closest(ours[1], names) << "; valid: "
+                << fmt::format("{}", fmt::join(names, ", ")) << " (cvest --help)\n";
+      return 2;
+    }
+  }
   try {
     app.parse(int(ours.size()), ours.data());
   } catch (const CLI::ParseError& e) {
@@ -197,7 +234,9 @@ int main(int argc, char* argv[]) {
       return 0;
     }
     if (*verify_cmd) {
-      if (!verify_deck.empty()) {
+      if (verify_deck.empty()) {
+        cvest::io::names_from_output(verify);
+      } else {
         const auto deck = cvest::load_deck(verify_deck);
         verify.dataset = deck.output.dataset;
         verify.multby = deck.input.multby;

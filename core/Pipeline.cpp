@@ -368,11 +368,14 @@ int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy
     return 0;
   }
   // Each thread holds a discount and a cv block (a LayoutLeft run two more
-  // to transpose into) and, unless multBy is resident, its multBy rows.
+  // to transpose into), one more where its blocks are checked against an
+  // earlier job's output and, unless multBy is resident, its multBy rows
+  // (twice for LayoutLeft).
   const double block = double(plan.block_dates * plan.block_ids * plan.K) * double(plan.element_size);
   const double row = double(plan.block_ids * plan.K) * double(plan.element_size);
-  const double resident = plan.multby_resident ? double(plan.N * plan.K) * double(plan.element_size) : 0.0;
-  const double per_thread = (layout == LayoutKind::left ? 4 : 2) * block + (plan.multby_resident ? 0.0 : row);
+  const double resident = plan.multby_resident ? 2.0 * double(plan.N * plan.K) * double(plan.element_size) : 0.0;
+  const bool left = layout == LayoutKind::left;
+  const double per_thread = (left ? 5 : 3) * block + (left ? 2 : 1) * row;
   const int fit = int(std::max(0.0, double(budget_bytes) - resident) / per_thread);
   const int threads = std::min(ExecSpace().concurrency(), fit);
   if (threads < 2) {

@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace cvest {
 
@@ -110,6 +113,12 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
       for (Index t0 = 0; t0 < T; t0 += dates) plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, r});
   }
   return plan;
+}
+
+void return_freed_buffers_to_the_system() {
+#ifdef __GLIBC__
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);  // a fixed threshold: glibc no longer moves it
+#endif
 }
 
 std::size_t parse_bytes(const std::string& text) {

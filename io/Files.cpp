@@ -99,10 +99,9 @@ fs::path existing_ancestor(fs::path dir) {
 }
 }  // namespace
 
-void check_output_path(const std::string& path, bool overwrite, bool create_dir) {
+void check_output_path(const std::string& path, bool overwrite, bool create_dir, const std::string& to_replace) {
   std::error_code ec;
-  if (fs::exists(path, ec) && !overwrite)
-    throw InputError(path + ": output exists; set [output] overwrite = true to replace it");
+  if (fs::exists(path, ec) && !overwrite) throw InputError(path + ": output exists; " + to_replace + " to replace it");
   if (fs::is_directory(path, ec)) throw InputError(path + ": output is a directory");
   const fs::path dir = output_dir(path);
   if (create_dir) {
@@ -202,7 +201,7 @@ double generated_value(std::uint64_t seed, int stream, std::uint64_t index) {
 void generate_input(const std::string& path, const GenerateSpec& spec, bool overwrite) {
   if (spec.dates <= 0 || spec.ids <= 0 || spec.cols <= 0)
     throw InputError(path + ": generate needs positive dates, ids and cols");
-  check_output_path(path, overwrite);
+  check_output_path(path, overwrite, true, "pass --overwrite");  // a deck's input is generated only where missing
   clean_up_after_killed_runs(path);
   check_free_space(path, generated_bytes(spec));
   const std::string temp = temp_path_for(path);

@@ -105,7 +105,9 @@ class OutputFile {
 // directory cannot be written. InputError / IoError naming the path. Makes
 // the directory unless create_dir is false (then the nearest existing one
 // above must be writable).
-void check_output_path(const std::string& path, bool overwrite, bool create_dir = true);
+// `to_replace` says how to allow replacing it (a deck key, a flag).
+void check_output_path(const std::string& path, bool overwrite, bool create_dir = true,
+                       const std::string& to_replace = "set [output] overwrite = true");
 
 // Refuses to start a file of `bytes` that the file system holding `path`
 // cannot take (IoError naming the path, what it needs and what is free), so a

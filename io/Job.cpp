@@ -31,6 +31,40 @@ namespace cvest::io {
 
 namespace {
 
+// Buffers for checking blocks against the written output, lent one per
+// concurrent caller and kept for the next; all freed with the pool.
+class CheckBuffers {
+ public:
+  class Lease {
+   public:
+    Lease(CheckBuffers& pool, std::size_t bytes) : pool_(pool) {
+      {
+        const std::lock_guard lock(pool_.m_);
+        if (!pool_.free_.empty()) {
+          buffer_ = std::move(pool_.free_.back());
+          pool_.free_.pop_back();
+        }
+      }
+      buffer_.resize(bytes);
+    }
+    ~Lease() {
+      const std::lock_guard lock(pool_.m_);
+      pool_.free_.push_back(std::move(buffer_));
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    unsigned char* data() { return buffer_.data(); }
+
+   private:
+    CheckBuffers& pool_;
+    std::vector<unsigned char> buffer_;
+  };
+
+ private:
+  std::mutex m_;
+  std::vector<std::vector<unsigned char>> free_;
+};
+
 std::string_view numpy_name(Precision p) { return p == Precision::f64 ? "float64" : "float32"; }
 
 // Copy roof for a job's kernel: a copy of the same working set (block-sized
@@ -370,6 +404,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
           written_cv = open_dataset(written_file, deck.output.file, deck.output.dataset, 3, cv_shape);
           written_reader = std::make_unique<CubeReader>(written_cv, deck.output.file, deck.output.dataset, shape.N, shape.K);
         }
+        CheckBuffers check_buffers;
         PipelineOptions options;
         options.strategy = strategy;
         options.label = label;
@@ -390,11 +425,13 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
             io.write_cv = [&](const Block& b, const Scalar* buf) { out->write(b, buf); };
           } else {
             io.write_cv = [&](const Block& b, const Scalar* buf) {
-              // One buffer per thread: blocks may be checked side by side.
-              thread_local std::vector<unsigned char> check_buffer;
-              check_buffer.resize(std::size_t(b.dates.size() * b.ids.size() * shape.K) * es);
-              written_reader->read(b, precision, check_buffer.data());
-              const auto diff = first_difference(check_buffer.data(), buf, b, shape.K, precision);
+              // A buffer per concurrent check (blocks may be checked side by
+              // side), the job's own: freed when it ends, not kept by threads
+              // into the next job, which would break the budget.
+              CheckBuffers::Lease check(check_buffers,
+                                        std::size_t(b.dates.size() * b.ids.size() * shape.K) * es);
+              written_reader->read(b, precision, check.data());
+              const auto diff = first_difference(check.data(), buf, b, shape.K, precision);
               if (!diff.empty())
                 throw VerifyError(fmt::format("{}: strategy {} with layout {} differs from the written output at {}",
                                               deck.output.file, to_string(strategy), to_string(layout), diff));
@@ -476,6 +513,32 @@ void cross_check_readers(const VerifyOptions& o, const InputFile& input, const C
     if (check_d) same(o.input, o.discount, b, [&](void* buf) { input.read_discount(b, p, buf); }, d_ds, false);
     if (check_cv) same(o.output, o.dataset, b, [&](void* buf) { cv_reader.read(b, p, buf); }, cv_ds, false);
   }
+}
+
+void names_from_output(VerifyOptions& o) {
+  quiet_hdf5_errors();
+  const File file = open_input_file(o.output);
+  const auto written_by_cvest = [&](const std::string& name) {
+    return H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) > 0 &&
+           H5Aexists_by_name(file.get(), name.c_str(), "cvest_version", H5P_DEFAULT) > 0;
+  };
+  std::string dataset = o.dataset;
+  if (!written_by_cvest(dataset)) {
+    std::vector<std::string> found;  // every object with cvest's attributes
+    const auto visit = [](hid_t group, const char* name, const H5L_info_t*, void* data) -> herr_t {
+      if (H5Aexists_by_name(group, name, "cvest_version", H5P_DEFAULT) > 0)
+        static_cast<std::vector<std::string>*>(data)->push_back(name);
+      return 0;
+    };
+    H5Lvisit(file.get(), H5_INDEX_NAME, H5_ITER_NATIVE, visit, &found);
+    if (found.size() != 1) return;  // none, or several to choose from: the defaults, and their messages
+    dataset = found.front();
+  }
+  const Dataset ds(H5Dopen2(file.get(), dataset.c_str(), H5P_DEFAULT));
+  if (!ds) return;
+  o.dataset = dataset;
+  if (const auto m = read_string_attribute(ds.get(), "multby_dataset"); !m.empty()) o.multby = m;
+  if (const auto d = read_string_attribute(ds.get(), "discount_dataset"); !d.empty()) o.discount = d;
 }
 
 void verify_output(const VerifyOptions& o, std::ostream& progress) {

@@ -71,6 +71,13 @@ struct VerifyOptions {
   std::size_t memory_budget = std::size_t(1) << 30;
 };
 
+// Where `cvest verify` has no deck: the names a cvest output records. The cv
+// dataset is the one carrying cvest's attributes (where `options.dataset` is
+// not it, e.g. one written into a group), and the input's multBy and
+// discount are the names its attributes give. Unchanged where the output
+// records none.
+void names_from_output(VerifyOptions& options);
+
 // Recomputes multBy * discount block by block and compares bit for bit.
 // Throws VerifyError naming the first differing element.
 void verify_output(const VerifyOptions& options, std::ostream& progress);

@@ -36,6 +36,7 @@ deck() {  # a deck over in.h5 -> out/cv.h5, with extra lines appended
 "$cvest" generate --dates 6 --ids 2000 --cols 5 --out in.h5 > /dev/null || fail "generate failed"
 
 case "$case_name" in
+  unknown_command) expect 2 "unknown command 'rnu' (did you mean 'run'?); valid: bench, transfers, run, generate, verify, info" -- "$cvest" rnu ;;
   missing_input)   deck; rm in.h5; expect 2 "in.h5: no such file" -- "$cvest" run deck.toml ;;
   not_hdf5)        deck; echo "plain text" > in.h5; expect 2 "in.h5: not an HDF5 file" -- "$cvest" run deck.toml ;;
   truncated)       deck; truncate -s 100000 in.h5; expect 2 "truncated" -- "$cvest" run deck.toml ;;
@@ -55,7 +56,12 @@ case "$case_name" in
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt; rc=$?
                    [ $rc -eq 2 ] || fail "exit $rc, expected 2"
                    grep -q "output exists; set \[output\] overwrite = true" stderr.txt || fail "message"
-                   [ "$(cat out/cv.h5)" = keep ] || fail "existing output was touched"; echo "ok [$case_name]" ;;
+                   [ "$(cat out/cv.h5)" = keep ] || fail "existing output was touched"
+                   # cvest generate names its own flag
+                   "$cvest" generate -T 2 -N 10 -K 5 -o in.h5 > stdout.txt 2> stderr.txt; rc=$?
+                   [ $rc -eq 2 ] || fail "generate: exit $rc, expected 2"
+                   grep -q "^cvest: error: in.h5: output exists; pass --overwrite to replace it$" stderr.txt || { cat stderr.txt; fail "generate's message"; }
+                   echo "ok [$case_name]" ;;
   unwritable_dir)  echo file > blocker; printf '[input]\nfile = "in.h5"\n[output]\nfile = "blocker/sub/cv.h5"\n' > deck.toml
                    expect 3 "cannot create the output directory" -- "$cvest" run deck.toml ;;
   disk_full|disk_full_gzip)
@@ -77,7 +83,7 @@ case "$case_name" in
                    expect 2 'pipeline = "per_thread" does not apply to team/right' -- "$cvest" run deck.toml
                    [ -z "$(find . -name '*.tmp*')" ] || fail "temporary files left"; echo "ok [$case_name]" ;;
   per_thread_gzip) # gzip output: each thread compresses its own chunks; HDF5 reads them back
-                   deck '[run]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n[report]\ncsv = "out/report.csv"\n'
+                   deck '[run]\nlayout = "all"\nmemory_budget = "2MiB"\nverify = true\n[report]\ncsv = "out/report.csv"\n'
                    "$cvest" run deck.toml --set output.compression=gzip > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
                    grep -q "verified" stdout.txt || fail "not verified"
                    expected=overlapped  # per_thread wherever the build has OpenMP threads

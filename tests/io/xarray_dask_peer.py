@@ -145,6 +145,10 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
                 problems.append(f"dims {ds['cv'].dims}")
             if not bitwise(ds["cv"].values, expected):
                 problems.append("values differ from NumPy")
+        # cvest verify without a deck: the output's attributes name the datasets
+        v = subprocess.run([cvest, "verify", out, "--input", grouped], env=ENV, capture_output=True, text=True)
+        if v.returncode != 0:
+            problems.append(f"verify without --deck: exit {v.returncode}: {v.stderr.strip()}")
     print(f"{'FAIL' if problems else 'ok'} groups" + (": " + "; ".join(problems) if problems else
                                                       ": results/cv with its dimensions, bit for bit"))
     failures += bool(problems)
