@@ -147,6 +147,15 @@ int main(int argc, char* argv[]) {
   run_cmd->add_option("deck", deck_path, "the deck (TOML)")->required();
   run_cmd->add_option("--set", overrides, "override a deck value: section.key=value (repeatable)");
   bool plan_only = false;
+  run_cmd->footer(std::string(R"(A deck is TOML; paths in it are relative to the deck. The smallest:
+  [input]
+  file = "in.h5"                   # multBy (N, K) and discount (T, N, K)
+  [output]
+  file = "cv.h5"                   # cv (T, N, K)
+  [run]
+  strategy = ["flat", "per_id"]    # or "all"; layout = "right", "left" or "all"
+Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks: " + CVEST_SOURCE_DIR +
+                   "/inputs/ (seed.toml: the question's case, generated on first use)");
   run_cmd->add_flag("--plan", plan_only,
                     "check the deck, input, output and disk, print what the run would do, write nothing");
 

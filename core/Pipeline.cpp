@@ -96,6 +96,12 @@ class Recorder {
     f();
     span(block, phase, bytes, b, now());
   }
+  // A phase with nothing to do for this block (a host LayoutRight block is
+  // computed where it was read): a span of no length, so timelines show none.
+  void nothing(int block, Phase phase) {
+    const double t = now();
+    span(block, phase, 0.0, t, t);
+  }
   // A phase that ran asynchronously, from when it was issued to when a fence
   // saw it finish.
   void span(int block, Phase phase, double bytes, double begin, double end) {
@@ -471,7 +477,7 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
           Scalar* cv = io.cv_at ? io.cv_at(blk) : buf.cv.data();
           const double kernel_bytes = block_kernel_bytes(blk, K, esize);
           if constexpr (right) {  // computes in the I/O buffers: h2d and d2h are empty
-            rec.time(b, Phase::h2d, 0.0, [] {});
+            rec.nothing(b, Phase::h2d);
             launch([&] {
               rec.time(b, Phase::kernel, kernel_bytes, [&] {
                 multiply(options.strategy, space,
@@ -481,7 +487,7 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
                          io.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
               });
             });
-            rec.time(b, Phase::d2h, 0.0, [] {});
+            rec.nothing(b, Phase::d2h);
           } else {
             // C-order file data <-> LayoutLeft compute buffers. multBy is
             // transposed as a (1, ids, K) cube: the bytes of the (ids, K) table.
@@ -685,7 +691,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
       if (!in) return;
       const Block& blk = plan.blocks[b];
       const Index tb = blk.dates.size(), nb = blk.ids.size();
-      rec.time(b, Phase::h2d, 0.0, [] {});
+      rec.nothing(b, Phase::h2d);
       const auto out = out_free.pop();
       if (!out) return;
       const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(multby_of(b, *in), nb, K),
@@ -697,7 +703,7 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
         space.fence();
       });
       in_free.push(*in);
-      rec.time(b, Phase::d2h, 0.0, [] {});
+      rec.nothing(b, Phase::d2h);
       out_full.push(*out);
       report_progress(b);
     }

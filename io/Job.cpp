@@ -334,6 +334,22 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
                shape.T, shape.N, shape.K, to_string(precision), layout == LayoutKind::right ? "Right" : "Left",
                plan.blocks.size(), plan.block_dates, plan.block_ids, format_bytes(double(plan.buffer_bytes)));
   }
+  // Tiny blocks (a budget of kilobytes): each costs a read, a kernel launch
+  // and a write, whatever its size, so the run crawls. Say so, and what a
+  // budget that gives blocks of about a MiB would be.
+  const BlockPlan& smallest = *std::min_element(rep.plans.begin(), rep.plans.end(), [](const auto& a, const auto& b) {
+    return a.block_dates * a.block_ids < b.block_dates * b.block_ids;
+  });
+  const double block_bytes = double(smallest.block_dates * smallest.block_ids * shape.K) * double(es);
+  constexpr double tiny_block = 64 << 10;
+  if (block_bytes < tiny_block && smallest.blocks.size() > 64) {
+    const double suggested = std::max(16.0 * (1 << 20), 4.0 * 2.0 * double(shape.N * shape.K) * double(es));
+    fmt::print(progress, "cvest: warning: memory_budget {} cuts the cube into {} blocks of {} ({} dates x {} ids); "
+                         "each block costs a read, a kernel launch and a write, so this runs far below the machine's "
+                         "speed; memory_budget = \"{}MiB\" or more gives blocks of about 1 MiB\n",
+               format_bytes(double(deck.run.memory_budget)), smallest.blocks.size(), format_bytes(block_bytes),
+               smallest.block_dates, smallest.block_ids, std::ceil(suggested / (1 << 20)));
+  }
   rep.output_compression = deck.output.compression;
   rep.output_gzip_level = deck.output.compression == Compression::gzip ? deck.output.gzip_level : 0;
   rep.output_chunk_ids = chunk_ids;

@@ -48,7 +48,13 @@ case "$case_name" in
   unknown_strategy) deck; expect 2 "unknown strategy 'fastest'; valid: one_worker" -- "$cvest" run deck.toml --set run.strategy=fastest ;;
   negative_budget) deck '[run]\nmemory_budget = "-1GiB"\n'; expect 2 "must be positive" -- "$cvest" run deck.toml ;;
   absurd_budget)   deck '[run]\nmemory_budget = "100PB"\n'; expect 2 "absurd" -- "$cvest" run deck.toml ;;
-  tiny_budget)     deck '[run]\nmemory_budget = 64\n'; expect 2 "too small: one id row needs" -- "$cvest" run deck.toml ;;
+  tiny_budget)     deck '[run]\nmemory_budget = 64\n'; expect 2 "too small: one id row needs" -- "$cvest" run deck.toml
+                   # a budget of kilobytes runs, with a warning that names a budget giving 1 MiB blocks
+                   deck '[run]\nmemory_budget = "1KiB"\n'; "$cvest" run deck.toml --plan > stdout.txt 2> stderr.txt || fail "plan failed"
+                   grep -q "^cvest: warning: memory_budget 1.00 KiB cuts the cube into 6000 blocks of 80 B (1 dates x 2 ids); .*memory_budget = \"16MiB\" or more" stderr.txt \
+                     || { cat stderr.txt; fail "no warning on tiny blocks"; }
+                   deck '[run]\nmemory_budget = "64MiB"\n'; "$cvest" run deck.toml --plan > stdout.txt 2> stderr.txt || fail "plan failed"
+                   ! grep -q "warning" stderr.txt || fail "a warning for a sound budget" ;;
   output_is_input) printf '[input]\nfile = "in.h5"\n[output]\nfile = "./in.h5"\n' > deck.toml
                    expect 2 "is the input file" -- "$cvest" run deck.toml
                    "$cvest" verify in.h5 --input in.h5 > /dev/null 2>&1; [ -f in.h5 ] || fail "input was removed" ;;
@@ -147,6 +153,11 @@ case "$case_name" in
                    "$cvest" run "$repo/inputs/full.toml" --plan --set input.generate.ids=1000 \
                      --set input.file=../out/full/input-1k.h5 > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "full.toml --set"; }
                    grep -q "200 x 1000 x 5" stdout.txt || { cat stdout.txt; fail "full.toml's override not taken"; }
+                   # the deck `cvest run --help` shows runs, and the files it points to exist
+                   "$cvest" run --help | awk '/^Every key/ { on = 0 } on { sub(/^  /, ""); print } /The smallest:$/ { on = 1 }' > help.toml
+                   grep -q '^\[run\]' help.toml || fail "no deck in run --help"
+                   rm -f cv.h5; "$cvest" run help.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run --help's deck failed"; }
+                   for f in $("$cvest" run --help | grep -o '/[^ ]*/\(README.md\|inputs/\)'); do [ -e "$f" ] || fail "run --help names $f"; done
                    echo "ok [$case_name]" ;;
   success)         deck '[run]\nstrategy = ["flat", "per_date"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }

@@ -57,6 +57,9 @@ with tempfile.TemporaryDirectory(prefix="cvest-plot-") as work:
     spans = len(writer["timeline"])
     check(any(l.startswith(f"run.timeline.png: {spans} spans over {writer['blocks']} blocks")
               for l in lines), f"timeline figure has the writing job's {spans} spans")
+    if writer["layout"] == "right" and report["backend"] != "Cuda":  # computed in place: no h2d, d2h lanes
+        check(any(l.startswith("run.timeline.png:") and l.endswith("lanes read, kernel, write") for l in lines),
+              "timeline of a host LayoutRight job has lanes read, kernel, write only")
     for name in ("run.jobs.png", "run.timeline.png"):
         check(is_png(os.path.join(figs, name)), f"{name} is a PNG")
 
