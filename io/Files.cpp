@@ -417,12 +417,12 @@ void OutputFile::write(const Block& b, const void* buffer) {
   for (Piece& p : pieces) store(p, prepare(p, compressed));
 }
 
-void OutputFile::commit(const std::map<std::string, std::string>& attributes) {
+void OutputFile::commit(const std::map<std::string, std::string>& attributes, hid_t scales_like) {
   raw_.reset();
   for (const auto& [k, v] : attributes) write_string_attribute(ds_.get(), k, v);
   const std::size_t slash = spec_.dataset.rfind('/');
   attach_dimension_scales(file_, ds_, slash == std::string::npos ? "" : spec_.dataset.substr(0, slash + 1),
-                          {"date", "id", "col"}, {spec_.T, spec_.N, spec_.K}, spec_.path);
+                          {"date", "id", "col"}, {spec_.T, spec_.N, spec_.K}, spec_.path, scales_like);
   ds_.reset();
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(spec_.path + ": flush failed (disk full?)");
   file_.reset();

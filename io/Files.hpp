@@ -47,6 +47,7 @@ class InputFile {
   std::array<Index, 2> decoded_chunk() const { return discount_reader_->decoded_chunk(); }
   CubeStorage discount_storage(Precision precision) const { return discount_reader_->storage(precision); }
   CubeStorage multby_storage(Precision precision) const { return multby_reader_->storage(precision); }
+  const Dataset& discount_dataset() const { return discount_; }
 
  private:
   std::string path_, multby_name_, discount_name_;
@@ -86,8 +87,10 @@ class OutputFile {
   // output goes by pwrite to fixed offsets, gzip chunks are compressed on the
   // calling thread and stored with H5Dwrite_chunk (HDF5 serialises that call).
   void write(const Block& block, const void* buffer);
-  // Attributes and dimension scales, close, rename onto spec.path.
-  void commit(const std::map<std::string, std::string>& attributes);
+  // Attributes and dimension scales (those of `scales_like`'s dimensions
+  // where it has them, see attach_dimension_scales), close, rename onto
+  // spec.path.
+  void commit(const std::map<std::string, std::string>& attributes, hid_t scales_like = H5I_INVALID_HID);
 
  private:
   OutputSpec spec_;

@@ -2,6 +2,7 @@
 
 #include <H5DSpublic.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -217,21 +218,88 @@ std::string read_string_attribute(hid_t object, const std::string& name) {
   return value.substr(0, value.find('\0'));
 }
 
+namespace {
+
+// The first scale attached to dimension `dim` of `ds`: its file, its path
+// there, its length. Empty path when there is none.
+struct AttachedScale {
+  File file;
+  std::string path;
+  Index length = -1;
+};
+
+AttachedScale attached_scale(hid_t ds, unsigned dim) {
+  AttachedScale found;
+  if (ds < 0 || H5DSget_num_scales(ds, dim) <= 0) return found;
+  const auto first = [](hid_t, unsigned, hid_t scale, void* data) -> herr_t {
+    auto& out = *static_cast<AttachedScale*>(data);
+    const ssize_t size = H5Iget_name(scale, nullptr, 0);
+    if (size <= 0) return 1;
+    out.path.assign(std::size_t(size) + 1, '\0');
+    H5Iget_name(scale, out.path.data(), std::size_t(size) + 1);
+    out.path.resize(std::size_t(size));
+    out.file = File(H5Iget_file_id(scale));
+    const Dataspace space(H5Dget_space(scale));
+    hsize_t n = 0;
+    if (H5Sget_simple_extent_ndims(space.get()) == 1) {
+      H5Sget_simple_extent_dims(space.get(), &n, nullptr);
+      out.length = Index(n);
+    }
+    return 1;  // the first is enough
+  };
+  int index = 0;
+  H5DSiterate_scales(ds, dim, &index, first, &found);
+  return found;
+}
+
+// netCDF-4 marks a dimension that has no coordinate variable this way.
+bool is_netcdf_dimension_only(hid_t scale) {
+  char name[64] = {};
+  return H5DSget_scale_name(scale, name, sizeof name) > 0 &&
+         std::string(name).rfind("This is a netCDF dimension but not a netCDF variable", 0) == 0;
+}
+
+}  // namespace
+
 void attach_dimension_scales(const File& file, const Dataset& ds, const std::string& group,
                              const std::vector<std::string>& names, const std::vector<Index>& dims,
-                             const std::string& path) {
+                             const std::string& path, hid_t like) {
+  std::vector<std::string> made;
   for (std::size_t d = 0; d < names.size(); ++d) {
-    std::vector<std::int64_t> values(dims[d]);
-    for (Index i = 0; i < dims[d]; ++i) values[i] = i;
-    hsize_t n = hsize_t(dims[d]);
-    Dataspace space(H5Screate_simple(1, &n, nullptr));
-    Dataset scale(H5Dcreate2(file.get(), (group + names[d]).c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT,
-                             H5P_DEFAULT));
-    if (!scale) throw IoError(path + ": cannot create dimension scale '" + names[d] + "'");
-    if (n > 0 && H5Dwrite(scale.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
-      throw IoError(path + ": cannot write dimension scale '" + names[d] + "' (disk full?)");
-    if (H5DSset_scale(scale.get(), names[d].c_str()) < 0 || H5DSattach_scale(ds.get(), scale.get(), unsigned(d)) < 0)
-      throw IoError(path + ": cannot attach dimension scale '" + names[d] + "'");
+    std::string name = names[d];
+    Dataset scale;
+    const AttachedScale source = attached_scale(like, unsigned(d));
+    if (!source.path.empty() && source.length == dims[d]) {
+      const std::string base = source.path.substr(source.path.rfind('/') + 1);
+      if (!base.empty() && std::find(made.begin(), made.end(), base) == made.end()) {
+        name = base;
+        const Dataset original(H5Dopen2(source.file.get(), source.path.c_str(), H5P_DEFAULT));
+        if (original && !is_netcdf_dimension_only(original.get())) {
+          // Values, type and attributes as they are; what tied it to the
+          // input's datasets (references into that file) goes.
+          if (H5Ocopy(source.file.get(), source.path.c_str(), file.get(), (group + name).c_str(), H5P_DEFAULT,
+                      H5P_DEFAULT) < 0)
+            throw IoError(path + ": cannot copy dimension scale '" + name + "' from the input");
+          scale = Dataset(H5Dopen2(file.get(), (group + name).c_str(), H5P_DEFAULT));
+          for (const char* attribute : {"CLASS", "NAME", "REFERENCE_LIST", "DIMENSION_LIST", "_Netcdf4Dimid"})
+            if (H5Aexists(scale.get(), attribute) > 0) H5Adelete(scale.get(), attribute);
+        }
+      }
+    }
+    if (!scale) {  // 0 .. dims[d]-1
+      std::vector<std::int64_t> values(dims[d]);
+      for (Index i = 0; i < dims[d]; ++i) values[i] = i;
+      hsize_t n = hsize_t(dims[d]);
+      Dataspace space(H5Screate_simple(1, &n, nullptr));
+      scale = Dataset(H5Dcreate2(file.get(), (group + name).c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT,
+                                 H5P_DEFAULT, H5P_DEFAULT));
+      if (!scale) throw IoError(path + ": cannot create dimension scale '" + name + "'");
+      if (n > 0 && H5Dwrite(scale.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
+        throw IoError(path + ": cannot write dimension scale '" + name + "' (disk full?)");
+    }
+    if (H5DSset_scale(scale.get(), name.c_str()) < 0 || H5DSattach_scale(ds.get(), scale.get(), unsigned(d)) < 0)
+      throw IoError(path + ": cannot attach dimension scale '" + name + "'");
+    made.push_back(name);
   }
 }
 

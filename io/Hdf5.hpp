@@ -102,9 +102,14 @@ std::string read_string_attribute(hid_t object, const std::string& name);  // ""
 // Makes datasets `group` + names[d] of 0..dims[d]-1 (group: "" for the
 // root, else ending in '/'), makes each a dimension scale named names[d] and
 // attaches it to dimension d of `ds`: the scales sit beside the dataset, so
-// xarray opening that group sees named dimensions.
+// xarray opening that group sees named dimensions. Where `like` (the input's
+// discount) has a scale of the same length on dimension d, that one is
+// carried over instead, under its own name: its values and type (xarray's
+// coordinates: ids, string labels, dates with their units) and its
+// attributes. A netCDF dimension without a coordinate variable lends only
+// its name.
 void attach_dimension_scales(const File& file, const Dataset& ds, const std::string& group,
-                             const std::vector<std::string>& names,
-                             const std::vector<Index>& dims, const std::string& path);
+                             const std::vector<std::string>& names, const std::vector<Index>& dims,
+                             const std::string& path, hid_t like = H5I_INVALID_HID);
 
 }  // namespace cvest::io

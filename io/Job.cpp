@@ -465,7 +465,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
                        {"kokkos_version", rep.build.kokkos_version},
                        {"input_file", deck.input.file},
                        {"multby_dataset", deck.input.multby},
-                       {"discount_dataset", deck.input.discount}});
+                       {"discount_dataset", deck.input.discount}},
+                      input.discount_dataset().get());
           written = true;
           job.wrote_output = true;
         }

@@ -22,6 +22,7 @@ import dask
 import dask.array as da
 import h5py
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from cvest_deck import ENV, run_deck
@@ -128,6 +129,26 @@ with tempfile.TemporaryDirectory(prefix="cvest-xarray-") as work:
         print(f"{'FAIL' if problems else 'ok'} {tag} (chunks {chunks}, {compression})" +
               (": " + "; ".join(problems) if problems else ": bit for bit"))
         failures += bool(problems)
+
+    # the input's coordinates (xarray's dimension scales) carried to the output
+    cases += 1
+    coords = {"date": pd.date_range("2026-01-01", periods=d.shape[0], freq="D"),
+              "id": 100000 + 3 * np.arange(d.shape[1]), "col": [f"c{k}" for k in range(d.shape[2])]}
+    coord_src = os.path.join(work, "in_coords.nc")
+    xr.Dataset({"multBy": (("id", "col"), m), "discount": (("date", "id", "col"), d)}, coords=coords).to_netcdf(
+        coord_src, engine="h5netcdf")
+    out, error = run_deck(cvest, work, "coords", input={"file": coord_src}, run={"layout": "left", "strategy": "flat"})
+    problems = [error] if error else []
+    if not problems:
+        with xr.open_dataset(coord_src, engine="h5netcdf") as src, xr.open_dataset(out, engine="h5netcdf") as ds:
+            for name in ("date", "id", "col"):
+                if name not in ds["cv"].coords or not (ds["cv"].coords[name].values == src.coords[name].values).all():
+                    problems.append(f"coordinate {name}: {ds['cv'].coords.get(name)} against the input's")
+            if not bitwise(ds["cv"].values, expected):
+                problems.append("values differ from NumPy")
+    print(f"{'FAIL' if problems else 'ok'} coords" + (": " + "; ".join(problems) if problems else
+                                                      ": dates, ids and string labels carried over"))
+    failures += bool(problems)
 
     # datasets in groups, in and out
     cases += 1
