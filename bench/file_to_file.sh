@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # File-to-file wall time of `cvest run` against `cp` and `dd bs=16M` of the
 # same input, measured in the same run, interleaved, repeated; medians and
-# ratios. Each command starts with the page cache holding the input and no
-# dirty pages or freed blocks pending (rm + sync before each, untimed).
+# ratios. Twice for cvest: on the input `cvest generate` writes ((1, ~1 MiB)
+# chunks) and on the same values as h5py writes them date by date (one chunk
+# per date), since users' files are h5py's. Each command starts with the
+# page cache holding the input and the disk idle: rm + sync, then a wait
+# until the device has no I/O in flight (untimed). On a file system mounted
+# with `discard` (this project's machines) deleting the last output makes
+# the device trim its blocks for seconds after the sync returns; a write
+# started then ran 3-7x slower, which once looked like a cost of the input's
+# chunking.
 #   bench/file_to_file.sh [DATES IDS COLS] [ROUNDS]     (default 100 400000 5, 5 rounds)
 #   CVEST_BUDGET=512MiB     the deck's memory_budget
 #   CVEST_BENCH_DIR=/tmp/…  where the files go (needs ~3x the input's size)
@@ -15,35 +22,63 @@ work="${CVEST_BENCH_DIR:-/tmp/cvest-file-to-file}"
 mkdir -p "$work"
 in="$work/in_${T}x${N}x${K}.h5"
 [ -f "$in" ] || "$build/cvest" generate --dates "$T" --ids "$N" --cols "$K" --out "$in" >&2
-cat > "$work/deck.toml" <<DECK
+h5in="$work/in_${T}x${N}x${K}_h5py.h5"
+[ -f "$h5in" ] || /usr/bin/python3 - "$in" "$h5in" <<'PY'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2], "w") as dst:
+    dst["multBy"] = src["multBy"][...]
+    d = src["discount"]
+    out = dst.create_dataset("discount", d.shape, d.dtype, chunks=(1,) + d.shape[1:])
+    for t in range(d.shape[0]):
+        out[t] = d[t]
+PY
+for deck in generated h5py; do
+  cat > "$work/deck_$deck.toml" <<DECK
 [input]
-file = "$in"
+file = "$([ $deck = h5py ] && echo "$h5in" || echo "$in")"
 [output]
 file = "$work/cv.h5"
 overwrite = true
+chunk = $(/usr/bin/python3 -c "import h5py; print(h5py.File('$in')['discount'].chunks[1])")
 [run]
 strategy = "flat"
 layout = "right"
 memory_budget = "${CVEST_BUDGET:-512MiB}"
 [report]
-json = "$work/report.json"
+json = "$work/report_$deck.json"
 DECK
-cat "$in" > /dev/null  # page-cache the input
-clean() { rm -f "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; sync; sleep 1; }
+done
+cat "$in" "$h5in" > /dev/null  # page-cache the inputs
+device=$(basename "$(findmnt -no SOURCE --target "$work" 2>/dev/null || echo none)")
+in_flight() { awk -v d="$device" '$3 == d { print $12 }' /proc/diskstats; }
+clean() {
+  rm -f "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; sync
+  local idle=0 waited=0
+  while [ "$idle" -lt 2 ] && [ "$waited" -lt 60 ]; do  # two quiet polls in a row, at most 30 s
+    sleep 0.5; waited=$((waited + 1))
+    if [ "$(in_flight)" = 0 ] || [ -z "$(in_flight)" ]; then idle=$((idle + 1)); else idle=0; fi
+  done
+}
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
-declare -a t_cp t_dd t_cvest
+declare -a t_cp t_dd t_cvest t_h5py
 for r in $(seq "$rounds"); do
   clean; s=$(now); cp "$in" "$work/cp.h5"; t_cp+=("$(since "$s")")
   clean; s=$(now); dd if="$in" of="$work/dd.h5" bs=16M status=none; t_dd+=("$(since "$s")")
-  clean; s=$(now); "$build/cvest" run "$work/deck.toml" > /dev/null 2>&1; t_cvest+=("$(since "$s")")
-  echo "round $r: cp ${t_cp[-1]} s, dd ${t_dd[-1]} s, cvest ${t_cvest[-1]} s" >&2
+  # the two inputs take turns to go first, so neither always follows the other's output
+  for deck in $([ $((r % 2)) = 1 ] && echo generated h5py || echo h5py generated); do
+    clean; s=$(now); "$build/cvest" run "$work/deck_$deck.toml" > /dev/null 2>&1
+    if [ "$deck" = generated ]; then t_cvest+=("$(since "$s")"); else t_h5py+=("$(since "$s")"); fi
+  done
+  echo "round $r: cp ${t_cp[-1]} s, dd ${t_dd[-1]} s, cvest ${t_cvest[-1]} s, cvest on h5py's input ${t_h5py[-1]} s" >&2
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-mc=$(median "${t_cp[@]}"); md=$(median "${t_dd[@]}"); mv=$(median "${t_cvest[@]}")
+spread() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f", lo, hi }'; }
+mc=$(median "${t_cp[@]}"); md=$(median "${t_dd[@]}"); mv=$(median "${t_cvest[@]}"); mh=$(median "${t_h5py[@]}")
 size=$(stat -c %s "$in")
-awk -v file="$in" -v size="$size" -v r="$rounds" -v c="$mc" -v d="$md" -v v="$mv" -v b="${CVEST_BUDGET:-512MiB}" 'BEGIN {
-  printf "input %s (%.2f GB), budget %s, %d rounds, medians: cp %.2f s, dd %.2f s, cvest %.2f s\n", file, size / 1e9, b, r, c, d, v
-  printf "cvest / cp = %.2f   cvest / dd = %.2f\n", v / c, v / d }'
-"$build/cvest" verify "$work/cv.h5" --input "$in" >&2
+awk -v file="$in" -v size="$size" -v r="$rounds" -v c="$mc" -v d="$md" -v v="$mv" -v h="$mh" -v b="${CVEST_BUDGET:-512MiB}" \
+    -v sc="$(spread "${t_cp[@]}")" -v sd="$(spread "${t_dd[@]}")" -v sv="$(spread "${t_cvest[@]}")" -v sh="$(spread "${t_h5py[@]}")" 'BEGIN {
+  printf "input %s (%.2f GB), budget %s, %d rounds, medians (min-max): cp %.2f s (%s), dd %.2f s (%s), cvest %.2f s (%s), cvest on h5py-written input %.2f s (%s)\n", file, size / 1e9, b, r, c, sc, d, sd, v, sv, h, sh
+  printf "cvest / cp = %.2f   cvest / dd = %.2f   h5py-written / cvest-written input = %.2f\n", v / c, v / d, h / v }'
+"$build/cvest" verify "$work/cv.h5" --input "$h5in" >&2
 rm -f "$work/cp.h5" "$work/dd.h5"
