@@ -120,7 +120,14 @@ int main(int argc, char* argv[]) {
   bench_cmd->add_option("--precision", precision_names, "double, float")->delimiter(',')->capture_default_str();
   bench_cmd->add_option("--repeats", bench.repeats, "timed passes per variant (median)")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  bench_cmd->add_option("--warm", bench.warm_seconds,
+                        "seconds of every variant and the roof in turn before timing (memory just touched is slow)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   bench_cmd->add_option("--json", json_path, "also write the results as JSON to this file");
+  bool bench_serve = false;
+  bench_cmd->add_flag("--serve", bench_serve,
+                      "answer timing commands on stdin (warm S, time STRATEGY LAYOUT, roof, quit) with JSON lines: "
+                      "bench/compare interleaves cvest with its peers this way");
 
   // transfers
   cvest::transfers::Config transfers;
@@ -208,6 +215,10 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
       for (const auto& name : layout_names) bench.layouts.push_back(cvest::layout_from_name(name));
       bench.precisions.clear();
       for (const auto& name : precision_names) bench.precisions.push_back(cvest::precision_from_name(name));
+      if (bench_serve) {
+        cvest::bench::serve(bench, std::cin, std::cout, std::cerr);
+        return 0;
+      }
       const auto report = cvest::bench::run(bench, std::cerr);
       cvest::bench::print_table(report, std::cout);
       if (!json_path.empty()) write_file(json_path, cvest::bench::to_json(report).dump(2) + "\n");

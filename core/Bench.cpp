@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <istream>
 #include <ostream>
+#include <sstream>
 #include <stdexcept>
 
 namespace cvest::bench {
@@ -97,6 +99,30 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+std::string unsteady_roof(const std::vector<double>& regular_s, const std::vector<double>& streaming_s, double bytes,
+                          bool beyond_caches) {
+  if (regular_s.empty() || streaming_s.empty()) return "";
+  // One slow repeat is noise on a shared VM (it moves no median); a third of
+  // them at under half the best, or the two kinds of copy more than 2x apart
+  // on arrays beyond the caches (streaming stores save at most a third of
+  // the traffic), is not.
+  const auto slow_share = [](const std::vector<double>& t) {
+    const double fastest = *std::min_element(t.begin(), t.end());
+    return double(std::count_if(t.begin(), t.end(), [&](double x) { return x > 2.0 * fastest; })) / double(t.size());
+  };
+  const auto range = [&](const std::vector<double>& t) {
+    const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+    return fmt::format("{:.1f}-{:.1f} GB/s (median {:.1f})", bytes / *hi / 1e9, bytes / *lo / 1e9,
+                       bytes / median(t) / 1e9);
+  };
+  const double kinds = median(regular_s) / median(streaming_s);  // streaming GB/s over regular GB/s
+  if (std::max(slow_share(regular_s), slow_share(streaming_s)) > 1.0 / 3.0 ||
+      (beyond_caches && (kinds > 2.0 || kinds < 0.5)))
+    return fmt::format("the copy roof disagreed with itself: copy {}, with streaming stores {}, over {} repeats",
+                       range(regular_s), range(streaming_s), regular_s.size());
+  return "";
+}
+
 double bytes_moved(Index T, Index N, Index K, Precision precision) {
   return (2.0 * double(T) * double(N) * double(K) + double(N) * double(K)) * double(element_size(precision));
 }
@@ -153,6 +179,16 @@ Report run(const Config& config_in, std::ostream& progress) {
                                              to_string(v.layout), to_string(v.precision), bad, elements));
     }
 
+  // Warm: everything in turn until warm_seconds have passed, so no variant
+  // (nor the roof) meets memory the process has only just touched.
+  Kokkos::Timer warm;
+  while (warm.seconds() < config.warm_seconds) {
+    for (int w = 0; w < 2; ++w) time_roof(w);
+    for (auto& v : variants)
+      for (auto s : config.strategies) v.time_once(s);
+  }
+  fmt::print(progress, "  warmed {:.1f} s\n", warm.seconds());
+
   // Timed passes, interleaved so that bandwidth swings hit every variant alike.
   std::vector<std::vector<double>> roof_times(3), times(variants.size() * config.strategies.size());
   for (int r = 0; r < config.repeats; ++r) {
@@ -166,6 +202,18 @@ Report run(const Config& config_in, std::ostream& progress) {
   report.roof.copy_GBps = roof_bytes / median(roof_times[0]) / 1e9;
   report.roof.copy_streaming_GBps = roof_bytes / median(roof_times[1]) / 1e9;
   report.roof.triad_GBps = triad_bytes / median(roof_times[2]) / 1e9;
+  const auto [c0, c1] = std::minmax_element(roof_times[0].begin(), roof_times[0].end());
+  const auto [s0, s1] = std::minmax_element(roof_times[1].begin(), roof_times[1].end());
+  report.roof.copy_min_GBps = roof_bytes / *c1 / 1e9;
+  report.roof.copy_max_GBps = roof_bytes / *c0 / 1e9;
+  report.roof.copy_streaming_min_GBps = roof_bytes / *s1 / 1e9;
+  report.roof.copy_streaming_max_GBps = roof_bytes / *s0 / 1e9;
+  // The roof judges everything else: where its own figures disagree beyond
+  // noise, the run says so instead of printing fractions against it.
+  if (const auto problem = unsteady_roof(roof_times[0], roof_times[1], roof_bytes, elements * 8 >= (Index(64) << 20));
+      !problem.empty())
+    throw UnsteadyRoof(problem + "; the machine was busy or its memory still cold, and fractions of such a roof would "
+                                 "mislead; run again (a longer --warm helps)");
   for (std::size_t vi = 0; vi < variants.size(); ++vi)
     for (std::size_t si = 0; si < config.strategies.size(); ++si) {
       const auto& t = times[vi * config.strategies.size() + si];
@@ -181,20 +229,99 @@ Report run(const Config& config_in, std::ostream& progress) {
   return report;
 }
 
+void serve(const Config& config_in, std::istream& in, std::ostream& out, std::ostream& progress) {
+  Config config = config_in;
+  if (config.strategies.empty())
+    for (const auto& entry : strategy_table) config.strategies.push_back(entry.id);
+  if (config.dates <= 0 || config.ids <= 0 || config.cols <= 0)
+    throw std::invalid_argument("bench needs positive dates, ids and cols");
+  const Precision precision = config.precisions.empty() ? Precision::f64 : config.precisions.front();
+  Space space;
+  std::vector<Variant> variants;
+  for (auto l : config.layouts) variants.push_back(make_variant(space, config, l, precision));
+  const Index elements = config.dates * config.ids * config.cols;
+  roof::Flat<double, Mem> a(Kokkos::view_alloc("cvest::bench::roof_a", Kokkos::WithoutInitializing), elements);
+  roof::Flat<double, Mem> b(Kokkos::view_alloc("cvest::bench::roof_b", Kokkos::WithoutInitializing), elements);
+  Kokkos::parallel_for("cvest::bench::fill_roof", policy::range(space, elements),
+                       KOKKOS_LAMBDA(Index j) { a(j) = 0; b(j) = double(j % 1000); });
+  space.fence();
+  const double roof_bytes = 2.0 * double(elements) * 8;
+  const double moved = bytes_moved(config.dates, config.ids, config.cols, precision);
+  for (auto& v : variants)
+    for (auto s : config.strategies) {
+      v.time_once(s);
+      if (const Index bad = v.mismatches(); bad != 0)
+        throw std::runtime_error(fmt::format("strategy {} ({}) wrote {} of {} elements wrong", to_string(s),
+                                             to_string(v.layout), bad, elements));
+    }
+  const auto roof_pass = [&] {
+    const double regular = roof::copy<Space, double>(space, a, b, roof::Stores::regular);
+    const double streaming = roof::copy<Space, double>(space, a, b, roof::Stores::streaming);
+    return nlohmann::json{{"copy_GBps", roof_bytes / regular / 1e9}, {"copy_streaming_GBps", roof_bytes / streaming / 1e9}};
+  };
+  fmt::print(progress, "cvest bench --serve: {} x {} x {} {}, {} strategies x {} layouts, checked\n", config.dates,
+             config.ids, config.cols, to_string(precision), config.strategies.size(), variants.size());
+  out << "ready" << std::endl;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string command;
+    words >> command;
+    nlohmann::json reply;
+    try {
+      if (command == "quit") break;
+      if (command == "warm") {
+        double seconds = 0;
+        words >> seconds;
+        Kokkos::Timer timer;
+        int passes = 0;
+        do {
+          for (auto& v : variants)
+            for (auto s : config.strategies) v.time_once(s);
+          roof_pass();
+          ++passes;
+        } while (timer.seconds() < seconds);
+        reply = {{"warmed_s", timer.seconds()}, {"passes", passes}};
+      } else if (command == "time") {
+        std::string strategy_name, layout_name;
+        words >> strategy_name >> layout_name;
+        const Strategy s = strategy_from_name(strategy_name);
+        const LayoutKind l = layout_from_name(layout_name);
+        const auto v = std::find_if(variants.begin(), variants.end(), [&](const Variant& x) { return x.layout == l; });
+        if (v == variants.end()) throw std::invalid_argument("layout " + layout_name + " was not set up");
+        const double seconds = v->time_once(s);
+        reply = {{"strategy", strategy_name}, {"layout", layout_name}, {"seconds", seconds},
+                 {"GBps", moved / seconds / 1e9}, {"streaming_stores", v->streaming(s)}};
+      } else if (command == "roof") {
+        reply = roof_pass();
+      } else {
+        reply = {{"error", "unknown command '" + command + "'; valid: warm SECONDS, time STRATEGY LAYOUT, roof, quit"}};
+      }
+    } catch (const std::exception& e) {
+      reply = {{"error", e.what()}};
+    }
+    out << reply.dump() << std::endl;
+  }
+}
+
 void print_table(const Report& report, std::ostream& out) {
   const auto& r = report.roof;
   fmt::print(out, "\ncvest bench  {} x {} x {}  backend {} (Kokkos {}, {} threads), median of {}\n",
              report.config.dates, report.config.ids, report.config.cols, report.build.backend,
              report.build.kokkos_version, report.build.threads, report.config.repeats);
-  fmt::print(out, "roof (same run, same size): copy {:.1f} GB/s, copy with streaming stores {:.1f} GB/s, triad {:.1f} GB/s\n\n",
-             r.copy_GBps, r.copy_streaming_GBps, r.triad_GBps);
-  fmt::print(out, "{:<15} {:<6} {:<7} {:<9} {:>12} {:>9} {:>7}  {}\n", "strategy", "layout", "prec", "stores",
-             "median ms", "GB/s", "x roof", "work items");
+  fmt::print(out, "roof (same run, same size, medians (min-max)): copy {:.1f} ({:.1f}-{:.1f}) GB/s, copy with streaming "
+                  "stores {:.1f} ({:.1f}-{:.1f}) GB/s, triad {:.1f} GB/s; warmed {:.0f} s first\n\n",
+             r.copy_GBps, r.copy_min_GBps, r.copy_max_GBps, r.copy_streaming_GBps, r.copy_streaming_min_GBps,
+             r.copy_streaming_max_GBps, r.triad_GBps, report.config.warm_seconds);
+  fmt::print(out, "{:<15} {:<6} {:<7} {:<9} {:>12} {:>9} {:>13} {:>7}  {}\n", "strategy", "layout", "prec", "stores",
+             "median ms", "GB/s", "min-max", "x roof", "work items");
   const Result* best = nullptr;
   for (const auto& res : report.results) {
-    fmt::print(out, "{:<15} {:<6} {:<7} {:<9} {:>12.3f} {:>9.1f} {:>7.2f}  {}\n", to_string(res.strategy),
+    const double moved = bytes_moved(report.config.dates, report.config.ids, report.config.cols, res.precision);
+    fmt::print(out, "{:<15} {:<6} {:<7} {:<9} {:>12.3f} {:>9.1f} {:>13} {:>7.2f}  {}\n", to_string(res.strategy),
                to_string(res.layout), to_string(res.precision), res.streaming ? "streaming" : "regular",
-               res.median_s * 1e3, res.GBps, res.roof_fraction, info(res.strategy).work_items);
+               res.median_s * 1e3, res.GBps, fmt::format("{:.1f}-{:.1f}", moved / res.max_s / 1e9, moved / res.min_s / 1e9),
+               res.roof_fraction, info(res.strategy).work_items);
     if (!best || res.GBps > best->GBps) best = &res;
   }
   if (best)
@@ -211,9 +338,14 @@ nlohmann::json to_json(const Report& report) {
   j["machine"] = machine_json(report.build);
   j["shape"] = {{"dates", report.config.dates}, {"ids", report.config.ids}, {"cols", report.config.cols}};
   j["repeats"] = report.config.repeats;
+  j["warm_seconds"] = report.config.warm_seconds;
   j["roof"] = {{"copy_GBps", report.roof.copy_GBps},
                {"copy_streaming_GBps", report.roof.copy_streaming_GBps},
-               {"triad_GBps", report.roof.triad_GBps}};
+               {"triad_GBps", report.roof.triad_GBps},
+               {"copy_min_GBps", report.roof.copy_min_GBps},
+               {"copy_max_GBps", report.roof.copy_max_GBps},
+               {"copy_streaming_min_GBps", report.roof.copy_streaming_min_GBps},
+               {"copy_streaming_max_GBps", report.roof.copy_streaming_max_GBps}};
   j["results"] = nlohmann::json::array();
   for (const auto& res : report.results)
     j["results"].push_back({{"strategy", to_string(res.strategy)},

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <iosfwd>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,10 +21,22 @@ struct Config {
   std::vector<LayoutKind> layouts{LayoutKind::right, LayoutKind::left};
   std::vector<Precision> precisions{Precision::f64};
   int repeats = 5;  // timed passes per variant, after one warm-up pass
+  // Then every variant and the roof in turn for this long before timing:
+  // memory a process has just touched stays slow for seconds on a VM.
+  double warm_seconds = 3;
+};
+
+// Thrown when the copy roof disagrees with itself beyond what noise explains
+// (over a third of its repeats at under half the speed of the best, or
+// regular and streaming copies more than 2x apart on arrays beyond the
+// caches): the figures would mislead.
+struct UnsteadyRoof : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 struct Roof {
   double copy_GBps = 0, copy_streaming_GBps = 0, triad_GBps = 0;
+  double copy_min_GBps = 0, copy_max_GBps = 0, copy_streaming_min_GBps = 0, copy_streaming_max_GBps = 0;
   double best() const { return std::max(copy_GBps, copy_streaming_GBps); }
 };
 
@@ -59,12 +72,34 @@ KOKKOS_INLINE_FUNCTION Scalar discount_value(Index t, Index i, Index k) {
 // The median of repeated timings (the mean of the middle two for an even count).
 double median(std::vector<double> v);
 
+// Why copy timings (seconds per pass of `bytes`) cannot serve as a roof, or
+// "" when they can: over a third of either kind's repeats took more than
+// twice its fastest, or (arrays beyond the caches) the median regular and
+// streaming copies are more than 2x apart.
+std::string unsteady_roof(const std::vector<double>& regular_s, const std::vector<double>& streaming_s, double bytes,
+                          bool beyond_caches);
+
 // Bytes one pass moves: read d, write cv, read multBy once.
 double bytes_moved(Index T, Index N, Index K, Precision precision);
 
 // Throws std::invalid_argument on a bad configuration and std::runtime_error
 // when a strategy's output differs from m * d anywhere.
 Report run(const Config& config, std::ostream& progress);
+
+// The benchmark as a server, for bench/compare to interleave cvest with
+// programs in other processes repeat by repeat: allocates and checks every
+// strategy x layout (the config's first precision) and the copy roof's
+// arrays, then answers one line per command read from `in`, as JSON on `out`:
+//   warm SECONDS          every variant and the roof in turn until SECONDS
+//                         have passed (memory a process has just touched
+//                         stays slow for seconds on a VM)
+//                         -> {"warmed_s", "passes"}
+//   time STRATEGY LAYOUT  one fenced pass -> {"strategy", "layout", "seconds", "GBps", "streaming_stores"}
+//   roof                  one copy with regular and one with streaming stores
+//                         -> {"copy_GBps", "copy_streaming_GBps"}
+//   quit (or end of input)
+// A bad command gets {"error": "..."}. `ready` is printed first, after the check.
+void serve(const Config& config, std::istream& in, std::ostream& out, std::ostream& progress);
 
 void print_table(const Report& report, std::ostream& out);
 nlohmann::json to_json(const Report& report);

@@ -17,9 +17,20 @@ File to file (timed from open to close):
   h5py_numpy_gzip           the same, writing gzip + shuffle chunks
   dask                      dask.array.from_array -> to_hdf5
 
-Run one peer in its own process, so its peak RSS is its own:
-  peers.py inmem NAME IN.h5 OUT.npy REPEATS   -> JSON line {name, times_s, peak_rss_bytes}
+In memory, every peer in one process on the same arrays, answering
+commands on stdin with JSON lines, so bench/compare interleaves them with
+cvest (`cvest bench --serve`) repeat by repeat:
+  peers.py serve IN.h5     prints `ready` once every peer is compiled and its
+                           output checked bit for bit against NumPy's
+                           m[None] * d (a mismatch ends it with an error), then
+    warm SECONDS           every peer in turn until SECONDS have passed
+    time NAME              one timed call -> {name, seconds}
+    quit
+  peers.py list -          the peers available here, as JSON
+
+File to file, one peer per process, so its peak RSS is its own:
   peers.py file NAME IN.h5 OUT.h5             -> JSON line {name, seconds, peak_rss_bytes}
+  peers.py inmem NAME IN.h5 OUT.npy REPEATS   (one peer alone, as before: {name, times_s, peak_rss_bytes})
 """
 import json
 import resource
@@ -176,6 +187,40 @@ def run_inmem(name, src, out_npy, repeats):
     return {"name": name, "times_s": times, "peak_rss_bytes": peak_rss_bytes()}
 
 
+def serve(src):
+    with h5py.File(src, "r") as f:
+        m = f["multBy"][...]
+        d = f["discount"][...]
+    cv = np.empty_like(d)
+    expected = m[None] * d
+    peers = make_inmem()
+    for name, fn in peers.items():  # compile, and check what each computes
+        fn(m, d, cv)
+        if not name.endswith("_resident") and cv.tobytes() != expected.tobytes():
+            print(json.dumps({"error": f"{name} differs from NumPy's m[None] * d"}), flush=True)
+            sys.exit(1)
+    del expected
+    print("ready", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            break
+        if words[0] == "warm":
+            t0, passes = time.perf_counter(), 0
+            while time.perf_counter() - t0 < float(words[1]):
+                for fn in peers.values():
+                    fn(m, d, cv)
+                passes += 1
+            reply = {"warmed_s": time.perf_counter() - t0, "passes": passes}
+        elif words[0] == "time" and len(words) == 2 and words[1] in peers:
+            t0 = time.perf_counter()
+            peers[words[1]](m, d, cv)
+            reply = {"name": words[1], "seconds": time.perf_counter() - t0}
+        else:
+            reply = {"error": f"unknown command {line.strip()!r}; valid: warm SECONDS, time NAME ({', '.join(peers)}), quit"}
+        print(json.dumps(reply), flush=True)
+
+
 # --- file to file -------------------------------------------------------------
 
 def h5py_numpy(src, dst):
@@ -220,6 +265,8 @@ if __name__ == "__main__":
     mode, name = sys.argv[1], sys.argv[2]
     if mode == "list":
         print(json.dumps(sorted(make_inmem())))
+    elif mode == "serve":
+        serve(name)
     elif mode == "inmem":
         print(json.dumps(run_inmem(name, sys.argv[3], sys.argv[4], int(sys.argv[5]))))
     else:

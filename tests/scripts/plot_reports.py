@@ -64,7 +64,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-plot-") as work:
         check(is_png(os.path.join(figs, name)), f"{name} is a PNG")
 
     bench = os.path.join(work, "bench.json")
-    r = run([cvest, "bench", "-T", "4", "-N", "5000", "-K", "5", "--repeats", "1", "--precision", "double,float",
+    r = run([cvest, "bench", "-T", "4", "-N", "5000", "-K", "5", "--repeats", "1", "--warm", "0", "--precision", "double,float",
              "--strategies", "flat,per_date,elementwise", "--json", bench])
     check(r.returncode == 0, f"cvest bench exit {r.returncode}")
     r = run([plot, bench, "--out", figs])
