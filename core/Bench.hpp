@@ -27,9 +27,7 @@ struct Config {
 };
 
 // Thrown when the copy roof disagrees with itself beyond what noise explains
-// (over a third of its repeats at under half the speed of the best, or
-// regular and streaming copies more than 2x apart on arrays beyond the
-// caches): the figures would mislead.
+// (unsteady_roof): the figures would mislead.
 struct UnsteadyRoof : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -72,10 +70,11 @@ KOKKOS_INLINE_FUNCTION Scalar discount_value(Index t, Index i, Index k) {
 // The median of repeated timings (the mean of the middle two for an even count).
 double median(std::vector<double> v);
 
-// Why copy timings (seconds per pass of `bytes`) cannot serve as a roof, or
-// "" when they can: over a third of either kind's repeats took more than
-// twice its fastest, or (arrays beyond the caches) the median regular and
-// streaming copies are more than 2x apart.
+// Why copy timings (seconds per pass of `bytes`) of arrays beyond the caches
+// cannot serve as a roof, or "" when they can: over a third of either kind's
+// repeats took more than twice its fastest, or the median regular and
+// streaming copies are more than 2x apart. Arrays in cache: always "" (a
+// pass of microseconds is mostly launch overhead, and noisy).
 std::string unsteady_roof(const std::vector<double>& regular_s, const std::vector<double>& streaming_s, double bytes,
                           bool beyond_caches);
 
@@ -97,6 +96,8 @@ Report run(const Config& config, std::ostream& progress);
 //   time STRATEGY LAYOUT  one fenced pass -> {"strategy", "layout", "seconds", "GBps", "streaming_stores"}
 //   roof                  one copy with regular and one with streaming stores
 //                         -> {"copy_GBps", "copy_streaming_GBps"}
+//   touch                 every array once (untimed use: after the process
+//                         sat idle while another ran) -> {"touched_s"}
 //   quit (or end of input)
 // A bad command gets {"error": "..."}. `ready` is printed first, after the check.
 void serve(const Config& config, std::istream& in, std::ostream& out, std::ostream& progress);

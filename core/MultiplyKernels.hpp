@@ -184,10 +184,13 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
       const Index e = c * per, end = std::min(this->N * this->K, e + per);
       streaming::multiply_run<Stream>(out + e, m.data() + e, in + e, std::size_t(end - e));
     } else {
-      const Index end = std::min(this->T * this->N * this->K, (c + 1) * per);
-      for (Index e = c * per; e < end;) {
-        const Index run = std::min(end - e, this->T - e % this->T);
-        streaming::scale_run<Stream>(out + e, m.data()[e / this->T], in + e, std::size_t(run));
+      // One division per work item, not per run: blocks of few dates make
+      // many short runs.
+      const Index T = this->T, end = std::min(T * this->N * this->K, (c + 1) * per);
+      Index e = c * per, j = e / T, t = e - j * T;
+      for (; e < end; ++j, t = 0) {
+        const Index run = std::min(end - e, T - t);
+        streaming::scale_run<Stream>(out + e, m.data()[j], in + e, std::size_t(run));
         e += run;
       }
     }

@@ -24,6 +24,7 @@ cvest (`cvest bench --serve`) repeat by repeat:
                            output checked bit for bit against NumPy's
                            m[None] * d (a mismatch ends it with an error), then
     warm SECONDS           every peer in turn until SECONDS have passed
+    touch                  every array once (after sitting idle) -> {touched_s}
     time NAME              one timed call -> {name, seconds}
     quit
   peers.py list -          the peers available here, as JSON
@@ -212,12 +213,17 @@ def serve(src):
                     fn(m, d, cv)
                 passes += 1
             reply = {"warmed_s": time.perf_counter() - t0, "passes": passes}
+        elif words[0] == "touch":  # every array once, after this process sat idle
+            t0 = time.perf_counter()
+            np.multiply(m[None], d, out=cv)
+            reply = {"touched_s": time.perf_counter() - t0}
         elif words[0] == "time" and len(words) == 2 and words[1] in peers:
             t0 = time.perf_counter()
             peers[words[1]](m, d, cv)
             reply = {"name": words[1], "seconds": time.perf_counter() - t0}
         else:
-            reply = {"error": f"unknown command {line.strip()!r}; valid: warm SECONDS, time NAME ({', '.join(peers)}), quit"}
+            reply = {"error": f"unknown command {line.strip()!r}; valid: warm SECONDS, touch, time NAME "
+                               f"({', '.join(peers)}), quit"}
         print(json.dumps(reply), flush=True)
 
 
