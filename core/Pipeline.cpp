@@ -442,7 +442,8 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
       Index m_ids = -1, m_compute_ids = -1;
     };
     std::vector<Buffers> buffers(static_cast<std::size_t>(threads));
-    const auto alloc = [](const std::string& label, std::size_t n) {
+    const auto alloc = [&](const std::string& label, std::size_t n) {
+      if (options.buffers) return options.buffers->get<Scalar, Mem>(label, n);
       return Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
     };
     for (int w = 0; w < threads; ++w) {
@@ -568,7 +569,8 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   // the compute space is a Cuda device (StagingSpace).
   using Flat = Kokkos::View<Scalar*, StagingSpace>;
   using FlatC = Kokkos::View<Scalar*, Mem>;
-  const auto alloc = [](const std::string& label, std::size_t n) {
+  const auto alloc = [&](const std::string& label, std::size_t n) {
+    if (options.buffers) return options.buffers->get<Scalar, StagingSpace>(label, n);
     return Flat(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
   };
   const std::size_t d_elems = io.discount_at ? 0 : cube_elems, cv_elems = io.cv_at ? 0 : cube_elems,
@@ -596,7 +598,8 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
   };
   ComputeSet sets[2];
   FlatC scratch_in, scratch_out;  // C-order landing zones for device transposes
-  const auto alloc_c = [](const std::string& label, std::size_t n) {
+  const auto alloc_c = [&](const std::string& label, std::size_t n) {
+    if (options.buffers) return options.buffers->get<Scalar, Mem>(label, n);
     return FlatC(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
   };
   if (!direct) {

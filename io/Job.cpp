@@ -59,6 +59,16 @@ class CheckBuffers {
     CheckBuffers& pool_;
     std::vector<unsigned char> buffer_;
   };
+  std::size_t kept_bytes() {
+    const std::lock_guard lock(m_);
+    std::size_t sum = 0;
+    for (const auto& b : free_) sum += b.capacity();
+    return sum;
+  }
+  void clear() {
+    const std::lock_guard lock(m_);
+    free_.clear();
+  }
 
  private:
   std::mutex m_;
@@ -384,6 +394,11 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   const bool multby_resident = rep.plans.front().multby_resident;  // the same for every layout
   // Roofs by (block elements, threads): jobs of the same shape share one.
   std::map<std::pair<Index, int>, bench::Roof> roofs;
+  // Pipeline and check buffers kept from job to job (and repeat to repeat):
+  // the next job's are already mapped (BufferCache); what it does not use
+  // is freed when it ends.
+  BufferCache buffers;
+  CheckBuffers check_buffers;
 
   bool written = false;
   // All of multBy, read once for every job and repeat (they share the
@@ -401,6 +416,17 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
       JobReport job = planned_job(strategy, layout);
       const BlockPlan& plan = rep.plan(layout);
       const std::pair<Index, int> roof_key{plan.block_dates * plan.block_ids * shape.K, job.pipeline_threads};
+      // Buffers kept from the last job stay only where this job's (and a
+      // roof's arrays) fit the budget beside them: a deck alternating layouts
+      // keeps both sets of small blocks, blocks as large as the budget allows
+      // are made anew.
+      const double block_bytes = double(roof_key.first) * double(es), copies = std::max(job.pipeline_threads, 1);
+      const double need = std::max(double(plan.buffer_bytes), copies * (layout == LayoutKind::left ? 5 : 3) * block_bytes) +
+                          (roofs.count(roof_key) ? 0.0 : 2.0 * copies * double(roof_key.first) * 8);
+      if (double(buffers.kept_bytes() + check_buffers.kept_bytes()) + need > double(deck.run.memory_budget)) {
+        buffers.clear();
+        check_buffers.clear();
+      }
       if (!roofs.count(roof_key)) roofs[roof_key] = measure_roof(roof_key.first, roof_key.second);
       job.roof = roofs[roof_key];
       const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
@@ -420,8 +446,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
           written_cv = open_dataset(written_file, deck.output.file, deck.output.dataset, 3, cv_shape);
           written_reader = std::make_unique<CubeReader>(written_cv, deck.output.file, deck.output.dataset, shape.N, shape.K);
         }
-        CheckBuffers check_buffers;
         PipelineOptions options;
+        options.buffers = &buffers;
         options.strategy = strategy;
         options.label = label;
         options.threads = job.pipeline_threads;
@@ -472,6 +498,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
         }
         runs.push_back(stats);
       }
+      buffers.end_job();
       std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.total_s < b.total_s; });
       job.stats = runs[runs.size() / 2];
       job.peak_rss_bytes = peak_rss_bytes();
@@ -482,6 +509,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
     }
 
   if (deck.run.verify) {
+    buffers.clear();  // the check has the whole budget
+    check_buffers.clear();
     verify_output({deck.output.file, deck.input.file, deck.output.dataset, deck.input.multby, deck.input.discount,
                    deck.run.memory_budget},
                   progress);

@@ -32,16 +32,18 @@ failures = 0
 with tempfile.TemporaryDirectory(prefix="cvest-rss-") as work:
     subprocess.run([cvest, "generate", "-T", "50", "-N", "200000", "-K", "5", "--out", "in.h5"], cwd=work, env=ENV,
                    check=True, stdout=subprocess.DEVNULL)
-    for pipeline in ("auto", "overlapped"):
-        for budget in ("256MiB", "96MiB"):
+    # blocks as large as the budget allows (buffers made anew job by job), and
+    # 2 MiB blocks (buffers kept from job to job, both layouts' beside each other)
+    for pipeline, budget, max_block in (("auto", "256MiB", "0"), ("auto", "96MiB", "0"), ("overlapped", "256MiB", "0"),
+                                         ("overlapped", "96MiB", "0"), ("auto", "48MiB", '"2MiB"')):
             with open(os.path.join(work, "deck.toml"), "w") as f:
                 f.write('[input]\nfile = "in.h5"\n[output]\nfile = "cv.h5"\noverwrite = true\n[run]\n'
                         'strategy = ["flat", "per_date", "per_id", "elementwise"]\nlayout = "all"\n'
-                        f'memory_budget = "{budget}"\nmax_block = 0\npipeline = "{pipeline}"\nverify = true\n')
+                        f'memory_budget = "{budget}"\nmax_block = {max_block}\npipeline = "{pipeline}"\nverify = true\n')
             code, rss, err = peak_rss([cvest, "run", "deck.toml"], work)
             limit = int(budget[:-3]) * MiB + OVERHEAD
             ok = code == 0 and rss <= limit
-            print(f"{'ok' if ok else 'FAIL'} pipeline={pipeline} budget={budget}: 8 jobs + verify, peak RSS "
+            print(f"{'ok' if ok else 'FAIL'} pipeline={pipeline} budget={budget} max_block={max_block}: 8 jobs + verify, peak RSS "
                   f"{rss / MiB:.1f} MiB (limit {limit / MiB:.0f} MiB){'' if code == 0 else f'; exit {code}: {err}'}")
             failures += not ok
 sys.exit(1 if failures else 0)
