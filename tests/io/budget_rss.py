@@ -42,8 +42,12 @@ with tempfile.TemporaryDirectory(prefix="cvest-rss-") as work:
                         f'memory_budget = "{budget}"\nmax_block = {max_block}\npipeline = "{pipeline}"\nverify = true\n')
             code, rss, err = peak_rss([cvest, "run", "deck.toml"], work)
             limit = int(budget[:-3]) * MiB + OVERHEAD
-            ok = code == 0 and rss <= limit
+            # under AddressSanitizer (CI's checking build) the runs must
+            # succeed, but its shadow memory and quarantine are not cvest's RSS
+            judged = not os.environ.get("CVEST_SANITIZED")
+            ok = code == 0 and (rss <= limit or not judged)
             print(f"{'ok' if ok else 'FAIL'} pipeline={pipeline} budget={budget} max_block={max_block}: 8 jobs + verify, peak RSS "
-                  f"{rss / MiB:.1f} MiB (limit {limit / MiB:.0f} MiB){'' if code == 0 else f'; exit {code}: {err}'}")
+                  f"{rss / MiB:.1f} MiB (limit {limit / MiB:.0f} MiB{'' if judged else ', not judged under a sanitizer'})"
+                  f"{'' if code == 0 else f'; exit {code}: {err}'}")
             failures += not ok
 sys.exit(1 if failures else 0)
