@@ -16,7 +16,6 @@
 #include <CLI/CLI.hpp>
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <hdf5.h>
 
 #include <algorithm>
@@ -195,8 +194,10 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
     std::vector<std::string> names;
     for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
     if (std::find(names.begin(), names.end(), ours[1]) == names.end()) {
-      std::cerr << "cvest: error: unknown command '" << ours[1] << "'" << closest(ours[1], names) << "; valid: "
-                << fmt::format("{}", fmt::join(names, ", ")) << " (cvest --help)\n";
+      std::string valid;
+      for (const auto& name : names) valid += (valid.empty() ? "" : ", ") + name;
+      std::cerr << "cvest: error: unknown command '" << ours[1] << "'" << closest(ours[1], names) << "; valid: " << valid
+                << " (cvest --help)\n";
       return 2;
     }
   }
