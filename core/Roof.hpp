@@ -15,6 +15,18 @@ using Flat = Kokkos::View<Scalar*, MemSpace>;
 
 enum class Stores { regular, streaming };
 
+// dst[0, n) = src[0, n) on the calling host thread: a copy roof's pass over
+// one thread's share.
+template <class Scalar>
+inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stores) {
+  if (stores == Stores::streaming) {
+    streaming::copy_run(dst, src, n);
+    streaming::fence_this_thread();
+  } else {
+    for (std::size_t j = 0; j < n; ++j) dst[j] = src[j];
+  }
+}
+
 // dst = src. Returns seconds.
 template <class ExecSpace, class Scalar>
 double copy(ExecSpace const& space, Flat<Scalar, typename ExecSpace::memory_space> dst,
@@ -28,12 +40,7 @@ double copy(ExecSpace const& space, Flat<Scalar, typename ExecSpace::memory_spac
         stores == Stores::streaming ? "cvest::roof::copy_streaming" : "cvest::roof::copy",
         policy::range(space, chunks), [=](Index c) {
           const Index b = c * policy::host_flat_chunk, e = std::min(n, b + policy::host_flat_chunk);
-          if (stores == Stores::streaming) {
-            streaming::copy_run(dst.data() + b, src.data() + b, std::size_t(e - b));
-            streaming::fence_this_thread();
-          } else {
-            for (Index j = b; j < e; ++j) dst(j) = src(j);
-          }
+          copy_here(dst.data() + b, src.data() + b, std::size_t(e - b), stores);
         });
   } else {
     Kokkos::parallel_for("cvest::roof::copy", policy::range(space, n),

@@ -3,7 +3,6 @@
 #include "core/Errors.hpp"
 #include "core/Policies.hpp"
 #include "core/Roof.hpp"
-#include "core/StreamingStores.hpp"
 #include "core/Version.hpp"
 #include "io/Files.hpp"
 
@@ -101,15 +100,8 @@ bench::Roof measure_roof(Index elements, int threads) {
     // Plain loops on each thread, as the job's kernels run inline there (not
     // Kokkos kernels: a loaded Kokkos Tools library expects one at a time).
     const auto copy_on_this_thread = [&](int w) {
-      double* dst = to[std::size_t(w)].data();
-      const double* src = from[std::size_t(w)].data();
       Kokkos::Timer timer;
-      if (stores == roof::Stores::streaming) {
-        streaming::copy_run(dst, src, std::size_t(elements));
-        streaming::fence_this_thread();
-      } else {
-        for (Index j = 0; j < elements; ++j) dst[j] = src[j];
-      }
+      roof::copy_here(to[std::size_t(w)].data(), from[std::size_t(w)].data(), std::size_t(elements), stores);
       seconds[std::size_t(w)] = timer.seconds();
     };
 #ifdef _OPENMP
