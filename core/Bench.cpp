@@ -89,6 +89,58 @@ Variant make_variant(Space const& space, const Config& c, LayoutKind layout, Pre
   });
 }
 
+// The configuration with its defaults filled in (every strategy), checked.
+Config completed(const Config& config_in) {
+  Config config = config_in;
+  if (config.strategies.empty())
+    for (const auto& entry : strategy_table) config.strategies.push_back(entry.id);
+  if (config.dates <= 0 || config.ids <= 0 || config.cols <= 0)
+    throw std::invalid_argument(fmt::format("bench needs positive dates, ids and cols (got {} x {} x {})",
+                                            config.dates, config.ids, config.cols));
+  if (config.repeats < 1) throw std::invalid_argument("bench needs --repeats >= 1");
+  if (config.layouts.empty() || config.precisions.empty())
+    throw std::invalid_argument("bench needs at least one layout and one precision");
+  return config;
+}
+
+// Every layout x precision data set, each strategy run once on it and its
+// output checked against m * d (std::runtime_error naming the first wrong).
+std::vector<Variant> checked_variants(Space const& space, const Config& config,
+                                      const std::vector<Precision>& precisions) {
+  std::vector<Variant> variants;
+  for (auto p : precisions)
+    for (auto l : config.layouts) variants.push_back(make_variant(space, config, l, p));
+  const Index elements = config.dates * config.ids * config.cols;
+  for (auto& v : variants)
+    for (auto s : config.strategies) {
+      v.time_once(s);
+      if (const Index bad = v.mismatches(); bad != 0)
+        throw std::runtime_error(fmt::format("strategy {} ({}, {}) wrote {} of {} elements wrong", to_string(s),
+                                             to_string(v.layout), to_string(v.precision), bad, elements));
+    }
+  return variants;
+}
+
+// The roof's arrays: the cube's element count, in double; `c` (the triad's
+// third) only where asked for.
+struct RoofArrays {
+  roof::Flat<double, Mem> a, b, c;
+  RoofArrays(Space const& space, Index elements, bool triad)
+      : a(Kokkos::view_alloc("cvest::bench::roof_a", Kokkos::WithoutInitializing), elements),
+        b(Kokkos::view_alloc("cvest::bench::roof_b", Kokkos::WithoutInitializing), elements),
+        c(Kokkos::view_alloc("cvest::bench::roof_c", Kokkos::WithoutInitializing), triad ? elements : 0) {
+    const auto a_ = a, b_ = b, c_ = c;
+    Kokkos::parallel_for("cvest::bench::fill_roof", policy::range(space, elements), KOKKOS_LAMBDA(Index j) {
+      a_(j) = 0;
+      b_(j) = double(j % 1000);
+      if (c_.extent(0) > 0) c_(j) = double(j % 77);
+    });
+    space.fence();
+  }
+  double copy(Space const& space, roof::Stores stores) const { return roof::copy<Space, double>(space, a, b, stores); }
+  double triad(Space const& space) const { return roof::triad<Space, double>(space, a, b, c); }
+};
+
 }  // namespace detail
 using namespace detail;
 
@@ -129,16 +181,7 @@ double bytes_moved(Index T, Index N, Index K, Precision precision) {
 }
 
 Report run(const Config& config_in, std::ostream& progress) {
-  Config config = config_in;
-  if (config.strategies.empty())
-    for (const auto& entry : strategy_table) config.strategies.push_back(entry.id);
-  if (config.dates <= 0 || config.ids <= 0 || config.cols <= 0)
-    throw std::invalid_argument(fmt::format("bench needs positive dates, ids and cols (got {} x {} x {})",
-                                            config.dates, config.ids, config.cols));
-  if (config.repeats < 1) throw std::invalid_argument("bench needs --repeats >= 1");
-  if (config.layouts.empty() || config.precisions.empty())
-    throw std::invalid_argument("bench needs at least one layout and one precision");
-
+  const Config config = completed(config_in);
   Space space;
   Report report;
   report.build = build_facts();
@@ -150,35 +193,18 @@ Report run(const Config& config_in, std::ostream& progress) {
   fmt::print(progress, "cvest bench: {} x {} x {} on {} ({} threads), {:.2f} GiB of arrays\n", config.dates,
              config.ids, config.cols, report.build.backend, report.build.threads, bytes / double(1 << 30));
 
-  std::vector<Variant> variants;
-  for (auto p : config.precisions)
-    for (auto l : config.layouts) variants.push_back(make_variant(space, config, l, p));
-
-  // The roof: same element count as the cube, in double.
-  roof::Flat<double, Mem> a(Kokkos::view_alloc("cvest::bench::roof_a", Kokkos::WithoutInitializing), elements);
-  roof::Flat<double, Mem> b(Kokkos::view_alloc("cvest::bench::roof_b", Kokkos::WithoutInitializing), elements);
-  roof::Flat<double, Mem> c(Kokkos::view_alloc("cvest::bench::roof_c", Kokkos::WithoutInitializing), elements);
-  Kokkos::parallel_for("cvest::bench::fill_roof", policy::range(space, elements),
-                       KOKKOS_LAMBDA(Index j) { a(j) = 0; b(j) = double(j % 1000); c(j) = double(j % 77); });
-  space.fence();
+  // Warm-up: one pass of everything, each output checked against m * d.
+  std::vector<Variant> variants = checked_variants(space, config, config.precisions);
+  const RoofArrays roof_arrays(space, elements, true);
   const double roof_bytes = 2.0 * double(elements) * 8, triad_bytes = 3.0 * double(elements) * 8;
   auto time_roof = [&](int which) {
     switch (which) {
-      case 0: return roof::copy<Space, double>(space, a, b, roof::Stores::regular);
-      case 1: return roof::copy<Space, double>(space, a, b, roof::Stores::streaming);
-      default: return roof::triad<Space, double>(space, a, b, c);
+      case 0: return roof_arrays.copy(space, roof::Stores::regular);
+      case 1: return roof_arrays.copy(space, roof::Stores::streaming);
+      default: return roof_arrays.triad(space);
     }
   };
-
-  // Warm-up: one pass of everything, each output checked against m * d.
   for (int w = 0; w < 3; ++w) time_roof(w);
-  for (auto& v : variants)
-    for (auto s : config.strategies) {
-      v.time_once(s);
-      if (const Index bad = v.mismatches(); bad != 0)
-        throw std::runtime_error(fmt::format("strategy {} ({}, {}) wrote {} of {} elements wrong", to_string(s),
-                                             to_string(v.layout), to_string(v.precision), bad, elements));
-    }
 
   // Warm: everything in turn until warm_seconds have passed, so no variant
   // (nor the roof) meets memory the process has only just touched.
@@ -231,33 +257,17 @@ Report run(const Config& config_in, std::ostream& progress) {
 }
 
 void serve(const Config& config_in, std::istream& in, std::ostream& out, std::ostream& progress) {
-  Config config = config_in;
-  if (config.strategies.empty())
-    for (const auto& entry : strategy_table) config.strategies.push_back(entry.id);
-  if (config.dates <= 0 || config.ids <= 0 || config.cols <= 0)
-    throw std::invalid_argument("bench needs positive dates, ids and cols");
-  const Precision precision = config.precisions.empty() ? Precision::f64 : config.precisions.front();
+  const Config config = completed(config_in);
+  const Precision precision = config.precisions.front();
   Space space;
-  std::vector<Variant> variants;
-  for (auto l : config.layouts) variants.push_back(make_variant(space, config, l, precision));
+  std::vector<Variant> variants = checked_variants(space, config, {precision});
   const Index elements = config.dates * config.ids * config.cols;
-  roof::Flat<double, Mem> a(Kokkos::view_alloc("cvest::bench::roof_a", Kokkos::WithoutInitializing), elements);
-  roof::Flat<double, Mem> b(Kokkos::view_alloc("cvest::bench::roof_b", Kokkos::WithoutInitializing), elements);
-  Kokkos::parallel_for("cvest::bench::fill_roof", policy::range(space, elements),
-                       KOKKOS_LAMBDA(Index j) { a(j) = 0; b(j) = double(j % 1000); });
-  space.fence();
+  const RoofArrays roof_arrays(space, elements, false);
   const double roof_bytes = 2.0 * double(elements) * 8;
   const double moved = bytes_moved(config.dates, config.ids, config.cols, precision);
-  for (auto& v : variants)
-    for (auto s : config.strategies) {
-      v.time_once(s);
-      if (const Index bad = v.mismatches(); bad != 0)
-        throw std::runtime_error(fmt::format("strategy {} ({}) wrote {} of {} elements wrong", to_string(s),
-                                             to_string(v.layout), bad, elements));
-    }
   const auto roof_pass = [&] {
-    const double regular = roof::copy<Space, double>(space, a, b, roof::Stores::regular);
-    const double streaming = roof::copy<Space, double>(space, a, b, roof::Stores::streaming);
+    const double regular = roof_arrays.copy(space, roof::Stores::regular);
+    const double streaming = roof_arrays.copy(space, roof::Stores::streaming);
     return nlohmann::json{{"copy_GBps", roof_bytes / regular / 1e9}, {"copy_streaming_GBps", roof_bytes / streaming / 1e9}};
   };
   fmt::print(progress, "cvest bench --serve: {} x {} x {} {}, {} strategies x {} layouts, checked\n", config.dates,
