@@ -355,6 +355,13 @@ class StepClock<Kokkos::Cuda> {
 
 }  // namespace pipeline_detail
 
+double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
+  const double block = double(plan.block_dates * plan.block_ids * plan.K) * double(plan.element_size);
+  const double row = double(plan.block_ids * plan.K) * double(plan.element_size);
+  const bool left = layout == LayoutKind::left;
+  return (left ? 5 : 3) * block + (left ? 2 : 1) * row;
+}
+
 int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy strategy, LayoutKind layout,
                        bool concurrent_io, std::string& why_not) {
 #ifdef KOKKOS_ENABLE_OPENMP
@@ -373,16 +380,8 @@ int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy
     why_not = "the output's blocks cannot be written from several threads at once";
     return 0;
   }
-  // Each thread holds a discount and a cv block (a LayoutLeft run two more
-  // to transpose into), one more where its blocks are checked against an
-  // earlier job's output and, unless multBy is resident, its multBy rows
-  // (twice for LayoutLeft).
-  const double block = double(plan.block_dates * plan.block_ids * plan.K) * double(plan.element_size);
-  const double row = double(plan.block_ids * plan.K) * double(plan.element_size);
   const double resident = plan.multby_resident ? 2.0 * double(plan.N * plan.K) * double(plan.element_size) : 0.0;
-  const bool left = layout == LayoutKind::left;
-  const double per_thread = (left ? 5 : 3) * block + (left ? 2 : 1) * row;
-  const int fit = int(std::max(0.0, double(budget_bytes) - resident) / per_thread);
+  const int fit = int(std::max(0.0, double(budget_bytes) - resident) / per_thread_buffer_bytes(plan, layout));
   const int threads = std::min(ExecSpace().concurrency(), fit);
   if (threads < 2) {
     why_not = threads == ExecSpace().concurrency() ? "one thread: no block runs beside another"

@@ -138,6 +138,12 @@ struct PipelineOptions {
   std::function<void(Phase, int block)> before_io;
 };
 
+// Bytes the per-thread pipeline holds for each of its threads: a discount
+// and a cv block (a LayoutLeft run two more to transpose into), one more
+// where its blocks are checked against an earlier job's output, and its
+// multBy rows (twice for LayoutLeft).
+double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout);
+
 // How many threads the per-thread pipeline runs for this plan: every thread
 // of the host OpenMP space, as far as `budget_bytes` holds each thread's
 // block buffers beside a resident multBy. 0, with the reason in `why_not`,

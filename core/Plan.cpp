@@ -64,11 +64,10 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   if (layout == LayoutKind::left) {
     // Dates first: all of them, else the most (in whole chunks) that one id
     // quantum's block holds within the budget.
-    const Index q_ids = std::min(id_quantum, N);
     dates = T;
-    if (!in_budget(dates, q_ids)) {
+    if (!in_budget(dates, id_quantum)) {  // id_quantum is within [1, N] already
       dates = date_quantum;
-      for (Index d = date_quantum; d <= T && in_budget(d, q_ids); d += date_quantum) dates = d;
+      for (Index d = date_quantum; d <= T && in_budget(d, id_quantum); d += date_quantum) dates = d;
     }
     ids = ids_for(dates);
     // Where the cap (not the budget) leaves each date's piece shorter than

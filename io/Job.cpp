@@ -75,6 +75,7 @@ class CheckBuffers {
 };
 
 std::string_view numpy_name(Precision p) { return p == Precision::f64 ? "float64" : "float32"; }
+std::string_view kokkos_name(LayoutKind layout) { return layout == LayoutKind::right ? "LayoutRight" : "LayoutLeft"; }
 
 // Copy roof for a job's kernel: a copy of the same working set (block-sized
 // arrays, warm in cache as the job's blocks are between read and write), in
@@ -332,8 +333,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
     rep.plans.push_back(plan_blocks(shape.T, shape.N, shape.K, es, deck.run.memory_budget - row.cache_bytes,
                                     quantum_for(layout), max_block, layout));
     const BlockPlan& plan = rep.plans.back();
-    fmt::print(progress, "cvest: {} x {} x {} {}, Layout{}: {} blocks of up to {} dates x {} ids ({} of buffers)\n",
-               shape.T, shape.N, shape.K, to_string(precision), layout == LayoutKind::right ? "Right" : "Left",
+    fmt::print(progress, "cvest: {} x {} x {} {}, {}: {} blocks of up to {} dates x {} ids ({} of buffers)\n",
+               shape.T, shape.N, shape.K, to_string(precision), kokkos_name(layout),
                plan.blocks.size(), plan.block_dates, plan.block_ids, format_bytes(double(plan.buffer_bytes)));
   }
   // Tiny blocks (a budget of kilobytes): each costs a read, a kernel launch
@@ -412,8 +413,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
       // roof's arrays) fit the budget beside them: a deck alternating layouts
       // keeps both sets of small blocks, blocks as large as the budget allows
       // are made anew.
-      const double block_bytes = double(roof_key.first) * double(es), copies = std::max(job.pipeline_threads, 1);
-      const double need = std::max(double(plan.buffer_bytes), copies * (layout == LayoutKind::left ? 5 : 3) * block_bytes) +
+      const double copies = std::max(job.pipeline_threads, 1);
+      const double need = std::max(double(plan.buffer_bytes), copies * per_thread_buffer_bytes(plan, layout)) +
                           (roofs.count(roof_key) ? 0.0 : 2.0 * copies * double(roof_key.first) * 8);
       if (double(buffers.kept_bytes() + check_buffers.kept_bytes()) + need > double(deck.run.memory_budget)) {
         buffers.clear();
@@ -679,7 +680,7 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
              rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
   fmt::print(out, "input: {}\n", to_text(rep.input_storage));
   for (const auto& p : rep.plans)
-    fmt::print(out, "Layout{} blocks: {} of up to {} dates x {} ids\n", p.layout == LayoutKind::right ? "Right" : "Left",
+    fmt::print(out, "{} blocks: {} of up to {} dates x {} ids\n", kokkos_name(p.layout),
                p.blocks.size(), p.block_dates, p.block_ids);
   fmt::print(out, "\n{:<15} {:<6} {:<7} {:<12} {:>10} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9}  {}\n",
              "strategy", "layout", "prec", "pipeline", "block", "total s", "read", "h2d", "kernel", "d2h", "write",
@@ -740,8 +741,8 @@ void print_plan(const RunReport& rep, std::ostream& out) {
                                format_bytes(rep.generated_input_bytes))
                  : std::string());
   for (const auto& p : rep.plans)
-    fmt::print(out, "blocks  Layout{}: {} of up to {} dates x {} ids; {} of buffers within a budget of {}{}\n",
-               p.layout == LayoutKind::right ? "Right" : "Left", p.blocks.size(), p.block_dates, p.block_ids,
+    fmt::print(out, "blocks  {}: {} of up to {} dates x {} ids; {} of buffers within a budget of {}{}\n",
+               kokkos_name(p.layout), p.blocks.size(), p.block_dates, p.block_ids,
                format_bytes(double(p.buffer_bytes)), format_bytes(double(rep.memory_budget)),
                p.multby_resident ? "; multBy read once and kept" : "");
   const double free = free_space(rep.output);
