@@ -121,6 +121,18 @@ std::vector<Variant> checked_variants(Space const& space, const Config& config,
   return variants;
 }
 
+// First touch of the roof's arrays (a free function: nvcc takes no device
+// lambda inside a constructor).
+void fill_roof(Space const& space, const roof::Flat<double, Mem>& a, const roof::Flat<double, Mem>& b,
+               const roof::Flat<double, Mem>& c) {
+  Kokkos::parallel_for("cvest::bench::fill_roof", policy::range(space, a.extent(0)), KOKKOS_LAMBDA(Index j) {
+    a(j) = 0;
+    b(j) = double(j % 1000);
+    if (c.extent(0) > 0) c(j) = double(j % 77);
+  });
+  space.fence();
+}
+
 // The roof's arrays: the cube's element count, in double; `c` (the triad's
 // third) only where asked for.
 struct RoofArrays {
@@ -129,13 +141,7 @@ struct RoofArrays {
       : a(Kokkos::view_alloc("cvest::bench::roof_a", Kokkos::WithoutInitializing), elements),
         b(Kokkos::view_alloc("cvest::bench::roof_b", Kokkos::WithoutInitializing), elements),
         c(Kokkos::view_alloc("cvest::bench::roof_c", Kokkos::WithoutInitializing), triad ? elements : 0) {
-    const auto a_ = a, b_ = b, c_ = c;
-    Kokkos::parallel_for("cvest::bench::fill_roof", policy::range(space, elements), KOKKOS_LAMBDA(Index j) {
-      a_(j) = 0;
-      b_(j) = double(j % 1000);
-      if (c_.extent(0) > 0) c_(j) = double(j % 77);
-    });
-    space.fence();
+    fill_roof(space, a, b, c);
   }
   double copy(Space const& space, roof::Stores stores) const { return roof::copy<Space, double>(space, a, b, stores); }
   double triad(Space const& space) const { return roof::triad<Space, double>(space, a, b, c); }
