@@ -1,16 +1,16 @@
 // cvest: the command-line driver. Parses arguments and calls core/ and io/;
 // all logic lives in the libraries. Exit codes: 0 success, 2 bad input, deck
 // or usage, 3 I/O failure, 4 verification mismatch, 1 anything else.
-#include "core/Bench.hpp"
-#include "core/Deck.hpp"
+#include "app/Bench.hpp"
+#include "app/Deck.hpp"
 #include "core/Errors.hpp"
 #include "core/Plan.hpp"
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
-#include "core/Transfers.hpp"
+#include "app/Transfers.hpp"
 #include "core/Version.hpp"
 #include "io/Files.hpp"
-#include "io/Job.hpp"
+#include "app/Job.hpp"
 #include "io/TempFiles.hpp"
 
 #include <CLI/CLI.hpp>
@@ -179,7 +179,7 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
   gen_cmd->add_flag("--overwrite", gen_overwrite, "replace an existing file");
 
   // verify
-  cvest::io::VerifyOptions verify;
+  cvest::app::VerifyOptions verify;
   std::string verify_deck;
   auto* verify_cmd = app.add_subcommand("verify", "recompute multBy * discount block by block and compare bit for bit");
   verify_cmd->add_option("output", verify.output, "the output file")->required();
@@ -239,13 +239,13 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
     if (*run_cmd) {
       const auto deck = cvest::load_deck(deck_path, overrides);
       if (plan_only) {
-        cvest::io::print_plan(cvest::io::run_deck(deck, std::cerr, true), std::cout);
+        cvest::app::print_plan(cvest::app::run_deck(deck, std::cerr, true), std::cout);
         return 0;
       }
-      const auto report = cvest::io::run_deck(deck, std::cerr);
-      cvest::io::print_run_table(report, std::cout);
-      if (!deck.report.json.empty()) write_file(deck.report.json, cvest::io::to_json(report).dump(2) + "\n");
-      if (!deck.report.csv.empty()) write_file(deck.report.csv, cvest::io::to_csv(report));
+      const auto report = cvest::app::run_deck(deck, std::cerr);
+      cvest::app::print_run_table(report, std::cout);
+      if (!deck.report.json.empty()) write_file(deck.report.json, cvest::app::to_json(report).dump(2) + "\n");
+      if (!deck.report.csv.empty()) write_file(deck.report.csv, cvest::app::to_csv(report));
       return 0;
     }
     if (*gen_cmd) {
@@ -256,7 +256,7 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
     }
     if (*verify_cmd) {
       if (verify_deck.empty()) {
-        cvest::io::names_from_output(verify);
+        cvest::app::names_from_output(verify);
       } else {
         const auto deck = cvest::load_deck(verify_deck);
         verify.dataset = deck.output.dataset;
@@ -264,7 +264,7 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
         verify.discount = deck.input.discount;
         verify.memory_budget = deck.run.memory_budget;
       }
-      cvest::io::verify_output(verify, std::cout);
+      cvest::app::verify_output(verify, std::cout);
       return 0;
     }
     if (*info_cmd) return print_info();

@@ -14,7 +14,7 @@ using Index = std::int64_t;
 // As decks and flags spell them.
 enum class LayoutKind { right, left };
 enum class Precision { f64, f32 };
-// How a file job moves blocks (core/Pipeline.hpp): `overlapped` streams them
+// How a file job moves blocks (core/pipeline/Pipeline.hpp): `overlapped` streams them
 // read thread -> kernel on every thread -> write thread; `per_thread` gives
 // each host thread whole blocks to read, compute and write itself; `automatic`
 // (spelled "auto") takes per_thread where it applies, else overlapped.

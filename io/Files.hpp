@@ -2,7 +2,7 @@
 // The HDF5 files of a job: the input (multBy, discount), generated inputs,
 // and the output cube, written to a temporary file that is renamed into
 // place only after success. How a cube's bytes move: io/Chunks.hpp.
-#include "core/Deck.hpp"
+#include "io/Generate.hpp"
 #include "core/Plan.hpp"
 #include "io/Chunks.hpp"
 #include "io/Hdf5.hpp"

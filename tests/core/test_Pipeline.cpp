@@ -1,6 +1,6 @@
 // The pipeline over in-memory "files": every block lands, in order, bit for
 // bit, whatever the layout, precision, block plan, and however slow a stage.
-#include "core/Pipeline.hpp"
+#include "core/pipeline/Pipeline.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -159,4 +159,11 @@ template <class Scalar, class Layout>
 PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, const PipelineOptions& options,
                            std::ostream& progress_out);
 
+// The element types and layouts the pipelines are compiled for: M(Scalar, Layout) each.
+#define CVEST_FOR_EACH_PIPELINE_TYPE(M) \
+  M(double, Kokkos::LayoutRight)        \
+  M(double, Kokkos::LayoutLeft)         \
+  M(float, Kokkos::LayoutRight)         \
+  M(float, Kokkos::LayoutLeft)
+
 }  // namespace cvest

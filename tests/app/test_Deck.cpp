@@ -1,4 +1,4 @@
-#include "core/Deck.hpp"
+#include "app/Deck.hpp"
 #include "core/Errors.hpp"
 
 #include <catch2/catch.hpp>

@@ -4,6 +4,7 @@
 // every value is type-checked. Relative paths are relative to the deck.
 #include "core/Strategy.hpp"
 #include "core/Names.hpp"
+#include "io/Generate.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -11,12 +12,6 @@
 #include <vector>
 
 namespace cvest {
-
-struct GenerateSpec {
-  Index dates = 0, ids = 0, cols = 0;
-  std::uint64_t seed = 1;
-  Precision precision = Precision::f64;
-};
 
 struct Deck {
   std::string path;  // the deck file, for messages

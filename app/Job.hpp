@@ -1,9 +1,9 @@
 #pragma once
 // Batch jobs: a deck's strategy x layout product run file to file through the
 // pipeline, and the verifier. Reports as a table, JSON and CSV.
-#include "core/Bench.hpp"
-#include "core/Deck.hpp"
-#include "core/Pipeline.hpp"
+#include "app/Bench.hpp"
+#include "app/Deck.hpp"
+#include "core/pipeline/Pipeline.hpp"
 #include "core/Plan.hpp"
 #include "core/Spaces.hpp"
 #include "io/Files.hpp"
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace cvest::io {
+namespace cvest::app {
 
 struct JobReport {
   Strategy strategy;
@@ -40,7 +40,7 @@ struct RunReport {
   Compression output_compression = Compression::none;
   int output_gzip_level = 0;                // 0 when not compressed
   Index output_chunk_ids = 0;               // ids per (1, ids, K) output chunk
-  CubeStorage input_storage;                // discount's, and how it is read
+  io::CubeStorage input_storage;               // discount's, and how it is read
   double generated_input_bytes = 0;         // an input [input] generate makes first, else 0
   Index T = 0, N = 0, K = 0;
   std::size_t memory_budget = 0;
@@ -88,10 +88,10 @@ void verify_output(const VerifyOptions& options, std::ostream& progress);
 // So verify_output also reads a sample through HDF5's H5Dread alone, which
 // must give the same bits: the first and the last rows of the plan's first,
 // last and six blocks between. VerifyError names the first that differs.
-void cross_check_readers(const VerifyOptions& options, const InputFile& input, const CubeReader& cv_reader,
+void cross_check_readers(const VerifyOptions& options, const io::InputFile& input, const io::CubeReader& cv_reader,
                          const BlockPlan& plan, Precision precision);
 
 // Peak resident set size of this process so far, in bytes.
 double peak_rss_bytes();
 
-}  // namespace cvest::io
+}  // namespace cvest::app

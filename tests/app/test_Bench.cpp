@@ -1,4 +1,4 @@
-#include "core/Bench.hpp"
+#include "app/Bench.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "core/Transfers.hpp"
+#include "app/Transfers.hpp"
 
 #include "core/Plan.hpp"
 #include "core/Policies.hpp"

@@ -1,4 +1,4 @@
-#include "io/Job.hpp"
+#include "app/Job.hpp"
 
 #include "core/Errors.hpp"
 #include "core/Policies.hpp"
@@ -26,7 +26,9 @@
 #include <omp.h>
 #endif
 
-namespace cvest::io {
+namespace cvest::app {
+
+using namespace cvest::io;  // the files a job reads and writes
 
 namespace {
 
@@ -844,4 +846,4 @@ std::string to_csv(const RunReport& rep) {
   return s.str();
 }
 
-}  // namespace cvest::io
+}  // namespace cvest::app

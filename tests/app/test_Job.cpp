@@ -1,7 +1,7 @@
 // Decks run end to end: the first job writes, later jobs are checked against
 // it, the verifier recomputes, and a corrupted output is caught.
 #include "io/Files.hpp"
-#include "io/Job.hpp"
+#include "app/Job.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,6 +16,7 @@
 
 using namespace cvest;
 using namespace cvest::io;
+using namespace cvest::app;
 namespace fs = std::filesystem;
 
 namespace {

@@ -1,7 +1,7 @@
 // The transfer benchmark on whatever space this build computes in: the
 // in-memory pipeline's output is checked inside run() (it throws on any
 // wrong element); here, that the report is complete and consistent.
-#include "core/Transfers.hpp"
+#include "app/Transfers.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include "core/Bench.hpp"
+#include "app/Bench.hpp"
 
 #include "core/Multiply.hpp"
 #include "core/Roof.hpp"

@@ -1,0 +1,219 @@
+// The per-thread pipeline (host OpenMP): see Pipeline.hpp.
+#include "core/pipeline/Pipeline.hpp"
+
+#include "core/Multiply.hpp"
+#include "core/Policies.hpp"
+#include "core/pipeline/Channel.hpp"
+#include "core/pipeline/Recording.hpp"
+#include "core/pipeline/Staging.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <ostream>
+#include <thread>
+#include <utility>
+#ifdef KOKKOS_ENABLE_OPENMP
+#include <omp.h>
+#endif
+
+namespace cvest {
+
+double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
+  const double block = double(plan.block_dates * plan.block_ids * plan.K) * double(plan.element_size);
+  const double row = double(plan.block_ids * plan.K) * double(plan.element_size);
+  const bool left = layout == LayoutKind::left;
+  return (left ? 5 : 3) * block + (left ? 2 : 1) * row;
+}
+
+int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy strategy, LayoutKind layout,
+                       bool concurrent_io, std::string& why_not) {
+#ifdef KOKKOS_ENABLE_OPENMP
+  if (!std::is_same_v<ExecSpace, Kokkos::OpenMP>) {
+#else
+  {
+#endif
+    why_not = std::string("the execution space is ") + ExecSpace::name() + ", not host OpenMP threads";
+    return 0;
+  }
+  if (strategy == Strategy::team) {
+    why_not = "strategy team launches teams, which cannot run inside one thread's block";
+    return 0;
+  }
+  if (!concurrent_io) {
+    why_not = "the output's blocks cannot be written from several threads at once";
+    return 0;
+  }
+  const double resident = plan.multby_resident ? 2.0 * double(plan.N * plan.K) * double(plan.element_size) : 0.0;
+  const int fit = int(std::max(0.0, double(budget_bytes) - resident) / per_thread_buffer_bytes(plan, layout));
+  const int threads = std::min(ExecSpace().concurrency(), fit);
+  if (threads < 2) {
+    why_not = threads == ExecSpace().concurrency() ? "one thread: no block runs beside another"
+                                                   : "memory_budget holds one thread's blocks";
+    return 0;
+  }
+  return threads;
+}
+
+namespace pipeline_detail {
+
+// The per-thread pipeline (see Pipeline.hpp): options.threads OpenMP threads
+// each take the next block, read it, compute it with the strategy's kernel
+// (Kokkos runs a kernel launched inside a parallel region inline, on the
+// launching thread), and write it. Phases are timed per block, so the
+// seconds per phase add up across threads.
+template <class Scalar, class Layout>
+PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, const PipelineOptions& options,
+                             std::ostream& progress_out) {
+  using Space = ExecSpace;
+  using Mem = Space::memory_space;
+  constexpr bool right = std::is_same_v<Layout, Kokkos::LayoutRight>;
+  if constexpr (!policy::on_host<Space>) {
+    throw std::invalid_argument("cvest: the per-thread pipeline runs on host spaces only");
+  } else {
+    if (!io.concurrent) throw std::invalid_argument("cvest: the per-thread pipeline needs concurrent BlockIO calls");
+    if (options.strategy == Strategy::team)
+      throw std::invalid_argument("cvest: strategy team cannot run in the per-thread pipeline");
+    PipelineStats stats;
+    const int nblocks = int(plan.blocks.size());
+    if (nblocks == 0) return stats;
+    const Index K = plan.K;
+    const std::size_t cube_elems = std::size_t(plan.block_dates * plan.block_ids * K),
+                      row_elems = std::size_t(plan.block_ids * K);
+    const double esize = sizeof(Scalar);
+    const int threads = std::min(options.threads, nblocks);
+    Recorder rec(stats);
+    ProgressLine progress(plan, options, rec, progress_out, esize);
+    Failure failure;
+    std::atomic<int> next{0}, done{0};
+    // Kokkos Tools expect one kernel at a time (the kernel timer keeps the
+    // running kernel in a global, space-time-stack one stack of frames), so
+    // with a tool loaded the threads launch their kernels one at a time;
+    // reads and writes still overlap them. Without a tool, no lock.
+    std::mutex launch_mutex;
+    const bool one_launch_at_a_time = Kokkos::Tools::profileLibraryLoaded();
+    const auto launch = [&](auto&& timed_step) {
+      if (!one_launch_at_a_time) return timed_step();
+      const std::lock_guard<std::mutex> lock(launch_mutex);
+      timed_step();
+    };
+
+    // One thread's loop; its buffers are allocated before the parallel
+    // region (no allocation inside it) and reused for every block it takes.
+    struct Buffers {
+      Kokkos::View<Scalar*, Mem> d, cv, m, d_compute, cv_compute, m_compute;
+      Index m_ids = -1, m_compute_ids = -1;
+    };
+    std::vector<Buffers> buffers(static_cast<std::size_t>(threads));
+    const auto alloc = [&](const std::string& label, std::size_t n) {
+      if (options.buffers) return options.buffers->get<Scalar, Mem>(label, n);
+      return Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
+    };
+    for (int w = 0; w < threads; ++w) {
+      const std::string tag = std::to_string(w);
+      Buffers& buf = buffers[std::size_t(w)];
+      buf.d = alloc("cvest::per_thread::discount" + tag, io.discount_at ? 0 : cube_elems);
+      buf.cv = alloc("cvest::per_thread::cv" + tag, io.cv_at ? 0 : cube_elems);
+      buf.m = alloc("cvest::per_thread::multBy" + tag, io.multby_at ? 0 : row_elems);
+      buf.d_compute = alloc("cvest::per_thread::discount_left" + tag, right ? 0 : cube_elems);
+      buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : cube_elems);
+      buf.m_compute = alloc("cvest::per_thread::multBy_left" + tag, right ? 0 : row_elems);
+    }
+    const auto work = [&](int w) {
+      Buffers& buf = buffers[std::size_t(w)];
+      const Space space;
+      try {
+        for (int b = next++; b < nblocks && !failure.failed(); b = next++) {
+          const Block& blk = plan.blocks[b];
+          const Index tb = blk.dates.size(), nb = blk.ids.size();
+          const double bytes = double(tb * nb * K) * esize;
+          if (options.before_io) options.before_io(Phase::read, b);
+          const bool read_m = !io.multby_at && buf.m_ids != blk.ids.begin;
+          rec.time(b, Phase::read, (io.discount_at ? 0.0 : bytes) + (read_m ? double(nb * K) * esize : 0.0), [&] {
+            if (read_m) {
+              io.read_multby(blk.ids, buf.m.data());
+              buf.m_ids = blk.ids.begin;
+            }
+            if (!io.discount_at) io.read_discount(blk, buf.d.data());
+          });
+          const Scalar* m = io.multby_at ? io.multby_at(blk.ids) : buf.m.data();
+          const Scalar* d = io.discount_at ? io.discount_at(blk) : buf.d.data();
+          Scalar* cv = io.cv_at ? io.cv_at(blk) : buf.cv.data();
+          const double kernel_bytes = block_kernel_bytes(blk, K, esize);
+          if constexpr (right) {  // computes in the I/O buffers: h2d and d2h are empty
+            rec.nothing(b, Phase::h2d);
+            launch([&] {
+              rec.time(b, Phase::kernel, kernel_bytes, [&] {
+                multiply(options.strategy, space,
+                         Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K),
+                                                       Cube<const Scalar, Layout, Mem>(d, tb, nb, K),
+                                                       Cube<Scalar, Layout, Mem>(cv, tb, nb, K)},
+                         io.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
+              });
+            });
+            rec.nothing(b, Phase::d2h);
+          } else {
+            // C-order file data <-> LayoutLeft compute buffers. multBy is
+            // transposed as a (1, ids, K) cube: the bytes of the (ids, K) table.
+            Cube<Scalar, Layout, Mem> d_left(buf.d_compute.data(), tb, nb, K), cv_left(buf.cv_compute.data(), tb, nb, K);
+            const bool stage_m = buf.m_compute_ids != blk.ids.begin;
+            launch([&] {
+              rec.time(b, Phase::h2d, bytes + (stage_m ? double(nb * K) * esize : 0.0), [&] {
+                transpose(space, Cube<const Scalar, Kokkos::LayoutRight, Mem>(d, tb, nb, K), d_left,
+                          "cvest::per_thread::transpose_in");
+                if (stage_m) {
+                  transpose(space, Cube<const Scalar, Kokkos::LayoutRight, Mem>(m, 1, nb, K),
+                            Cube<Scalar, Layout, Mem>(buf.m_compute.data(), 1, nb, K),
+                            "cvest::per_thread::transpose_in");
+                  buf.m_compute_ids = blk.ids.begin;
+                }
+              });
+            });
+            launch([&] {
+              rec.time(b, Phase::kernel, kernel_bytes, [&] {
+                multiply(options.strategy, space,
+                         Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(buf.m_compute.data(), nb, K),
+                                                       d_left, cv_left},
+                         CvNext::cache);
+              });
+            });
+            launch([&] {
+              rec.time(b, Phase::d2h, bytes, [&] {
+                transpose(space, Cube<const Scalar, Layout, Mem>(cv_left.data(), tb, nb, K),
+                          Cube<Scalar, Kokkos::LayoutRight, Mem>(cv, tb, nb, K), "cvest::per_thread::transpose_out");
+              });
+            });
+          }
+          if (options.before_io) options.before_io(Phase::write, b);
+          if (!io.cv_at) rec.time(b, Phase::write, bytes, [&] { io.write_cv(blk, cv); });
+          progress.block_done(++done);
+        }
+      } catch (...) {
+        failure.set(std::current_exception());
+      }
+    };
+#ifdef KOKKOS_ENABLE_OPENMP
+#pragma omp parallel num_threads(threads)
+    work(omp_get_thread_num());
+#else
+    work(0);
+#endif
+    progress.finish();
+    stats.total_s = rec.now();
+    failure.rethrow();
+    return stats;
+  }
+}
+
+#define CVEST_INSTANTIATE(SCALAR, LAYOUT)                                                                   \
+  template PipelineStats run_per_thread<SCALAR, LAYOUT>(const BlockPlan&, const BlockIO<SCALAR>&, const PipelineOptions&, \
+                                                std::ostream&);
+CVEST_FOR_EACH_PIPELINE_TYPE(CVEST_INSTANTIATE)
+#undef CVEST_INSTANTIATE
+
+}  // namespace pipeline_detail
+
+}  // namespace cvest
