@@ -216,7 +216,48 @@ ChunkRow fit_chunk_cache(std::unique_ptr<const InputFile>& input, Precision prec
   return row;
 }
 
+// Every rank's phase seconds and bytes, wall time and blocks of `job`'s
+// median run, at rank 0: its per_rank, and its stats as the ranks' together
+// (busy seconds and bytes summed, wall time the slowest rank's).
+void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& job) {
+  std::vector<double> mine(job.stats.seconds, job.stats.seconds + phase_count);
+  mine.insert(mine.end(), job.stats.bytes, job.stats.bytes + phase_count);
+  mine.push_back(job.stats.total_s);
+  mine.push_back(double(my_plan.blocks.size()));
+  mine.push_back(peak_rss_bytes());
+  const auto all = ranks.gather(mine);
+  if (!ranks.root()) return;
+  PipelineStats together;
+  together.timeline = std::move(job.stats.timeline);  // rank 0's
+  for (const auto& r : all) {
+    RankStats rs;
+    std::copy(r.begin(), r.begin() + phase_count, rs.seconds);
+    std::copy(r.begin() + phase_count, r.begin() + 2 * phase_count, rs.bytes);
+    rs.total_s = r[2 * phase_count];
+    rs.blocks = int(r[2 * phase_count + 1]);
+    rs.peak_rss_bytes = r[2 * phase_count + 2];
+    for (int p = 0; p < phase_count; ++p) together.seconds[p] += rs.seconds[p], together.bytes[p] += rs.bytes[p];
+    together.total_s = std::max(together.total_s, rs.total_s);
+    job.per_rank.push_back(rs);
+  }
+  job.stats = std::move(together);
+}
+
 }  // namespace
+
+int JobReport::slowest_rank() const {
+  int slowest = 0;
+  for (std::size_t r = 0; r < per_rank.size(); ++r)
+    if (per_rank[r].total_s > per_rank[std::size_t(slowest)].total_s) slowest = int(r);
+  return slowest;
+}
+
+double JobReport::load_balance() const {
+  if (per_rank.empty()) return 1;
+  double sum = 0;
+  for (const auto& r : per_rank) sum += r.total_s;
+  return sum > 0 ? per_rank[std::size_t(slowest_rank())].total_s / (sum / double(per_rank.size())) : 1;
+}
 
 const BlockPlan& RunReport::plan(LayoutKind layout) const {
   for (const BlockPlan& p : plans)
@@ -231,17 +272,34 @@ double peak_rss_bytes() {
 }
 
 RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
+  return run_deck(deck, progress, Ranks(), plan_only);
+}
+
+RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ranks, bool plan_only) {
   quiet_hdf5_errors();
   require_threadsafe_hdf5();
+  // Rank 0 speaks for all: the others' notes and progress lines would repeat it.
+  std::ostringstream unheard;
+  std::ostream& progress = ranks.root() ? progress_to : unheard;
   RunReport rep;
   rep.build = build_facts();
   rep.deck = deck.path;
   rep.input = deck.input.file;
   rep.output = deck.output.file;
   rep.memory_budget = deck.run.memory_budget;
+  rep.ranks = ranks.size();
+  rep.ranks_on_node = ranks.local_size();
 
   std::error_code ec;
   const bool to_generate = !std::filesystem::exists(deck.input.file, ec);
+  ranks.barrier();  // every rank has looked before rank 0 generates it
+  std::unique_ptr<const InputFile> input_file;
+  ChunkRow row;  // chunks HDF5 reads: blocks inside a row of them, a cache that holds it
+  InputShape shape;
+  Precision precision = Precision::f64;
+  std::size_t es = 8;
+  Index chunk_ids = 0;
+  ranks.together([&] {
   if (to_generate) {
     if (!deck.input.generate) throw InputError(deck.input.file + ": no such file (and the deck has no [input] generate)");
     const auto& g = *deck.input.generate;
@@ -258,17 +316,16 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
     output.compression = deck.output.compression;
     rep.generated_input_bytes = generated_bytes(g);
     check_free_space({{deck.input.file, rep.generated_input_bytes}, {deck.output.file, output_bytes(output)}});
-    if (!plan_only) generate_input(deck.input.file, g, false);
+    if (!plan_only && ranks.root()) generate_input(deck.input.file, g, false);
   }
   check_output_path(deck.output.file, deck.output.overwrite, !plan_only);
+  });
 
   // HDF5's chunk cache (or cvest's decoding scratch in its place): an eighth
   // of the budget, at most 256 MiB, unless chunks HDF5 reads need more (below).
   // A plan for an input still to be generated takes its shape from the deck.
   const std::size_t default_cache = std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20);
-  std::unique_ptr<const InputFile> input_file;
-  ChunkRow row;  // chunks HDF5 reads: blocks inside a row of them, a cache that holds it
-  InputShape shape;
+  ranks.together([&] {
   if (plan_only && to_generate) {
     const auto& g = *deck.input.generate;
     shape = {g.dates, g.ids, g.cols, g.precision, g.precision};
@@ -281,8 +338,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   rep.T = shape.T;
   rep.N = shape.N;
   rep.K = shape.K;
-  const Precision precision = deck.run.precision.value_or(shape.promoted());
-  const std::size_t es = element_size(precision);
+  precision = deck.run.precision.value_or(shape.promoted());
+  es = element_size(precision);
   // A chosen precision narrower than an input: say so once (NumPy's
   // multBy[None] * discount would give the wider type).
   for (const auto& [name, p] : {std::pair{deck.input.multby, shape.multby_precision},
@@ -309,8 +366,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   refuse_unreadable(rep.input_storage, deck.input.discount);
   if (input_file) refuse_unreadable(input_file->multby_storage(precision), deck.input.multby);
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
-  Index chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
-                                               : cube_chunk(shape.N, shape.K, es)[1];
+  chunk_ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, shape.N)
+                                         : cube_chunk(shape.N, shape.K, es)[1];
   // An input whose chunks cvest decodes itself is decoded a whole chunk at a
   // time: blocks of whole input chunks decode each chunk once, and output
   // chunks of whole input chunks (about the usual size) keep blocks aligned
@@ -355,6 +412,20 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
                format_bytes(double(deck.run.memory_budget)), smallest.blocks.size(), format_bytes(block_bytes),
                smallest.block_dates, smallest.block_ids, std::ceil(suggested / (1 << 20)));
   }
+  });
+  // Each rank's share of each plan: consecutive blocks, about as many
+  // elements each, starting where the output's bytes start a page (chunks
+  // are page-aligned: output_page_bytes) so no two ranks write one page.
+  for (const BlockPlan& plan : rep.plans) {
+    const std::size_t row_bytes = std::size_t(shape.K) * es;
+    rep.rank_blocks.push_back(split_blocks(plan, ranks.size(), [&](const Block& b) {
+      return (std::size_t(b.ids.begin % chunk_ids) * row_bytes) % output_page_bytes == 0;
+    }));
+  }
+  if (ranks.size() > 1)
+    fmt::print(progress, "cvest: {} ranks ({} on this node), {} thread{} each; each runs its share of every job's "
+                         "blocks\n", ranks.size(), ranks.local_size(), rep.build.threads,
+               rep.build.threads == 1 ? "" : "s");
   rep.output_compression = deck.output.compression;
   rep.output_gzip_level = deck.output.compression == Compression::gzip ? deck.output.gzip_level : 0;
   rep.output_chunk_ids = chunk_ids;
@@ -380,9 +451,11 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   const OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
                             deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
   if (plan_only) {
-    for (const Strategy strategy : deck.run.strategies)
-      for (const LayoutKind layout : deck.run.layouts) rep.jobs.push_back(planned_job(strategy, layout));
-    if (const double bytes = output_bytes(out_spec); bytes > 0) check_free_space(deck.output.file, bytes);
+    ranks.together([&] {
+      for (const Strategy strategy : deck.run.strategies)
+        for (const LayoutKind layout : deck.run.layouts) rep.jobs.push_back(planned_job(strategy, layout));
+      if (const double bytes = output_bytes(out_spec); bytes > 0) check_free_space(deck.output.file, bytes);
+    });
     return rep;
   }
   const InputFile& input = *input_file;
@@ -400,16 +473,23 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   // precision) when the plan keeps it resident; blocks use it in place
   // (pinned in a Cuda build, so its copies are async).
   Kokkos::View<unsigned char*, StagingSpace> resident_multby;
-  if (multby_resident) {
-    resident_multby = Kokkos::View<unsigned char*, StagingSpace>(
-        Kokkos::view_alloc("cvest::job::multBy", Kokkos::WithoutInitializing), std::size_t(shape.N * shape.K) * es);
-    input.read_multby({0, shape.N}, precision, resident_multby.data());
-  }
+  ranks.together([&] {
+    if (multby_resident) {
+      resident_multby = Kokkos::View<unsigned char*, StagingSpace>(
+          Kokkos::view_alloc("cvest::job::multBy", Kokkos::WithoutInitializing), std::size_t(shape.N * shape.K) * es);
+      input.read_multby({0, shape.N}, precision, resident_multby.data());
+    }
+  });
 
   for (const Strategy strategy : deck.run.strategies)
     for (const LayoutKind layout : deck.run.layouts) {
-      JobReport job = planned_job(strategy, layout);
-      const BlockPlan& plan = rep.plan(layout);
+      JobReport job;
+      ranks.together([&] { job = planned_job(strategy, layout); });
+      const BlockPlan& whole_plan = rep.plan(layout);
+      // This rank's share (all of it in one process).
+      BlockPlan plan = whole_plan;
+      const Range mine = rep.rank_blocks[std::size_t(&whole_plan - rep.plans.data())][std::size_t(ranks.rank())];
+      plan.blocks.assign(whole_plan.blocks.begin() + mine.begin, whole_plan.blocks.begin() + mine.end);
       const std::pair<Index, int> roof_key{plan.block_dates * plan.block_ids * shape.K, job.pipeline_threads};
       // Buffers kept from the last job stay only where this job's (and a
       // roof's arrays) fit the budget beside them: a deck alternating layouts
@@ -428,25 +508,45 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
       std::vector<PipelineStats> runs;
       for (int r = 0; r < deck.run.repeats; ++r) {
         const bool writes = !written;
+        // Rank 0 creates the output; the other ranks write their shares of it.
         std::unique_ptr<OutputFile> out;
+        std::unique_ptr<OutputShare> share;
         // Later jobs are compared with the written output, block by block.
         File written_file;
         Dataset written_cv;
         std::unique_ptr<CubeReader> written_reader;
         if (writes) {
-          out = std::make_unique<OutputFile>(out_spec);
+          std::vector<std::uint64_t> description;
+          std::string temp;
+          ranks.together([&] {
+            if (!ranks.root()) return;
+            out = std::make_unique<OutputFile>(out_spec);
+            if (ranks.size() > 1) description = out->share(), temp = out->temp_path();
+          });
+          if (ranks.size() > 1) {
+            ranks.broadcast(description);
+            ranks.broadcast(temp);
+            ranks.together([&] {
+              if (!ranks.root()) share = std::make_unique<OutputShare>(out_spec, temp, description);
+            });
+          }
         } else {
-          DatasetShape cv_shape;
-          written_file = open_input_file(deck.output.file);
-          written_cv = open_dataset(written_file, deck.output.file, deck.output.dataset, 3, cv_shape);
-          written_reader = std::make_unique<CubeReader>(written_cv, deck.output.file, deck.output.dataset, shape.N, shape.K);
+          ranks.together([&] {
+            DatasetShape cv_shape;
+            written_file = open_input_file(deck.output.file);
+            written_cv = open_dataset(written_file, deck.output.file, deck.output.dataset, 3, cv_shape);
+            written_reader =
+                std::make_unique<CubeReader>(written_cv, deck.output.file, deck.output.dataset, shape.N, shape.K);
+          });
         }
         PipelineOptions options;
         options.buffers = &buffers;
         options.strategy = strategy;
         options.label = label;
         options.threads = job.pipeline_threads;
-        const auto stats = with_types(precision, layout, [&](auto scalar, auto layout_tag) {
+        ranks.barrier();  // the ranks start together: their times compare
+        PipelineStats stats;
+        ranks.together([&] { stats = with_types(precision, layout, [&](auto scalar, auto layout_tag) {
           using Scalar = decltype(scalar);
           using Layout = decltype(layout_tag);
           BlockIO<Scalar> io;
@@ -459,7 +559,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
           }
           io.read_discount = [&](const Block& b, Scalar* buf) { input.read_discount(b, precision, buf); };
           if (writes) {
-            io.write_cv = [&](const Block& b, const Scalar* buf) { out->write(b, buf); };
+            if (share) io.write_cv = [&](const Block& b, const Scalar* buf) { share->write(b, buf); };
+            else io.write_cv = [&](const Block& b, const Scalar* buf) { out->write(b, buf); };
           } else {
             io.write_cv = [&](const Block& b, const Scalar* buf) {
               // A buffer per concurrent check (blocks may be checked side by
@@ -476,8 +577,20 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
           }
           io.concurrent = true;  // see the job's pipeline above
           return run_pipeline<Scalar, Layout>(plan, io, options, progress);
-        });
+        }); });
         if (writes) {
+          // Every share on disk (closed: what NFS's close-to-open needs)
+          // before rank 0 stores the compressed ones and renames the file.
+          ranks.together([&] {
+            if (share) share->close();
+          });
+          const std::vector<std::string> parts = ranks.gather(share ? share->part_path() : std::string());
+          ranks.together([&] {
+          if (!ranks.root()) return;
+          Kokkos::Timer storing;
+          for (const std::string& part : parts)
+            if (!part.empty()) out->store_part(part);
+          job.parts_stored_s = storing.seconds();
           out->commit({{"cvest_version", CVEST_VERSION},
                        {"strategy", std::string(to_string(strategy))},
                        {"layout", std::string(to_string(layout))},
@@ -488,6 +601,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
                        {"multby_dataset", deck.input.multby},
                        {"discount_dataset", deck.input.discount}},
                       input.discount_dataset().get());
+          });
+          share.reset();
           written = true;
           job.wrote_output = true;
         }
@@ -496,6 +611,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
       buffers.end_job();
       std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.total_s < b.total_s; });
       job.stats = runs[runs.size() / 2];
+      if (ranks.size() > 1) gather_rank_stats(ranks, plan, job);
       job.peak_rss_bytes = peak_rss_bytes();
       const double kernel_s = job.stats.seconds[int(Phase::kernel)];
       if (kernel_s > 0)
@@ -506,9 +622,12 @@ RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
   if (deck.run.verify) {
     buffers.clear();  // the check has the whole budget
     check_buffers.clear();
-    verify_output({deck.output.file, deck.input.file, deck.output.dataset, deck.input.multby, deck.input.discount,
-                   deck.run.memory_budget},
-                  progress);
+    ranks.together([&] {  // by rank 0, over the whole output
+      if (ranks.root())
+        verify_output({deck.output.file, deck.input.file, deck.output.dataset, deck.input.multby, deck.input.discount,
+                       deck.run.memory_budget},
+                      progress);
+    });
     rep.verified = true;
   }
   return rep;
@@ -547,8 +666,13 @@ void cross_check_readers(const VerifyOptions& o, const InputFile& input, const C
                                     b.ids.end));
   };
   // Datasets HDF5 reads for cvest too have nothing to cross-check.
-  const bool check_m = input.multby_storage(p).read_by != "hdf5", check_d = input.discount_storage(p).read_by != "hdf5",
-             check_cv = cv_reader.storage(p).read_by != "hdf5";
+  // Nor do those HDF5 cannot decode (h5py's lzf, without its plugin).
+  const auto hdf5_decodes = [](const Dataset& ds) {
+    return !missing_in_hdf5(filters_of(PropList(H5Dget_create_plist(ds.get()))));
+  };
+  const bool check_m = input.multby_storage(p).read_by != "hdf5" && hdf5_decodes(m_ds),
+             check_d = input.discount_storage(p).read_by != "hdf5" && hdf5_decodes(d_ds),
+             check_cv = cv_reader.storage(p).read_by != "hdf5" && hdf5_decodes(cv_ds);
   for (const Block& b : samples) {
     if (check_m) same(o.input, o.multby, b, [&](void* buf) { input.read_multby(b.ids, p, buf); }, m_ds, true);
     if (check_d) same(o.input, o.discount, b, [&](void* buf) { input.read_discount(b, p, buf); }, d_ds, false);

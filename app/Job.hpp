@@ -3,6 +3,7 @@
 // pipeline, and the verifier. Reports as a table, JSON and CSV.
 #include "app/Bench.hpp"
 #include "app/Deck.hpp"
+#include "app/Ranks.hpp"
 #include "core/pipeline/Pipeline.hpp"
 #include "core/Plan.hpp"
 #include "core/Spaces.hpp"
@@ -15,6 +16,15 @@
 #include <vector>
 
 namespace cvest::app {
+
+// One rank's part of a job in a distributed run (its median run).
+struct RankStats {
+  double seconds[phase_count] = {};
+  double bytes[phase_count] = {};
+  double total_s = 0;
+  int blocks = 0;
+  double peak_rss_bytes = 0;
+};
 
 struct JobReport {
   Strategy strategy;
@@ -32,6 +42,13 @@ struct JobReport {
   // block with all threads at once (per_thread).
   bench::Roof roof;
   double kernel_roof_fraction = 0;  // kernel GB/s / roof.best()
+  // A distributed run (at rank 0): each rank's part, rank by rank; `stats`
+  // then holds the ranks together (busy seconds and bytes summed, total_s
+  // the slowest rank's). Empty in one process.
+  std::vector<RankStats> per_rank;
+  double parts_stored_s = 0;  // compressed output: rank 0 storing the other ranks' chunks
+  int slowest_rank() const;
+  double load_balance() const;  // the slowest rank's wall time over the mean
 };
 
 struct RunReport {
@@ -48,6 +65,11 @@ struct RunReport {
   // computed in (core/Plan.hpp).
   std::vector<BlockPlan> plans;
   const BlockPlan& plan(LayoutKind layout) const;
+  // Distributed runs (app/Ranks.hpp): how many ranks, and each plan's
+  // blocks by rank (rank r runs blocks [begin, end) of plans[p]:
+  // rank_blocks[p][r]); one range of all blocks in one process.
+  int ranks = 1, ranks_on_node = 1;
+  std::vector<std::vector<Range>> rank_blocks;
   std::vector<JobReport> jobs;
   bool verified = false;
 };
@@ -57,6 +79,11 @@ struct RunReport {
 // pipeline each job takes) and returns the plan without writing anything:
 // jobs carry no timings then.
 RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only = false);
+// The same over `ranks`: every rank runs its share of each job's blocks and
+// the ranks write one output, the same bytes as one process writes. Every
+// rank returns; rank 0's report holds every rank's figures. An error on any
+// rank is thrown on every rank (Ranks::together).
+RunReport run_deck(const Deck& deck, std::ostream& progress, const Ranks& ranks, bool plan_only = false);
 
 void print_run_table(const RunReport& report, std::ostream& out);
 // What a plan_only report says a run would do: input and how it is read,

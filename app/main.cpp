@@ -11,6 +11,7 @@
 #include "core/Version.hpp"
 #include "io/Files.hpp"
 #include "app/Job.hpp"
+#include "app/Ranks.hpp"
 #include "io/TempFiles.hpp"
 
 #include <CLI/CLI.hpp>
@@ -19,6 +20,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -27,6 +29,13 @@
 #include <string_view>
 #include <system_error>
 #include <vector>
+#include <unistd.h>
+#ifdef __linux__
+#include <sched.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace {
 
@@ -88,9 +97,53 @@ int print_info() {
   return 0;
 }
 
+// Under a launcher with several ranks on a node, each rank's share of it:
+// where the launcher bound the rank to some cores (mpiexec's default binding,
+// srun's), those; otherwise the node's cores divided among its ranks.
+// Kokkos' own --kokkos-threads / --kokkos-num-threads and OMP_NUM_THREADS
+// win. Returns the threads set, 0 where nothing was set.
+int share_the_node(const cvest::app::Ranks& ranks, const std::vector<char*>& kokkos_args) {
+  if (ranks.local_size() < 2 || std::getenv("OMP_NUM_THREADS")) return 0;
+  for (const char* arg : kokkos_args)
+    if (std::string_view(arg).rfind("--kokkos-threads", 0) == 0 || std::string_view(arg).rfind("--kokkos-num-threads", 0) == 0)
+      return 0;
+  const int node = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  int mine = node;
+#ifdef __linux__
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) mine = CPU_COUNT(&set);
+#endif
+  const int threads = mine < node ? mine : std::max(1, node / ranks.local_size());
+#ifdef _OPENMP
+  omp_set_num_threads(threads);  // Kokkos' OpenMP space takes omp_get_max_threads()
+#endif
+  return threads;
+}
+
+// In a Cuda build with several ranks on a node: rank `local_rank` takes GPU
+// local_rank % devices, unless Kokkos' own device flags say otherwise.
+void pick_device(const cvest::app::Ranks& ranks, std::vector<char*>& kokkos_args) {
+#ifdef KOKKOS_ENABLE_CUDA
+  static std::string device_arg;
+  for (const char* arg : kokkos_args)
+    if (std::string_view(arg).rfind("--kokkos-device", 0) == 0 || std::string_view(arg).rfind("--kokkos-num-devices", 0) == 0 ||
+        std::string_view(arg).rfind("--kokkos-map-device", 0) == 0)
+      return;
+  int devices = 0;
+  if (ranks.local_size() < 2 || cudaGetDeviceCount(&devices) != cudaSuccess || devices < 1) return;
+  device_arg = "--kokkos-device-id=" + std::to_string(ranks.local_rank() % devices);
+  kokkos_args.push_back(device_arg.data());
+#else
+  (void)ranks;
+  (void)kokkos_args;
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  // Under mpiexec or srun, MPI first (before any thread starts).
+  const auto ranks = cvest::app::Ranks::from_launcher(argc, argv);
   // Kokkos' own --kokkos-* flags (threads, device, tools) go to Kokkos, the
   // rest to the command line parser. Kokkos is initialised only after a
   // successful parse, so --help and --version work even where a Cuda build
@@ -206,8 +259,31 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (ranks->size() > 1 && !*run_cmd) {
+    if (ranks->root())
+      std::cerr << "cvest: error: only 'cvest run' runs over several ranks; start '" << ours[1]
+                << "' as one process (without mpiexec or srun), not " << ranks->size() << "\n";
+    return 2;
+  }
+  share_the_node(*ranks, kokkos_args);
+  pick_device(*ranks, kokkos_args);
   int kokkos_argc = int(kokkos_args.size());
   Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
+  // An error reaches the user once: from rank 0 where every rank agreed on
+  // it (Ranks::together), else from the rank it happened on, naming it, and
+  // then every rank ends (others may wait for this one in MPI).
+  const auto report = [&](const char* kind, const std::exception& e, int code) {
+    if (ranks->agreed_error()) {
+      if (ranks->root()) std::cerr << "cvest: " << kind << e.what() << '\n';
+      return code;
+    }
+    if (ranks->size() == 1) {
+      std::cerr << "cvest: " << kind << e.what() << '\n';
+      return code;
+    }
+    std::cerr << "cvest: " << kind << "rank " << ranks->rank() << " of " << ranks->size() << ": " << e.what() << '\n';
+    ranks->abort(code);
+  };
 
   try {
     if (*bench_cmd) {
@@ -237,15 +313,20 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
       return 0;
     }
     if (*run_cmd) {
-      const auto deck = cvest::load_deck(deck_path, overrides);
+      cvest::Deck deck;
+      ranks->together([&] { deck = cvest::load_deck(deck_path, overrides); });
       if (plan_only) {
-        cvest::app::print_plan(cvest::app::run_deck(deck, std::cerr, true), std::cout);
+        const auto planned = cvest::app::run_deck(deck, std::cerr, *ranks, true);
+        if (ranks->root()) cvest::app::print_plan(planned, std::cout);
         return 0;
       }
-      const auto report = cvest::app::run_deck(deck, std::cerr);
-      cvest::app::print_run_table(report, std::cout);
-      if (!deck.report.json.empty()) write_file(deck.report.json, cvest::app::to_json(report).dump(2) + "\n");
-      if (!deck.report.csv.empty()) write_file(deck.report.csv, cvest::app::to_csv(report));
+      const auto run = cvest::app::run_deck(deck, std::cerr, *ranks);
+      ranks->together([&] {
+        if (!ranks->root()) return;
+        cvest::app::print_run_table(run, std::cout);
+        if (!deck.report.json.empty()) write_file(deck.report.json, cvest::app::to_json(run).dump(2) + "\n");
+        if (!deck.report.csv.empty()) write_file(deck.report.csv, cvest::app::to_csv(run));
+      });
       return 0;
     }
     if (*gen_cmd) {
@@ -269,20 +350,15 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
     }
     if (*info_cmd) return print_info();
   } catch (const cvest::VerifyError& e) {
-    std::cerr << "cvest: mismatch: " << e.what() << '\n';
-    return 4;
+    return report("mismatch: ", e, 4);
   } catch (const cvest::InputError& e) {
-    std::cerr << "cvest: error: " << e.what() << '\n';
-    return 2;
+    return report("error: ", e, 2);
   } catch (const std::invalid_argument& e) {
-    std::cerr << "cvest: error: " << e.what() << '\n';
-    return 2;
+    return report("error: ", e, 2);
   } catch (const cvest::IoError& e) {
-    std::cerr << "cvest: I/O error: " << e.what() << '\n';
-    return 3;
+    return report("I/O error: ", e, 3);
   } catch (const std::exception& e) {
-    std::cerr << "cvest: error: " << e.what() << '\n';
-    return 1;
+    return report("error: ", e, 1);
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 // worker runs it.
 #include "core/Names.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -67,6 +68,16 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
                       BlockQuantum quantum = {}, std::size_t max_block_bytes = 0,
                       LayoutKind layout = LayoutKind::right);
 
+// A plan's blocks shared among `parts` workers (the ranks of a distributed
+// run): part p runs blocks [ranges[p].begin, ranges[p].end), consecutive in
+// the plan's order (so in the file's order for LayoutRight), with about as
+// many elements in each part. A part may start only at a block that
+// `may_start` accepts (e.g. one whose bytes begin a file page), the nearest
+// such block to the even share; where no block but the first is accepted,
+// at the nearest block. Parts beyond the blocks are empty.
+template <class MayStart>
+std::vector<Range> split_blocks(const BlockPlan& plan, int parts, MayStart&& may_start);
+
 // The shortest contiguous piece of one date a LayoutLeft block reads and
 // writes (its ids x K values), where the budget allows. Each piece is a
 // pread or pwrite of its own: 1.6 GB (200 x 200000 x 5) in 2 MiB LayoutLeft
@@ -85,5 +96,32 @@ void return_freed_buffers_to_the_system();
 // "2GiB", "512 MiB", "1.5G", "100000000" -> bytes. Throws InputError.
 std::size_t parse_bytes(const std::string& text);
 std::string format_bytes(double bytes);
+
+template <class MayStart>
+std::vector<Range> split_blocks(const BlockPlan& plan, int parts, MayStart&& may_start) {
+  const Index n = Index(plan.blocks.size());
+  std::vector<double> before(std::size_t(n) + 1, 0.0);  // elements of the blocks before block j
+  for (Index j = 0; j < n; ++j) {
+    const Block& b = plan.blocks[std::size_t(j)];
+    before[std::size_t(j) + 1] = before[std::size_t(j)] + double(b.dates.size() * b.ids.size());
+  }
+  bool any_accepted = false;
+  for (Index j = 1; j < n && !any_accepted; ++j) any_accepted = may_start(plan.blocks[std::size_t(j)]);
+  std::vector<Index> starts{0};
+  for (int p = 1; p < parts; ++p) {
+    const double target = before[std::size_t(n)] * p / parts;
+    Index best = n;
+    for (Index j = starts.back(); j <= n; ++j) {
+      if (j < n && j > 0 && any_accepted && !may_start(plan.blocks[std::size_t(j)])) continue;
+      if (best == n || std::abs(before[std::size_t(j)] - target) < std::abs(before[std::size_t(best)] - target)) best = j;
+      if (before[std::size_t(j)] >= target) break;
+    }
+    starts.push_back(std::max(best, starts.back()));
+  }
+  starts.push_back(n);
+  std::vector<Range> ranges;
+  for (int p = 0; p < parts; ++p) ranges.push_back({starts[std::size_t(p)], starts[std::size_t(p) + 1]});
+  return ranges;
+}
 
 }  // namespace cvest

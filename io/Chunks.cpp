@@ -1,10 +1,14 @@
 #include "io/Chunks.hpp"
 
+#include "io/Faults.hpp"
+
 #include <Kokkos_Core.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <exception>
 #include <fcntl.h>
@@ -46,14 +50,13 @@ std::vector<Filter> filters_of(const PropList& create) {
   return filters;
 }
 
-namespace {
-
-// The first filter of the pipeline this HDF5 cannot apply, or nullptr.
 const Filter* missing_in_hdf5(const std::vector<Filter>& filters) {
   for (const Filter& f : filters)
     if (H5Zfilter_avail(f.id) <= 0) return &f;
   return nullptr;
 }
+
+namespace {
 
 // Calls op(t, chunk_start, begin, end) for every piece of the block that lies
 // in one (1, chunk_ids, K) chunk: date t, ids [begin, end) of the chunk that
@@ -173,6 +176,7 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& sho
     hsize_t dims[3] = {};
     const Dataspace space(H5Dget_space(ds.get()));
     H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+    raw->T_ = Index(dims[0]);
     raw->chunks_per_date_ = (N + raw->chunk_ids_ - 1) / raw->chunk_ids_;
     const Index chunks = Index(dims[0]) * raw->chunks_per_date_;
     if (chunks <= max_cached_chunks) {
@@ -194,6 +198,62 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& sho
 
 RawCube::~RawCube() {
   if (fd_ >= 0) ::close(fd_);
+}
+
+void RawCube::close() {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) throw IoError(path_ + ": write failed: " + std::strerror(errno));
+}
+
+std::vector<std::uint64_t> RawCube::placement() const {
+  std::vector<std::uint64_t> p{std::uint64_t(N_), std::uint64_t(K_), es_, std::uint64_t(chunk_ids_),
+                               std::uint64_t(chunks_per_date_), contiguous_base_, chunk_base_};
+  if (contiguous_base_ != HADDR_UNDEF) return p;
+  if (!chunk_addresses_)
+    throw IoError(fmt::format("{}: {} chunks are more than a distributed run hands its ranks ({}); set [output] "
+                              "chunk_ids larger", path_, T_ * chunks_per_date_, max_cached_chunks));
+  quiet_hdf5_errors();
+  for (Index t = 0; t < T_; ++t)
+    for (Index c = 0; c < chunks_per_date_; ++c) {
+      std::atomic<haddr_t>& cached = chunk_addresses_[std::size_t(t * chunks_per_date_ + c)];
+      haddr_t addr = cached.load(std::memory_order_relaxed);
+      if (addr == 0) {
+        const hsize_t coord[3] = {hsize_t(t), hsize_t(c * chunk_ids_), 0};
+        unsigned mask = 0;
+        hsize_t size = 0;
+        addr = HADDR_UNDEF;
+        if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
+          throw IoError(fmt::format("{}: output chunk ({}, {}, 0) is not allocated", path_, t, c * chunk_ids_));
+        cached.store(addr, std::memory_order_relaxed);
+      }
+      p.push_back(addr);
+    }
+  return p;
+}
+
+std::unique_ptr<RawCube> RawCube::open_placed(const std::string& path, const std::string& shown,
+                                              const std::vector<std::uint64_t>& p, bool writable) {
+  if (p.size() < 7) throw std::logic_error("cvest: a cube placement of fewer than 7 fields");
+  std::unique_ptr<RawCube> raw(new RawCube);
+  raw->N_ = Index(p[0]);
+  raw->K_ = Index(p[1]);
+  raw->es_ = std::size_t(p[2]);
+  raw->chunk_ids_ = Index(p[3]);
+  raw->chunks_per_date_ = Index(p[4]);
+  raw->contiguous_base_ = haddr_t(p[5]);
+  raw->chunk_base_ = haddr_t(p[6]);
+  if (raw->contiguous_base_ == HADDR_UNDEF) {
+    const std::size_t chunks = p.size() - 7;
+    raw->T_ = raw->chunks_per_date_ > 0 ? Index(chunks) / raw->chunks_per_date_ : 0;
+    raw->chunk_addresses_.reset(new std::atomic<haddr_t>[chunks]);
+    for (std::size_t c = 0; c < chunks; ++c) raw->chunk_addresses_[c].store(haddr_t(p[7 + c]), std::memory_order_relaxed);
+  }
+  raw->path_ = shown;
+  raw->fd_ = ::open(path.c_str(), (writable ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+  if (raw->fd_ < 0) throw IoError(shown + ": cannot open " + path + ": " + std::strerror(errno));
+  return raw;
 }
 
 // Calls op(file_offset, bytes, offset_in_block_buffer) for every contiguous
@@ -234,9 +294,11 @@ bool RawCube::read(const Block& b, void* buffer) const {
 
 void RawCube::write(const Block& b, const void* buffer) const {
   const auto* in = static_cast<const char*>(buffer);
+  if (fault_injected("kill")) ::raise(SIGKILL);
   const bool complete = for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t from) {
     for (std::size_t done = 0; done < bytes;) {
-      const ssize_t put = ::pwrite(fd_, in + from + done, bytes - done, at + off_t(done));
+      ssize_t put = ::pwrite(fd_, in + from + done, bytes - done, at + off_t(done));
+      if (fault_injected("write")) put = -1, errno = ENOSPC;
       if (put < 0 && errno == EINTR) continue;
       if (put <= 0)
         throw IoError(path_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +

@@ -36,6 +36,19 @@ class RawCube {
   bool read(const Block& block, void* buffer) const;
   void write(const Block& block, const void* buffer) const;
 
+  // Where every byte of the cube lies, for another process to write it (a
+  // rank of a distributed run, which opens the file without HDF5): every
+  // chunk's address resolved. IoError where the table would pass
+  // max_cached_chunks entries.
+  std::vector<std::uint64_t> placement() const;
+  // The cube `placement` describes, in the file at `path` (not opened
+  // through HDF5: HDF5 is asked nothing).
+  // Closes the file now (for a writer: IoError where the file system reports
+  // a failed write only then, as NFS does).
+  void close();
+  static std::unique_ptr<RawCube> open_placed(const std::string& path, const std::string& shown,
+                                              const std::vector<std::uint64_t>& placement, bool writable);
+
  private:
   RawCube() = default;
   template <class Op>
@@ -47,6 +60,7 @@ class RawCube {
   std::size_t es_ = 8;
   haddr_t contiguous_base_ = HADDR_UNDEF;
   haddr_t chunk_base_ = 0;  // a user block's size where HDF5's chunk addresses leave it out
+  Index T_ = 0;
   // Chunk addresses as HDF5 first answers them (0: not asked yet), so each
   // chunk costs one lookup behind HDF5's global lock however many blocks
   // touch it (a LayoutLeft block touches a piece of a chunk per date).
@@ -105,6 +119,9 @@ struct Filter {
   std::string name;
 };
 std::vector<Filter> filters_of(const PropList& create);
+// The first filter of the pipeline this HDF5 cannot apply (h5py's lzf
+// without its plugin), or nullptr.
+const Filter* missing_in_hdf5(const std::vector<Filter>& filters);
 
 // How a dataset is stored and which path reads it: a report says so, so that
 // a slow read can be told from a slow machine.

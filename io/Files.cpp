@@ -1,11 +1,14 @@
 #include "io/Files.hpp"
 
+#include "io/Faults.hpp"
+
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <libdeflate.h>
 #include <lzf.h>
@@ -28,8 +31,14 @@ void clean_up_after_killed_runs(const std::string& path) {
 namespace {
 
 // Creates `path` (truncating) as a new HDF5 file. IoError when it can't.
-File create_file(const std::string& path, const std::string& shown) {
-  File file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+// `page` > 0: objects of a page or more (an output's chunks) start on a page
+// boundary, so the ranks of a distributed run, which split the output at
+// chunk boundaries, never write into the same page (which NFS clients may
+// write back whole, and Lustre locks).
+File create_file(const std::string& path, const std::string& shown, hsize_t page = 0) {
+  const PropList access(H5Pcreate(H5P_FILE_ACCESS));
+  if (page > 0) H5Pset_alignment(access.get(), page, page);
+  File file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()));
   if (!file) throw IoError(shown + ": cannot create (directory missing or not writable?)");
   return file;
 }
@@ -46,6 +55,9 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
                        const std::string& shown) {
   Dataspace space(H5Screate_simple(int(dims.size()), dims.data(), nullptr));
   PropList create(H5Pcreate(H5P_DATASET_CREATE));
+  // No creation and modification times in the object header: the same job
+  // writes the same bytes, whenever and on however many ranks it runs.
+  H5Pset_obj_track_times(create.get(), false);
   H5Pset_chunk(create.get(), int(chunk.size()), chunk.data());
   if (compression != Compression::none) H5Pset_shuffle(create.get());
   if (compression == Compression::gzip) H5Pset_deflate(create.get(), unsigned(gzip_level));
@@ -163,7 +175,9 @@ void check_free_space(const std::vector<std::pair<std::string, double>>& files) 
 
 InputFile::InputFile(const std::string& path, const std::string& multby, const std::string& discount,
                      std::size_t chunk_cache_bytes)
-    : path_(path), multby_name_(multby), discount_name_(discount), file_(open_input_file(path)) {
+    : path_(path), multby_name_(multby), discount_name_(discount),
+      file_(fault_injected("open_input") ? throw InputError(path + ": cannot be opened for reading")
+                                         : open_input_file(path)) {
   DatasetShape m, d;
   multby_ = open_dataset(file_, path, multby, 2, m, chunk_cache_bytes);
   discount_ = open_dataset(file_, path, discount, 3, d, chunk_cache_bytes);
@@ -264,7 +278,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   if (const double bytes = output_bytes(spec); bytes > 0) check_free_space(spec.path, bytes);
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
                               : cube_chunk(spec.N, spec.K, element_size(spec.precision));
-  file_ = create_file(temp_path_, spec.path);
+  file_ = create_file(temp_path_, spec.path, output_page_bytes);
   try {
     ds_ = create_dataset(file_, spec.dataset, spec.precision, {hsize_t(spec.T), hsize_t(spec.N), hsize_t(spec.K)},
                          {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])}, spec.compression,
@@ -323,6 +337,112 @@ libdeflate_compressor* thread_compressor(int level) {
 
 }  // namespace
 
+namespace {
+
+// A chunk as it goes into the file: its first date and id, the bytes as
+// stored (compressed or not; nullptr where compression failed) and
+// H5Dwrite_chunk's mask of the filters skipped.
+struct StoredChunk {
+  Index t, i;
+  const unsigned char* data;
+  std::size_t bytes;
+  unsigned skipped;
+};
+
+// A block of whole (1, chunk_ids, K) chunks as stored chunks, in order. A
+// gzip chunk is shuffled and deflated outside HDF5's global lock (the byte
+// order of HDF5's shuffle filter, a zlib stream as its deflate filter
+// writes): the threads of the per-thread pipeline each compress their own
+// blocks, and a reader never waits for a compression. Called from outside a
+// parallel region (the overlapped pipeline's writer thread), a block's
+// chunks are compressed by an OpenMP team, then stored in order. Scratch
+// buffers are per thread.
+template <class Store>
+void store_chunks(const OutputSpec& spec, const std::array<Index, 3>& chunk, unsigned lzf_skipped_mask, const Block& b,
+                  const void* buffer, Store&& store) {
+  const std::size_t es = element_size(spec.precision);
+  const auto* bytes = static_cast<const unsigned char*>(buffer);
+  const std::size_t chunk_bytes = std::size_t(chunk[1] * spec.K) * es;
+  struct Piece {
+    Index t, i;
+    std::size_t stored;  // bytes to store; 0 when compression failed
+    unsigned skipped;    // filters not applied (H5Dwrite_chunk's mask): lzf when it could not shrink the chunk
+  };
+  std::vector<Piece> pieces;
+  for (Index t = b.dates.begin; t < b.dates.end; ++t)
+    for (Index i = b.ids.begin; i < b.ids.end; i += chunk[1]) pieces.push_back({t, i, 0, 0});
+  // The chunk's bytes as stored: compressed into `out` when gzip or lzf,
+  // else in place.
+  const auto prepare = [&](Piece& p, std::vector<unsigned char>& out) -> const unsigned char* {
+    std::size_t& stored = p.stored;
+    thread_local std::vector<unsigned char> pad, shuffled;
+    const Index ids = std::min(chunk[1], b.ids.end - p.i);
+    const unsigned char* src = bytes + offset_in_block(b, p.t, p.i, std::size_t(spec.K) * es);
+    if (ids < chunk[1]) {  // the last, partial chunk travels padded to full size
+      pad.resize(chunk_bytes);
+      std::memcpy(pad.data(), src, std::size_t(ids * spec.K) * es);
+      std::memset(pad.data() + std::size_t(ids * spec.K) * es, 0, chunk_bytes - std::size_t(ids * spec.K) * es);
+      src = pad.data();
+    }
+    stored = chunk_bytes;
+    if (spec.compression == Compression::none) return src;
+    shuffled.resize(chunk_bytes);
+    shuffle_bytes(src, chunk_bytes, es, shuffled.data());
+    if (spec.compression == Compression::lzf) {
+      out.resize(chunk_bytes);
+      stored = lzf_compress(shuffled.data(), unsigned(chunk_bytes), out.data(), unsigned(chunk_bytes - 1));
+      if (stored == 0) {  // no smaller: stored shuffled, lzf skipped
+        std::memcpy(out.data(), shuffled.data(), chunk_bytes);
+        stored = chunk_bytes;
+        p.skipped = lzf_skipped_mask;
+      }
+      return out.data();
+    }
+    libdeflate_compressor* compressor = thread_compressor(spec.gzip_level);
+    stored = 0;
+    if (compressor) {
+      out.resize(libdeflate_zlib_compress_bound(compressor, chunk_bytes));
+      stored = libdeflate_zlib_compress(compressor, shuffled.data(), chunk_bytes, out.data(), out.size());
+    }
+    return stored ? out.data() : nullptr;
+  };
+#ifdef _OPENMP
+  if (spec.compression != Compression::none && pieces.size() > 1 && !omp_in_parallel()) {
+    // This thread's buffers, named before the team starts: inside it a
+    // thread_local name would be each team thread's own.
+    thread_local std::vector<std::vector<unsigned char>> packed_by_writer;
+    auto& packed_ahead = packed_by_writer;
+    packed_ahead.resize(std::max(packed_ahead.size(), pieces.size()));
+    const long n = long(pieces.size());
+#pragma omp parallel for schedule(dynamic)
+    for (long k = 0; k < n; ++k) prepare(pieces[std::size_t(k)], packed_ahead[std::size_t(k)]);
+    for (std::size_t k = 0; k < pieces.size(); ++k)
+      store(StoredChunk{pieces[k].t, pieces[k].i, pieces[k].stored ? packed_ahead[k].data() : nullptr,
+                        pieces[k].stored, pieces[k].skipped});
+    return;
+  }
+#endif
+  thread_local std::vector<unsigned char> compressed;
+  for (Piece& p : pieces) {
+    const unsigned char* data = prepare(p, compressed);
+    store(StoredChunk{p.t, p.i, data, p.stored, p.skipped});
+  }
+}
+
+std::string chunk_name(const StoredChunk& c) { return fmt::format("({}, {}, 0)", c.t, c.i); }
+
+// A part file's record before each piece's bytes: a stored chunk at
+// (dates.begin, ids.begin), or a block that is not of whole chunks, in
+// C order, which HDF5 merges into its chunks (read, modify, compress).
+struct PartRecord {
+  enum Kind : std::uint32_t { chunk = 0, block = 1 };
+  std::int64_t t0, t1, i0, i1;
+  std::uint64_t bytes;
+  std::uint32_t skipped, kind;
+};
+
+}  // namespace
+
 void OutputFile::write(const Block& b, const void* buffer) {
   if (raw_) {
     raw_->write(b, buffer);
@@ -335,86 +455,115 @@ void OutputFile::write(const Block& b, const void* buffer) {
                     {b.dates.size(), b.ids.size(), spec_.K}, buffer, what);
     return;
   }
-  // Whole chunks go in with H5Dwrite_chunk. A gzip chunk is shuffled and
-  // deflated outside HDF5's global lock (the byte order of HDF5's shuffle
-  // filter, a zlib stream as its deflate filter writes): the threads of the
-  // per-thread pipeline each compress their own blocks, and a reader never
-  // waits for a compression. Called from outside a parallel region (the
-  // overlapped pipeline's writer thread), a block's chunks are compressed by
-  // an OpenMP team, then stored in order. Scratch buffers are per thread.
-  const std::size_t es = element_size(spec_.precision);
-  const auto* bytes = static_cast<const unsigned char*>(buffer);
-  const std::size_t chunk_bytes = std::size_t(chunk_[1] * spec_.K) * es;
-  struct Piece {
-    Index t, i;
-    std::size_t stored;  // bytes to store; 0 when compression failed
-    unsigned skipped;    // filters not applied (H5Dwrite_chunk's mask): lzf when it could not shrink the chunk
-  };
-  std::vector<Piece> pieces;
-  for (Index t = b.dates.begin; t < b.dates.end; ++t)
-    for (Index i = b.ids.begin; i < b.ids.end; i += chunk_[1]) pieces.push_back({t, i, 0, 0});
-  const auto chunk_name = [&](const Piece& p) {
-    return "(" + std::to_string(p.t) + ", " + std::to_string(p.i) + ", 0)";
-  };
-  // The chunk's bytes as stored: compressed into `out` when gzip or lzf,
-  // else in place.
-  const auto prepare = [&](Piece& p, std::vector<unsigned char>& out) -> const unsigned char* {
-    std::size_t& stored = p.stored;
-    thread_local std::vector<unsigned char> pad, shuffled;
-    const Index ids = std::min(chunk_[1], b.ids.end - p.i);
-    const unsigned char* src = bytes + offset_in_block(b, p.t, p.i, std::size_t(spec_.K) * es);
-    if (ids < chunk_[1]) {  // the last, partial chunk travels padded to full size
-      pad.resize(chunk_bytes);
-      std::memcpy(pad.data(), src, std::size_t(ids * spec_.K) * es);
-      std::memset(pad.data() + std::size_t(ids * spec_.K) * es, 0, chunk_bytes - std::size_t(ids * spec_.K) * es);
-      src = pad.data();
-    }
-    stored = chunk_bytes;
-    if (spec_.compression == Compression::none) return src;
-    shuffled.resize(chunk_bytes);
-    shuffle_bytes(src, chunk_bytes, es, shuffled.data());
-    if (spec_.compression == Compression::lzf) {
-      out.resize(chunk_bytes);
-      stored = lzf_compress(shuffled.data(), unsigned(chunk_bytes), out.data(), unsigned(chunk_bytes - 1));
-      if (stored == 0) {  // no smaller: stored shuffled, lzf skipped
-        std::memcpy(out.data(), shuffled.data(), chunk_bytes);
-        stored = chunk_bytes;
-        p.skipped = lzf_skipped_mask_;
-      }
-      return out.data();
-    }
-    libdeflate_compressor* compressor = thread_compressor(spec_.gzip_level);
-    stored = 0;
-    if (compressor) {
-      out.resize(libdeflate_zlib_compress_bound(compressor, chunk_bytes));
-      stored = libdeflate_zlib_compress(compressor, shuffled.data(), chunk_bytes, out.data(), out.size());
-    }
-    return stored ? out.data() : nullptr;
-  };
   quiet_hdf5_errors();  // this thread's
-  const auto store = [&](const Piece& p, const unsigned char* data) {
-    if (!data) throw IoError(what + ": compressing the chunk at " + chunk_name(p) + " failed (out of memory?)");
-    const hsize_t offset[3] = {hsize_t(p.t), hsize_t(p.i), 0};
-    if (H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, p.skipped, offset, p.stored, data) < 0)
-      throw IoError(what + ": write of chunk at " + chunk_name(p) + " failed (disk full?)");
-  };
-#ifdef _OPENMP
-  if (spec_.compression != Compression::none && pieces.size() > 1 && !omp_in_parallel()) {
-    // This thread's buffers, named before the team starts: inside it a
-    // thread_local name would be each team thread's own.
-    thread_local std::vector<std::vector<unsigned char>> packed_by_writer;
-    auto& packed_ahead = packed_by_writer;
-    packed_ahead.resize(std::max(packed_ahead.size(), pieces.size()));
-    const long n = long(pieces.size());
-#pragma omp parallel for schedule(dynamic)
-    for (long k = 0; k < n; ++k) prepare(pieces[std::size_t(k)], packed_ahead[std::size_t(k)]);
-    for (std::size_t k = 0; k < pieces.size(); ++k)
-      store(pieces[k], pieces[k].stored ? packed_ahead[k].data() : nullptr);
+  store_chunks(spec_, chunk_, lzf_skipped_mask_, b, buffer, [&](const StoredChunk& c) { store(c.t, c.i, c.data, c.bytes, c.skipped); });
+}
+
+void OutputFile::store(Index t, Index i, const void* data, std::size_t bytes, unsigned skipped) {
+  const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
+  const StoredChunk c{t, i, nullptr, bytes, skipped};
+  if (!data) throw IoError(what + ": compressing the chunk at " + chunk_name(c) + " failed (out of memory?)");
+  const hsize_t offset[3] = {hsize_t(t), hsize_t(i), 0};
+  if (fault_injected("write") || H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, skipped, offset, bytes, data) < 0)
+    throw IoError(what + ": write of chunk at " + chunk_name(c) + " failed (disk full?)");
+}
+
+std::vector<std::uint64_t> OutputFile::share() const {
+  std::vector<std::uint64_t> description{std::uint64_t(chunk_[1]), lzf_skipped_mask_};
+  if (raw_) {
+    const auto placement = raw_->placement();
+    description.insert(description.end(), placement.begin(), placement.end());
+  } else if (spec_.compression == Compression::none) {
+    throw IoError(spec_.path + ": the output cannot be written at its file offsets, which a distributed run needs");
+  }
+  return description;
+}
+
+void OutputFile::store_part(const std::string& part) {
+  const int fd = ::open(part.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(part + ": cannot open another rank's chunks: " + std::strerror(errno));
+  const std::unique_ptr<int, void (*)(int*)> closing(new int(fd), [](int* f) { ::close(*f), delete f; });
+  std::vector<unsigned char> data;
+  for (off_t at = 0;;) {
+    PartRecord r{};
+    const ssize_t got = ::pread(fd, &r, sizeof r, at);
+    if (got == 0) return;
+    if (got != ssize_t(sizeof r)) throw IoError(part + ": truncated record at byte " + std::to_string(at));
+    data.resize(std::size_t(r.bytes));
+    if (::pread(fd, data.data(), data.size(), at + off_t(sizeof r)) != ssize_t(data.size()))
+      throw IoError(part + ": truncated chunk at byte " + std::to_string(at));
+    if (r.kind == PartRecord::block)
+      write_hyperslab(ds_, native_type(spec_.precision), {r.t0, r.i0, 0}, {r.t1 - r.t0, r.i1 - r.i0, spec_.K},
+                      data.data(), spec_.path + ": dataset '" + spec_.dataset + "'");
+    else
+      store(r.t0, r.i0, data.data(), data.size(), r.skipped);
+    at += off_t(sizeof r + data.size());
+  }
+}
+
+OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
+                         const std::vector<std::uint64_t>& description)
+    : spec_(spec) {
+  if (description.size() < 2) throw std::logic_error("cvest: an output share without its description");
+  chunk_ = {1, Index(description[0]), spec.K};
+  lzf_skipped_mask_ = unsigned(description[1]);
+  if (description.size() > 2) {
+    raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true);
     return;
   }
-#endif
-  thread_local std::vector<unsigned char> compressed;
-  for (Piece& p : pieces) store(p, prepare(p, compressed));
+  part_path_ = temp_path_for(spec.path);
+  guard_ = std::make_unique<TempFileGuard>(part_path_);
+  fd_ = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw IoError(spec.path + ": cannot create " + part_path_ + ": " + std::strerror(errno));
+}
+
+OutputShare::~OutputShare() {
+  raw_.reset();
+  if (fd_ >= 0 && !closed_) ::close(fd_);
+  if (!part_path_.empty()) {
+    std::error_code ec;
+    fs::remove(part_path_, ec);
+  }
+}
+
+void OutputShare::close() {
+  if (raw_) {
+    raw_->close();
+    return;
+  }
+  if (closed_) return;
+  closed_ = true;
+  if (::close(fd_) != 0) throw IoError(part_path_ + ": write failed: " + std::strerror(errno));
+}
+
+void OutputShare::write(const Block& b, const void* buffer) {
+  if (raw_) {
+    raw_->write(b, buffer);
+    return;
+  }
+  const auto append = [&](const PartRecord& r, const void* data) {
+    const std::lock_guard lock(append_);
+    for (const auto& [from, n] : {std::pair{static_cast<const void*>(&r), sizeof r}, std::pair{data, std::size_t(r.bytes)}})
+      for (std::size_t done = 0; done < n;) {
+        ssize_t put = ::write(fd_, static_cast<const char*>(from) + done, n - done);
+        if (fault_injected("write")) put = -1, errno = ENOSPC;
+        if (put < 0 && errno == EINTR) continue;
+        if (put <= 0)
+          throw IoError(part_path_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
+                        (errno == ENOSPC ? " (disk full)" : ""));
+        done += std::size_t(put);
+      }
+  };
+  const bool aligned = b.ids.begin % chunk_[1] == 0 && (b.ids.end % chunk_[1] == 0 || b.ids.end == spec_.N);
+  if (!aligned) {  // rank 0 merges it into its chunks, as OutputFile::write does in one process
+    const std::size_t bytes = std::size_t(b.dates.size() * b.ids.size() * spec_.K) * element_size(spec_.precision);
+    append({b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, bytes, 0, PartRecord::block}, buffer);
+    return;
+  }
+  store_chunks(spec_, chunk_, lzf_skipped_mask_, b, buffer, [&](const StoredChunk& c) {
+    if (!c.data) throw IoError(spec_.path + ": compressing the chunk at " + chunk_name(c) + " failed (out of memory?)");
+    append({c.t, c.t + 1, c.i, c.i + chunk_[1], c.bytes, c.skipped, PartRecord::chunk}, c.data);
+  });
 }
 
 void OutputFile::commit(const std::map<std::string, std::string>& attributes, hid_t scales_like) {

@@ -8,7 +8,9 @@
 #include "io/Hdf5.hpp"
 #include "io/TempFiles.hpp"
 
+#include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <utility>
@@ -75,6 +77,10 @@ struct OutputSpec {
   bool overwrite = false;
 };
 
+// Objects of an output of this size or more (its chunks) start on a
+// boundary of it: a distributed run's ranks then share no page.
+inline constexpr std::size_t output_page_bytes = 4096;
+
 class OutputFile {
  public:
   explicit OutputFile(const OutputSpec& spec);  // creates the temporary file
@@ -92,7 +98,18 @@ class OutputFile {
   // spec.path.
   void commit(const std::map<std::string, std::string>& attributes, hid_t scales_like = H5I_INVALID_HID);
 
+  // Distributed runs (app/Ranks.hpp): the temporary file, and what another
+  // process needs to write its share of the output (OutputShare): where
+  // every uncompressed byte lies, or how chunks are compressed.
+  const std::string& temp_path() const { return temp_path_; }
+  std::vector<std::uint64_t> share() const;
+  // Stores what another rank's OutputShare appended to its part file
+  // `part`, in the order it was written: compressed chunks (H5Dwrite_chunk)
+  // and blocks not of whole chunks (merged into their chunks by HDF5).
+  void store_part(const std::string& part);
+
  private:
+  void store(Index t, Index i, const void* data, std::size_t bytes, unsigned skipped);
   OutputSpec spec_;
   std::string temp_path_;
   TempFileGuard temp_guard_{temp_path_};  // removed if a signal stops the process
@@ -102,6 +119,37 @@ class OutputFile {
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
   unsigned lzf_skipped_mask_ = 0;  // H5Dwrite_chunk's mask for a chunk stored without lzf
+};
+
+// Another rank's share of an output that rank 0 created (OutputFile, whose
+// share() describes it): uncompressed blocks go by pwrite to their offsets
+// in the temporary file; compressed chunks are compressed here and appended
+// to this process's own part file (a temporary file beside the output,
+// removed with this object), which rank 0 then stores into the output
+// (OutputFile::store_part): HDF5 allocates a compressed chunk's space only
+// when it is stored, and only one process may write the file's metadata.
+class OutputShare {
+ public:
+  OutputShare(const OutputSpec& spec, const std::string& output_temp, const std::vector<std::uint64_t>& description);
+  ~OutputShare();
+  OutputShare(const OutputShare&) = delete;
+  OutputShare& operator=(const OutputShare&) = delete;
+  void write(const Block& block, const void* buffer);  // as OutputFile::write, from several threads at once
+  // Closes the output (uncompressed) or the part file: IoError where a write
+  // the file system held back fails now (NFS reports them at close).
+  void close();
+  const std::string& part_path() const { return part_path_; }  // empty for uncompressed output
+
+ private:
+  OutputSpec spec_;
+  std::array<Index, 3> chunk_{};
+  unsigned lzf_skipped_mask_ = 0;
+  std::unique_ptr<RawCube> raw_;
+  std::string part_path_;
+  std::unique_ptr<TempFileGuard> guard_;
+  int fd_ = -1;
+  bool closed_ = false;
+  std::mutex append_;
 };
 
 // Refuses to proceed when `path` exists and overwrite is false, or when its

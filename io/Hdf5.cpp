@@ -291,8 +291,10 @@ void attach_dimension_scales(const File& file, const Dataset& ds, const std::str
       for (Index i = 0; i < dims[d]; ++i) values[i] = i;
       hsize_t n = hsize_t(dims[d]);
       Dataspace space(H5Screate_simple(1, &n, nullptr));
+      const PropList create(H5Pcreate(H5P_DATASET_CREATE));
+      H5Pset_obj_track_times(create.get(), false);  // reproducible bytes, as the output's own dataset
       scale = Dataset(H5Dcreate2(file.get(), (group + name).c_str(), H5T_NATIVE_INT64, space.get(), H5P_DEFAULT,
-                                 H5P_DEFAULT, H5P_DEFAULT));
+                                 create.get(), H5P_DEFAULT));
       if (!scale) throw IoError(path + ": cannot create dimension scale '" + name + "'");
       if (n > 0 && H5Dwrite(scale.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) < 0)
         throw IoError(path + ": cannot write dimension scale '" + name + "' (disk full?)");

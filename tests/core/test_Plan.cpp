@@ -166,3 +166,39 @@ TEST_CASE("LayoutLeft blocks hold many dates, id range by id range", "[plan]") {
       check_cover(plan_blocks(T, N, K, 8, b, {1, 7}, cap, LayoutKind::left));
     }
 }
+
+TEST_CASE("split_blocks shares a plan's blocks among ranks, consecutive and balanced", "[plan][ranks]") {
+  const BlockPlan plan = plan_blocks(10, 1000, 5, 8, 64 << 20, {1, 100}, 5 * 8 * 200, LayoutKind::right);
+  REQUIRE(plan.blocks.size() == 50);  // 10 dates x 5 blocks of 200 ids
+  const auto any = [](const Block&) { return true; };
+  SECTION("every block once, in order, about as many in each part") {
+    for (const int parts : {1, 2, 3, 4, 7}) {
+      const auto ranges = split_blocks(plan, parts, any);
+      REQUIRE(int(ranges.size()) == parts);
+      CHECK(ranges.front().begin == 0);
+      CHECK(ranges.back().end == 50);
+      for (int p = 1; p < parts; ++p) CHECK(ranges[std::size_t(p)].begin == ranges[std::size_t(p) - 1].end);
+      for (const Range& r : ranges) CHECK(std::abs(double(r.size()) - 50.0 / parts) <= 1.0);
+    }
+  }
+  SECTION("more parts than blocks: the extra parts are empty") {
+    const BlockPlan two = plan_blocks(2, 100, 5, 8, 64 << 20, {1, 100}, 0, LayoutKind::right);
+    REQUIRE(two.blocks.size() == 1);
+    const auto ranges = split_blocks(two, 4, any);
+    int nonempty = 0;
+    for (const Range& r : ranges) nonempty += r.size() > 0;
+    CHECK(nonempty == 1);
+    CHECK(ranges.back().end == 1);
+  }
+  SECTION("parts start only where may_start allows (a page boundary), the nearest to an even share") {
+    // Only blocks that start a date may start a part: 10 such starts for 3 parts.
+    const auto ranges = split_blocks(plan, 3, [](const Block& b) { return b.ids.begin == 0; });
+    for (const Range& r : ranges) CHECK(r.begin % 5 == 0);
+    CHECK(ranges[1].begin == 15);  // 16.7 blocks is the even share: date 3 starts at block 15
+    CHECK(ranges[2].begin == 35);  // 33.3: date 7 at block 35
+  }
+  SECTION("where no block may start a part, the nearest block does") {
+    const auto ranges = split_blocks(plan, 2, [](const Block&) { return false; });
+    CHECK(ranges[1].begin == 25);
+  }
+}

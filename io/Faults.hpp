@@ -1,0 +1,19 @@
+#pragma once
+// Faults injected for tests, so that the failure paths of a distributed run
+// (and of one process) run for real: CVEST_FAULT="POINT@RANK" makes POINT
+// fail on that rank (the launcher's rank of this process: mpiexec's, Slurm's;
+// 0 without a launcher) as the real fault would:
+//   open_input  the input file cannot be opened (as if unreadable);
+//   write       the output's first write fails with ENOSPC (disk full);
+//   kill        the process is killed (SIGKILL) as it writes its first block.
+// Unset (every normal run), nothing is injected.
+#include <string_view>
+
+namespace cvest::io {
+
+bool fault_injected(std::string_view point);
+
+// This process's rank as its launcher's environment gives it; 0 without one.
+int launcher_rank();
+
+}  // namespace cvest::io

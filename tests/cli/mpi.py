@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""One deck over several MPI ranks writes the same output as one process.
+
+    mpi.py CVEST_BINARY identical|compressed|failures
+
+identical: decks covering both layouts, both precisions, the per-thread and
+  overlapped pipelines, every strategy, and uneven splits (more ranks than
+  blocks, N not divisible by the ranks), each run as one plain process and
+  under `mpiexec -n 1, 2, 4` (oversubscribed on a small machine): the whole
+  output file is byte-identical (uncompressed output is written at its file
+  offsets by every rank; metadata by rank 0).
+compressed: gzip and lzf outputs (chunks compressed by every rank, stored by
+  rank 0) read back bit-identical to one process's, and verify.
+failures: one rank's input unreadable, the disk full on one rank, a rank
+  killed (CVEST_FAULT, io/Faults.hpp): the same exit code from mpiexec, one
+  line naming the rank, nothing at the output path, no temporary file left
+  (after a kill: removed by the next run, which succeeds), and no hang (every
+  run has a timeout).
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+cvest, case = sys.argv[1], sys.argv[2]
+mpiexec = shutil.which("mpiexec")
+failures = []
+# OpenMPI in containers and CI: run as root, more ranks than cores, no
+# binding; leak checks off under the sanitizer build (OpenMPI's own
+# allocations live until exit).
+env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_hwloc_base_binding_policy="none",
+           ASAN_OPTIONS="detect_leaks=0:" + os.environ.get("ASAN_OPTIONS", ""))
+env.pop("OMP_PROC_BIND", None)
+env.pop("OMP_PLACES", None)
+TIMEOUT = 120
+
+
+def check(ok, what):
+    print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(args, ranks=None, extra_env=None, expect=0):
+    cmd = ([mpiexec, "-q", "-n", str(ranks)] if ranks else []) + [cvest] + args
+    try:
+        p = subprocess.run(cmd, env=dict(env, **(extra_env or {})), capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        check(False, f"{' '.join(cmd)} finished within {TIMEOUT} s (hung)")
+        return None
+    if expect is not None and p.returncode != expect:
+        print(p.stdout[-2000:], p.stderr[-3000:])
+    return p
+
+
+def deck(folder, name, input_file, **sections):
+    sections.setdefault("output", {})
+    sections["output"] = dict({"file": f'"{name}.h5"'}, **sections["output"])
+    text = f'[input]\nfile = "{input_file}"\n'
+    for section, keys in sections.items():
+        text += f"[{section}]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items())
+    path = os.path.join(folder, name + ".toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def same_bytes(a, b):
+    with open(a, "rb") as fa, open(b, "rb") as fb:
+        return fa.read() == fb.read()
+
+
+def same_values(a, b):
+    import h5py
+    import numpy
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        x, y = fa["cv"][...], fb["cv"][...]
+        return x.dtype == y.dtype and x.shape == y.shape and numpy.array_equal(x.view(numpy.uint8), y.view(numpy.uint8))
+
+
+def leftovers(folder):
+    return [p for p in glob.glob(os.path.join(folder, ".*tmp-*"))]
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    if mpiexec is None:
+        check(False, "mpiexec on PATH (scripts/setup installs openmpi-bin)")
+        sys.exit(1)
+    # N = 10001 divides by none of 2 and 4; 3 dates: 4 ranks outnumber a
+    # LayoutRight plan's date blocks.
+    for name, args in [("d3", ["-T", "3", "-N", "10001", "-K", "3"]),
+                       ("f7", ["-T", "7", "-N", "20011", "-K", "5", "--precision", "float"])]:
+        p = run(["generate", *args, "-o", os.path.join(tmp, name + ".h5")])
+        check(p is not None and p.returncode == 0, f"generate {name}")
+
+    if case == "identical":
+        decks = [
+            # every strategy on both layouts, blocks of 2 MiB or less
+            (deck(tmp, "all_strategies", "d3.h5", run={"strategy": '"all"', "layout": '"all"',
+                                                        "memory_budget": '"8MiB"'}), {}),
+            # float, many small blocks, the per-thread pipeline on 2 threads a rank
+            (deck(tmp, "per_thread", "f7.h5", run={"strategy": '["flat", "per_date"]', "layout": '"all"',
+                                                    "memory_budget": '"32MiB"', "max_block": '"256KiB"',
+                                                    "pipeline": '"per_thread"'}),
+             {"OMP_NUM_THREADS": "2"}),
+            # the overlapped pipeline, blocks as large as the budget allows, float
+            (deck(tmp, "overlapped", "f7.h5", run={"strategy": '"per_id"', "layout": '["left", "right"]',
+                                                    "max_block": "0", "pipeline": '"overlapped"'}), {}),
+            # more ranks than blocks: one block of the whole cube
+            (deck(tmp, "one_block", "d3.h5", run={"strategy": '"flat"', "max_block": "0"}), {}),
+        ]
+        for path, extra in decks:
+            name = os.path.basename(path)[:-5]
+            ref = os.path.join(tmp, name + "-one.h5")
+            p = run(["run", path, "--set", f"output.file={name}-one.h5"], extra_env=extra)
+            check(p is not None and p.returncode == 0, f"{name}: one process")
+            for ranks in (1, 2, 4):
+                out = f"{name}-{ranks}.h5"
+                p = run(["run", path, "--set", f"output.file={out}"], ranks=ranks, extra_env=extra)
+                ok = p is not None and p.returncode == 0
+                check(ok, f"{name}: mpiexec -n {ranks} exits 0")
+                if ok:
+                    check(same_bytes(ref, os.path.join(tmp, out)), f"{name}: -n {ranks} output byte-identical to one process's")
+                    check(f"{ranks} ranks" in p.stderr or ranks == 1, f"{name}: -n {ranks} says how many ranks ran")
+        check(not leftovers(tmp), "no temporary files left")
+
+    elif case == "compressed":
+        for compression in ("gzip", "lzf"):
+            path = deck(tmp, compression, "f7.h5", output={"compression": f'"{compression}"'},
+                        run={"strategy": '["flat", "team"]', "layout": '"all"', "memory_budget": '"4MiB"'})
+            p = run(["run", path, "--set", f"output.file={compression}-one.h5"])
+            check(p is not None and p.returncode == 0, f"{compression}: one process")
+            for ranks in (2, 4):
+                out = f"{compression}-{ranks}.h5"
+                p = run(["run", path, "--set", f"output.file={out}"], ranks=ranks)
+                ok = p is not None and p.returncode == 0
+                check(ok, f"{compression}: mpiexec -n {ranks} exits 0")
+                if ok:
+                    check(same_values(os.path.join(tmp, f"{compression}-one.h5"), os.path.join(tmp, out)),
+                          f"{compression}: -n {ranks} reads back bit-identical to one process's")
+                    v = run(["verify", os.path.join(tmp, out), "--input", os.path.join(tmp, "f7.h5")])
+                    check(v is not None and v.returncode == 0, f"{compression}: -n {ranks} output verifies")
+        check(not leftovers(tmp), "no temporary files or part files left")
+
+    elif case == "failures":
+        path = deck(tmp, "fail", "d3.h5", run={"strategy": '["flat", "per_id"]', "layout": '"all"',
+                                                "memory_budget": '"4MiB"'})
+        gz = deck(tmp, "fail_gzip", "d3.h5", output={"compression": '"gzip"'}, run={"memory_budget": '"4MiB"'})
+        for what, fault, deck_path, code, says in [
+                ("rank 1's input unreadable", "open_input@1", path, 2, "rank 1 of 2: "),
+                ("disk full on rank 1", "write@1", path, 3, "rank 1 of 2: "),
+                ("disk full on rank 0", "write@0", path, 3, "rank 0 of 2: "),
+                ("disk full on rank 1, gzip output", "write@1", gz, 3, "rank 1 of 2: ")]:
+            out = os.path.join(tmp, os.path.basename(deck_path)[:-5] + ".h5")
+            p = run(["run", deck_path], ranks=2, extra_env={"CVEST_FAULT": fault}, expect=code)
+            if p is None:
+                continue
+            check(p.returncode == code, f"{what}: mpiexec exits {code} (got {p.returncode})")
+            lines = [l for l in p.stderr.splitlines() if l.startswith("cvest: ") and ("error" in l or "mismatch" in l)]
+            check(len(lines) == 1 and says in lines[0], f"{what}: one line naming the rank ({lines})")
+            check(not os.path.exists(out), f"{what}: nothing at the output path")
+            check(not leftovers(tmp), f"{what}: no temporary file left")
+        # A rank killed: mpiexec ends the others; the next run cleans up and succeeds.
+        out = os.path.join(tmp, "fail.h5")
+        p = run(["run", path], ranks=2, extra_env={"CVEST_FAULT": "kill@0"}, expect=None)
+        if p is not None:
+            check(p.returncode != 0, f"rank 0 killed: mpiexec exits non-zero (got {p.returncode})")
+            check(not os.path.exists(out), "rank 0 killed: nothing at the output path")
+            p = run(["run", path], ranks=2)
+            check(p is not None and p.returncode == 0 and "no longer runs" in p.stderr,
+                  "after the kill, the next run removes what it left and succeeds")
+            check(not leftovers(tmp), "after the rerun, no temporary file left")
+        os.remove(out)
+        p = run(["run", path], ranks=2, extra_env={"CVEST_FAULT": "kill@1"}, expect=None)
+        if p is not None:
+            check(p.returncode != 0, f"rank 1 killed: mpiexec exits non-zero (got {p.returncode})")
+            check(not os.path.exists(out), "rank 1 killed: nothing at the output path")
+            check(not leftovers(tmp), "rank 1 killed: rank 0, stopped by mpiexec, removed its temporary file")
+        # Commands other than run refuse several ranks.
+        p = run(["info"], ranks=2, expect=2)
+        check(p is not None and p.returncode == 2 and p.stderr.count("only 'cvest run'") == 1,
+              "cvest info under mpiexec -n 2: exit 2, one line")
+    else:
+        check(False, f"unknown case {case}")
+
+print(f"{len(failures)} failed" if failures else "all passed")
+sys.exit(1 if failures else 0)
