@@ -827,6 +827,24 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
     above_roof = above_roof || j.kernel_roof_fraction > 1.0;
   }
+  if (rep.ranks > 1) {
+    fmt::print(out, "\n{} ranks ({} on rank 0's node): each job's time is its slowest rank's, its busy seconds and bytes "
+                    "the ranks' sums, GB/s in all ranks' input over that time\n", rep.ranks, rep.ranks_on_node);
+    for (const auto& j : rep.jobs) {
+      if (j.per_rank.empty()) continue;
+      std::string seconds, blocks;
+      for (const auto& r : j.per_rank) {
+        seconds += fmt::format(" {:.3f}", r.total_s);
+        blocks += fmt::format(" {}", r.blocks);
+      }
+      fmt::print(out, "{}/{}: slowest rank {}, load balance {:.2f} (slowest / mean); seconds by rank{}; blocks by "
+                      "rank{}{}\n", to_string(j.strategy), to_string(j.layout), j.slowest_rank(), j.load_balance(),
+                 seconds, blocks,
+                 j.parts_stored_s > 0 ? fmt::format("; rank 0 stored the others' compressed chunks in {:.3f} s",
+                                                    j.parts_stored_s)
+                                      : std::string());
+    }
+  }
   fmt::print(out, "\nblock: dates x ids per block; roof: GB/s of a copy of the job's own block-sized working set, in "
                   "cache, on the threads its kernels ran on (same run); k.roof: the kernel's GB/s over it\n");
   if (above_roof)
@@ -877,6 +895,12 @@ void print_plan(const RunReport& rep, std::ostream& out) {
                                                          : std::string(to_string(rep.output_compression)) + ", at most",
              format_bytes(out_bytes), rep.output_chunk_ids,
              free < 0 ? std::string() : fmt::format("; {} free there", format_bytes(free)));
+  if (rep.ranks > 1)
+    for (std::size_t p = 0; p < rep.plans.size(); ++p) {
+      std::string shares;
+      for (const Range& r : rep.rank_blocks[p]) shares += fmt::format(" [{}, {})", r.begin, r.end);
+      fmt::print(out, "ranks   {}: {} ranks, blocks by rank{}\n", kokkos_name(rep.plans[p].layout), rep.ranks, shares);
+    }
   for (const auto& j : rep.jobs)
     fmt::print(out, "job     {}/{} {}: {}\n", to_string(j.strategy), to_string(j.layout), to_string(j.precision),
                j.pipeline == PipelineKind::per_thread ? fmt::format("per_thread pipeline, {} threads", j.pipeline_threads)
@@ -903,9 +927,14 @@ nlohmann::json to_json(const RunReport& rep) {
                         {"read_by", rep.input_storage.read_by}};
   j["shape"] = {{"dates", rep.T}, {"ids", rep.N}, {"cols", rep.K}};
   j["memory_budget_bytes"] = rep.memory_budget;
+  j["ranks"] = rep.ranks;
+  j["ranks_on_node"] = rep.ranks_on_node;
   auto& plans = j["block_plans"];
-  for (const auto& p : rep.plans) {
+  for (std::size_t pi = 0; pi < rep.plans.size(); ++pi) {
+    const BlockPlan& p = rep.plans[pi];
     auto& plan = plans[std::string(to_string(p.layout))];
+    plan["rank_blocks"] = nlohmann::json::array();  // rank r runs blocks [begin, end)
+    for (const Range& r : rep.rank_blocks[pi]) plan["rank_blocks"].push_back({r.begin, r.end});
     plan["block_dates"] = p.block_dates;
     plan["block_ids"] = p.block_ids;
     plan["buffer_bytes"] = p.buffer_bytes;
@@ -940,6 +969,21 @@ nlohmann::json to_json(const RunReport& rep) {
       jj["bytes"][name] = job.stats.bytes[p];
       jj["GBps"][name] = job.stats.seconds[p] > 0 ? job.stats.bytes[p] / job.stats.seconds[p] / 1e9 : 0.0;
     }
+    if (!job.per_rank.empty()) {
+      jj["slowest_rank"] = job.slowest_rank();
+      jj["load_balance"] = job.load_balance();
+      jj["parts_stored_s"] = job.parts_stored_s;
+      jj["per_rank"] = nlohmann::json::array();
+      for (std::size_t r = 0; r < job.per_rank.size(); ++r) {
+        const RankStats& rs = job.per_rank[r];
+        nlohmann::json jr{{"rank", r}, {"total_s", rs.total_s}, {"blocks", rs.blocks}, {"peak_rss_bytes", rs.peak_rss_bytes}};
+        for (int p = 0; p < phase_count; ++p) {
+          jr["seconds"][std::string(to_string(Phase(p)))] = rs.seconds[p];
+          jr["bytes"][std::string(to_string(Phase(p)))] = rs.bytes[p];
+        }
+        jj["per_rank"].push_back(jr);
+      }
+    }
     jj["timeline"] = nlohmann::json::array();
     for (const auto& span : job.stats.timeline)
       jj["timeline"].push_back({{"block", span.block}, {"phase", to_string(span.phase)}, {"begin_s", span.begin_s},
@@ -955,7 +999,7 @@ std::string to_csv(const RunReport& rep) {
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_s";
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_bytes";
   s << ",peak_rss_bytes,kernel_roof_fraction,roof_GBps,dates,ids,cols,blocks,block_dates,block_ids,pipeline,"
-       "pipeline_threads\n";
+       "pipeline_threads,ranks,slowest_rank,load_balance\n";
   for (const auto& j : rep.jobs) {
     s << to_string(j.strategy) << ',' << to_string(j.layout) << ',' << to_string(j.precision) << ','
       << (j.wrote_output ? "true" : "false") << ',' << fmt::format("{:.6f}", j.stats.total_s);
@@ -965,7 +1009,8 @@ std::string to_csv(const RunReport& rep) {
     s << ',' << fmt::format("{:.0f}", j.peak_rss_bytes) << ',' << fmt::format("{:.4f}", j.kernel_roof_fraction) << ','
       << fmt::format("{:.3f}", j.roof.best()) << ',' << rep.T << ',' << rep.N << ',' << rep.K << ','
       << plan.blocks.size() << ',' << plan.block_dates << ',' << plan.block_ids << ',' << to_string(j.pipeline) << ','
-      << j.pipeline_threads << '\n';
+      << j.pipeline_threads << ',' << rep.ranks << ',' << j.slowest_rank() << ',' << fmt::format("{:.3f}", j.load_balance())
+      << '\n';
   }
   return s.str();
 }

@@ -49,31 +49,18 @@ json = "$work/report_$deck.json"
 DECK
 done
 cat "$in" "$h5in" > /dev/null  # page-cache the inputs
-device=$(basename "$(findmnt -no SOURCE --target "$work" 2>/dev/null || echo none)")
-in_flight() { awk -v d="$device" '$3 == d { print $12 }' /proc/diskstats; }
-clean() {
-  rm -f "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; sync
-  local idle=0 waited=0
-  while [ "$idle" -lt 2 ] && [ "$waited" -lt 60 ]; do  # two quiet polls in a row, at most 30 s
-    sleep 0.5; waited=$((waited + 1))
-    if [ "$(in_flight)" = 0 ] || [ -z "$(in_flight)" ]; then idle=$((idle + 1)); else idle=0; fi
-  done
-}
-now() { date +%s.%N; }
-since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.3f", b - a }'; }
+source "$root/bench/lib.sh"
 declare -a t_cp t_dd t_cvest t_h5py
 for r in $(seq "$rounds"); do
-  clean; s=$(now); cp "$in" "$work/cp.h5"; t_cp+=("$(since "$s")")
-  clean; s=$(now); dd if="$in" of="$work/dd.h5" bs=16M status=none; t_dd+=("$(since "$s")")
+  clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); cp "$in" "$work/cp.h5"; t_cp+=("$(since "$s")")
+  clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); dd if="$in" of="$work/dd.h5" bs=16M status=none; t_dd+=("$(since "$s")")
   # the two inputs take turns to go first, so neither always follows the other's output
   for deck in $([ $((r % 2)) = 1 ] && echo generated h5py || echo h5py generated); do
-    clean; s=$(now); "$build/cvest" run "$work/deck_$deck.toml" > /dev/null 2>&1
+    clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); "$build/cvest" run "$work/deck_$deck.toml" > /dev/null 2>&1
     if [ "$deck" = generated ]; then t_cvest+=("$(since "$s")"); else t_h5py+=("$(since "$s")"); fi
   done
   echo "round $r: cp ${t_cp[-1]} s, dd ${t_dd[-1]} s, cvest ${t_cvest[-1]} s, cvest on h5py's input ${t_h5py[-1]} s" >&2
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-spread() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.2f-%.2f", lo, hi }'; }
 mc=$(median "${t_cp[@]}"); md=$(median "${t_dd[@]}"); mv=$(median "${t_cvest[@]}"); mh=$(median "${t_h5py[@]}")
 size=$(stat -c %s "$in")
 awk -v file="$in" -v size="$size" -v r="$rounds" -v c="$mc" -v d="$md" -v v="$mv" -v h="$mh" -v b="${CVEST_BUDGET:-512MiB}" \

@@ -71,10 +71,12 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
 // A plan's blocks shared among `parts` workers (the ranks of a distributed
 // run): part p runs blocks [ranges[p].begin, ranges[p].end), consecutive in
 // the plan's order (so in the file's order for LayoutRight), with about as
-// many elements in each part. A part may start only at a block that
-// `may_start` accepts (e.g. one whose bytes begin a file page), the nearest
-// such block to the even share; where no block but the first is accepted,
-// at the nearest block. Parts beyond the blocks are empty.
+// many elements in each part. A part starts at a block that `may_start`
+// accepts (e.g. one whose bytes begin a file page), the nearest such block
+// to the even share, unless that puts the part's start more than a tenth of
+// a share off the even share where another block would not: then at the
+// nearest block (balance wins over alignment). Parts beyond the blocks are
+// empty.
 template <class MayStart>
 std::vector<Range> split_blocks(const BlockPlan& plan, int parts, MayStart&& may_start);
 
@@ -105,18 +107,20 @@ std::vector<Range> split_blocks(const BlockPlan& plan, int parts, MayStart&& may
     const Block& b = plan.blocks[std::size_t(j)];
     before[std::size_t(j) + 1] = before[std::size_t(j)] + double(b.dates.size() * b.ids.size());
   }
-  bool any_accepted = false;
-  for (Index j = 1; j < n && !any_accepted; ++j) any_accepted = may_start(plan.blocks[std::size_t(j)]);
+  const double share = before[std::size_t(n)] / parts;
   std::vector<Index> starts{0};
   for (int p = 1; p < parts; ++p) {
-    const double target = before[std::size_t(n)] * p / parts;
-    Index best = n;
+    const double target = share * p;
+    const auto off = [&](Index j) { return std::abs(before[std::size_t(j)] - target); };
+    Index aligned = -1, nearest = -1;  // the nearest start `may_start` accepts, and the nearest at all
     for (Index j = starts.back(); j <= n; ++j) {
-      if (j < n && j > 0 && any_accepted && !may_start(plan.blocks[std::size_t(j)])) continue;
-      if (best == n || std::abs(before[std::size_t(j)] - target) < std::abs(before[std::size_t(best)] - target)) best = j;
-      if (before[std::size_t(j)] >= target) break;
+      if (nearest < 0 || off(j) < off(nearest)) nearest = j;
+      const bool accepted = j == 0 || j == n || may_start(plan.blocks[std::size_t(j)]);
+      if (accepted && (aligned < 0 || off(j) < off(aligned))) aligned = j;
+      if (before[std::size_t(j)] >= target && aligned >= 0 && before[std::size_t(aligned)] >= target) break;
     }
-    starts.push_back(std::max(best, starts.back()));
+    const Index chosen = aligned >= 0 && (off(aligned) <= 0.1 * share || off(aligned) <= off(nearest)) ? aligned : nearest;
+    starts.push_back(std::max(chosen, starts.back()));
   }
   starts.push_back(n);
   std::vector<Range> ranges;

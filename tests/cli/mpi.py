@@ -125,6 +125,26 @@ with tempfile.TemporaryDirectory() as tmp:
                 if ok:
                     check(same_bytes(ref, os.path.join(tmp, out)), f"{name}: -n {ranks} output byte-identical to one process's")
                     check(f"{ranks} ranks" in p.stderr or ranks == 1, f"{name}: -n {ranks} says how many ranks ran")
+        # Rank 0's report: every rank's figures, and the split --plan shows.
+        path = decks[0][0]
+        p = run(["run", path, "--set", "output.file=report.h5", "--set", "report.json=report.json"], ranks=2)
+        if p is not None and p.returncode == 0:
+            import json
+            with open(os.path.join(tmp, "report.json")) as f:
+                report = json.load(f)
+            check(report["ranks"] == 2, "report: ranks = 2")
+            for job in report["jobs"]:
+                blocks = len(report["block_plans"][job["layout"]]["blocks"])
+                ok = (len(job["per_rank"]) == 2 and sum(r["blocks"] for r in job["per_rank"]) == blocks
+                      and job["load_balance"] >= 1 and job["seconds"]["total"] == max(r["total_s"] for r in job["per_rank"]))
+                check(ok, f"report: {job['strategy']}/{job['layout']} has both ranks' figures, every block once")
+            shares = report["block_plans"]["right"]["rank_blocks"]
+            check(shares[0][0] == 0 and shares[0][1] == shares[1][0] and shares[1][1] == len(report["block_plans"]["right"]["blocks"]),
+                  "report: rank_blocks cover the plan, rank by rank")
+            check("slowest rank" in p.stdout and "load balance" in p.stdout, "table: slowest rank and load balance")
+        p = run(["run", path, "--plan"], ranks=2)
+        check(p is not None and p.returncode == 0 and "ranks   LayoutRight: 2 ranks, blocks by rank [0, " in p.stdout,
+              "--plan under 2 ranks shows each rank's blocks")
         check(not leftovers(tmp), "no temporary files left")
 
     elif case == "compressed":

@@ -190,12 +190,20 @@ TEST_CASE("split_blocks shares a plan's blocks among ranks, consecutive and bala
     CHECK(nonempty == 1);
     CHECK(ranges.back().end == 1);
   }
-  SECTION("parts start only where may_start allows (a page boundary), the nearest to an even share") {
-    // Only blocks that start a date may start a part: 10 such starts for 3 parts.
-    const auto ranges = split_blocks(plan, 3, [](const Block& b) { return b.ids.begin == 0; });
-    for (const Range& r : ranges) CHECK(r.begin % 5 == 0);
-    CHECK(ranges[1].begin == 15);  // 16.7 blocks is the even share: date 3 starts at block 15
-    CHECK(ranges[2].begin == 35);  // 33.3: date 7 at block 35
+  SECTION("parts start where may_start allows (a page boundary) when that is within a tenth of a share") {
+    // Blocks that start a date or its third block: 16.7 blocks is the even
+    // share, and block 17 (date 3's third) is 0.3 blocks off it.
+    const auto ranges = split_blocks(plan, 3, [](const Block& b) { return b.ids.begin == 0 || b.ids.begin == 400; });
+    CHECK(ranges[1].begin == 17);
+    CHECK(ranges[2].begin == 32);  // 33.3: date 6's third block, 1.3 blocks off (a tenth: 1.67)
+  }
+  SECTION("balance wins where the nearest allowed start is more than a tenth of a share off") {
+    // Only blocks that start a date (every 5th): the even shares of 4 parts
+    // are 12.5, 25 and 37.5 blocks, a tenth of a share 1.25 blocks.
+    const auto ranges = split_blocks(plan, 4, [](const Block& b) { return b.ids.begin == 0; });
+    CHECK(ranges[1].begin == 12);  // 10 and 15 are 2.5 off
+    CHECK(ranges[2].begin == 25);  // a date's start, on the share
+    CHECK(ranges[3].begin == 37);
   }
   SECTION("where no block may start a part, the nearest block does") {
     const auto ranges = split_blocks(plan, 2, [](const Block&) { return false; });
