@@ -588,9 +588,10 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
           ranks.together([&] {
           if (!ranks.root()) return;
           Kokkos::Timer storing;
+          bool stored = false;
           for (const std::string& part : parts)
-            if (!part.empty()) out->store_part(part);
-          job.parts_stored_s = storing.seconds();
+            if (!part.empty()) out->store_part(part), stored = true;
+          if (stored) job.parts_stored_s = storing.seconds();
           out->commit({{"cvest_version", CVEST_VERSION},
                        {"strategy", std::string(to_string(strategy))},
                        {"layout", std::string(to_string(layout))},
