@@ -299,6 +299,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
   Precision precision = Precision::f64;
   std::size_t es = 8;
   Index chunk_ids = 0;
+  std::unique_ptr<OutputLock> output_lock;  // held until the deck's last job is done
   ranks.together([&] {
   if (to_generate) {
     if (!deck.input.generate) throw InputError(deck.input.file + ": no such file (and the deck has no [input] generate)");
@@ -319,6 +320,8 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
     if (!plan_only && ranks.root()) generate_input(deck.input.file, g, false);
   }
   check_output_path(deck.output.file, deck.output.overwrite, !plan_only);
+  // One run per output at a time: a second is refused here, not at its end.
+  if (!plan_only && ranks.root()) output_lock = std::make_unique<OutputLock>(deck.output.file);
   });
 
   // HDF5's chunk cache (or cvest's decoding scratch in its place): an eighth

@@ -295,6 +295,7 @@ bool RawCube::read(const Block& b, void* buffer) const {
 void RawCube::write(const Block& b, const void* buffer) const {
   const auto* in = static_cast<const char*>(buffer);
   if (fault_injected("kill")) ::raise(SIGKILL);
+  if (fault_injected("slow_write")) ::usleep(300000);
   const bool complete = for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t from) {
     for (std::size_t done = 0; done < bytes;) {
       ssize_t put = ::pwrite(fd_, in + from + done, bytes - done, at + off_t(done));

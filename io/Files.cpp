@@ -12,7 +12,9 @@
 #include <filesystem>
 #include <libdeflate.h>
 #include <lzf.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 #ifdef _OPENMP
@@ -81,16 +83,49 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
   return ds;
 }
 
-void rename_into_place(const std::string& temp, const std::string& path) {
+// Renames `temp` onto `path` where nothing is there: RENAME_NOREPLACE, or a
+// hard link and unlink where the file system lacks it (both fail where a
+// file appeared). False with errno EEXIST when something is at `path`.
+bool rename_without_replacing(const std::string& temp, const std::string& path) {
+#ifdef SYS_renameat2
+  if (::syscall(SYS_renameat2, AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), 1u /* RENAME_NOREPLACE */) == 0)
+    return true;
+  if (errno != EINVAL && errno != ENOSYS) return false;
+#endif
+  if (::link(temp.c_str(), path.c_str()) == 0) {
+    ::unlink(temp.c_str());
+    return true;
+  }
+  if (errno == EEXIST) return false;
+  // Neither (a file system without hard links): the check and the rename
+  // are two steps; the output lock (OutputLock) still keeps cvest runs apart.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) return errno = EEXIST, false;
+  return ::rename(temp.c_str(), path.c_str()) == 0;
+}
+
+void rename_into_place(const std::string& temp, const std::string& path, const FileIdentity& found, bool overwrite) {
+  const FileIdentity now = FileIdentity::of(path);
+  if (now.exists && (!overwrite || !found.exists || now != found))
+    throw IoError(path + (found.exists ? ": was replaced by another process while this run wrote its output; left as "
+                                         "it is, this run's output discarded"
+                                       : ": appeared while this run wrote its output (another process wrote it); left "
+                                         "as it is, this run's output discarded"));
   std::error_code ec;
-  // An output being replaced goes first: ext4 flushes a file renamed over an
-  // existing one (auto_da_alloc) inside rename, which took 1.8-2.4 s for a
-  // 1.6 GB output; renamed onto a free name it is written back as any new
-  // file is. The finished file is complete by now, so only the moment
-  // between the two calls has no output at `path`.
-  fs::remove(path, ec);
-  fs::rename(temp, path, ec);
-  if (ec) throw IoError(path + ": cannot rename the finished output into place: " + ec.message());
+  if (now.exists) {
+    // What the run found at the start is replaced, and only that. It goes
+    // first: ext4 flushes a file renamed over an existing one (auto_da_alloc)
+    // inside rename, which took 1.8-2.4 s for a 1.6 GB output; renamed onto
+    // a free name it is written back as any new file is.
+    fs::remove(path, ec);
+  }
+  if (!rename_without_replacing(temp, path)) {
+    const int error = errno;
+    if (error == EEXIST)
+      throw IoError(path + ": appeared while this run wrote its output (another process wrote it); left as it is, "
+                           "this run's output discarded");
+    throw IoError(path + ": cannot rename the finished output into place: " + std::strerror(error));
+  }
 }
 
 // The directory an output at `path` goes in.
@@ -125,6 +160,62 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir,
   if (!fs::is_directory(writable, ec)) throw IoError(path + ": cannot create the output directory " + dir.string());
   if (::access(writable.c_str(), W_OK) != 0)
     throw IoError(path + ": output directory " + writable.string() + " is not writable");
+}
+
+FileIdentity FileIdentity::of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
+}
+
+OutputLock::OutputLock(const std::string& path) {
+  const fs::path p(path);
+  lock_path_ = (output_dir(path) / ("." + p.filename().string() + ".lock")).string();
+  for (int attempt = 0;; ++attempt) {
+    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw IoError(path + ": cannot create the lock file " + lock_path_ + ": " + std::strerror(errno));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      if (error != EWOULDBLOCK) {  // no locks on this file system: say so, go on
+        fmt::print(stderr, "cvest: warning: {}: cannot lock {} ({}): two runs writing it at once will not be told "
+                           "apart until the end\n", path, lock_path_, std::strerror(error));
+        ::close(fd_);
+        fd_ = -1;
+        lock_path_.clear();
+        return;
+      }
+      char holder[256] = {};
+      const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
+      ::close(fd_);
+      fd_ = -1;
+      std::string who(holder, std::size_t(std::max<ssize_t>(n, 0)));
+      while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+      throw IoError(path + ": another cvest run is writing it (" + (who.empty() ? "a process" : who) +
+                    "); wait for it to finish, or write elsewhere");
+    }
+    // The last holder may have removed the file between our open and lock:
+    // then this lock guards nothing; take the file now at the path.
+    struct stat held {}, at_path {};
+    if (::fstat(fd_, &held) == 0 && ::stat(lock_path_.c_str(), &at_path) == 0 && held.st_ino == at_path.st_ino &&
+        held.st_dev == at_path.st_dev)
+      break;
+    ::close(fd_);
+    fd_ = -1;
+    if (attempt > 100) throw IoError(path + ": cannot take the lock " + lock_path_ + " (it keeps being replaced)");
+  }
+  guard_ = std::make_unique<TempFileGuard>(lock_path_);  // a signal removes it too
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string me = fmt::format("pid {} on {}\n", ::getpid(), host);
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size())) {
+    // Who holds it is only for the message of a run refused; the lock holds.
+  }
+}
+
+OutputLock::~OutputLock() {
+  if (fd_ < 0) return;
+  ::unlink(lock_path_.c_str());  // while still locked: a run waiting on this file retries on the path
+  ::close(fd_);
 }
 
 double generated_bytes(const GenerateSpec& spec) {
@@ -173,11 +264,18 @@ void check_free_space(const std::vector<std::pair<std::string, double>>& files) 
 }
 // --- input -----------------------------------------------------------------
 
+namespace {
+// A job's input, unless a test makes it unreadable (CVEST_FAULT=open_input).
+File open_job_input(const std::string& path) {
+  if (fault_injected("open_input")) throw InputError(path + ": cannot be opened for reading");
+  return open_input_file(path);
+}
+}  // namespace
+
 InputFile::InputFile(const std::string& path, const std::string& multby, const std::string& discount,
                      std::size_t chunk_cache_bytes)
     : path_(path), multby_name_(multby), discount_name_(discount),
-      file_(fault_injected("open_input") ? throw InputError(path + ": cannot be opened for reading")
-                                         : open_input_file(path)) {
+      file_(open_job_input(path)) {
   DatasetShape m, d;
   multby_ = open_dataset(file_, path, multby, 2, m, chunk_cache_bytes);
   discount_ = open_dataset(file_, path, discount, 3, d, chunk_cache_bytes);
@@ -216,6 +314,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
   if (spec.dates <= 0 || spec.ids <= 0 || spec.cols <= 0)
     throw InputError(path + ": generate needs positive dates, ids and cols");
   check_output_path(path, overwrite, true, "pass --overwrite");  // a deck's input is generated only where missing
+  const FileIdentity found = FileIdentity::of(path);
   clean_up_after_killed_runs(path);
   check_free_space(path, generated_bytes(spec));
   const std::string temp = temp_path_for(path);
@@ -251,7 +350,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
     m.reset();
     if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(path + ": flush failed (disk full?)");
     file.reset();
-    rename_into_place(temp, path);
+    rename_into_place(temp, path, found, overwrite);
   } catch (...) {
     std::error_code ec;
     fs::remove(temp, ec);
@@ -274,6 +373,7 @@ unsigned filter_mask_bit(const Dataset& ds, H5Z_filter_t filter) {
 
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
   check_output_path(spec.path, spec.overwrite);
+  found_ = FileIdentity::of(spec.path);  // all that overwrite = true may replace
   clean_up_after_killed_runs(spec.path);
   if (const double bytes = output_bytes(spec); bytes > 0) check_free_space(spec.path, bytes);
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
@@ -575,7 +675,7 @@ void OutputFile::commit(const std::map<std::string, std::string>& attributes, hi
   ds_.reset();
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(spec_.path + ": flush failed (disk full?)");
   file_.reset();
-  rename_into_place(temp_path_, spec_.path);
+  rename_into_place(temp_path_, spec_.path, found_, spec_.overwrite);
   committed_ = true;
 }
 

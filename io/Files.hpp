@@ -77,6 +77,36 @@ struct OutputSpec {
   bool overwrite = false;
 };
 
+// What is at a path (device and inode), to tell the file a run found there
+// from one that replaced it since.
+struct FileIdentity {
+  bool exists = false;
+  std::uint64_t device = 0, inode = 0;
+  static FileIdentity of(const std::string& path);
+  bool operator!=(const FileIdentity& o) const {
+    return exists != o.exists || device != o.device || inode != o.inode;
+  }
+};
+
+// One cvest run at a time per output: an exclusive flock on `.NAME.lock`
+// beside it, held while the object lives (the kernel drops it on any exit,
+// SIGKILL included) and the file removed with it. A second run of the same
+// output is refused at its start with IoError naming the holder (its pid
+// and host, which the lock file holds). Where the file system has no locks,
+// a warning, and no lock.
+class OutputLock {
+ public:
+  explicit OutputLock(const std::string& path);
+  ~OutputLock();
+  OutputLock(const OutputLock&) = delete;
+  OutputLock& operator=(const OutputLock&) = delete;
+
+ private:
+  std::string lock_path_;
+  int fd_ = -1;
+  std::unique_ptr<TempFileGuard> guard_;
+};
+
 // Objects of an output of this size or more (its chunks) start on a
 // boundary of it: a distributed run's ranks then share no page.
 inline constexpr std::size_t output_page_bytes = 4096;
@@ -95,7 +125,9 @@ class OutputFile {
   void write(const Block& block, const void* buffer);
   // Attributes and dimension scales (those of `scales_like`'s dimensions
   // where it has them, see attach_dimension_scales), close, rename onto
-  // spec.path.
+  // spec.path: never onto a file that appeared since it started, and with
+  // overwrite = true onto the one it found then only. IoError (exit 3)
+  // otherwise, the file at spec.path left as it is.
   void commit(const std::map<std::string, std::string>& attributes, hid_t scales_like = H5I_INVALID_HID);
 
   // Distributed runs (app/Ranks.hpp): the temporary file, and what another
@@ -116,6 +148,7 @@ class OutputFile {
   File file_;
   Dataset ds_;
   std::array<Index, 3> chunk_{};
+  FileIdentity found_;  // what was at spec.path when it started: all that overwrite = true replaces
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
   unsigned lzf_skipped_mask_ = 0;  // H5Dwrite_chunk's mask for a chunk stored without lzf

@@ -4,8 +4,9 @@ or SIGTERM (a batch scheduler) during `cvest run`, and SIGHUP during
 `cvest generate`, end the process with that signal and leave no temporary
 file, no output and no report. A SIGINT that the parent ignores (nohup, a
 background job) stays ignored: the run finishes and writes its output.
-SIGKILL cannot be caught: the temporary file it leaves is removed by the
-next run to the same output, which then completes.
+SIGKILL cannot be caught: the temporary file it leaves (and its unlocked
+lock file) are removed by the next run to the same output, which then
+completes.
 
     interrupted.py CVEST_BINARY
 """
@@ -84,8 +85,10 @@ with tempfile.TemporaryDirectory(prefix="cvest-signal-") as work:
         os.remove(os.path.join(out, name))
     rc, err, sent = signal_when_temp_appears([cvest, "run", deck], out, signal.SIGKILL)
     left = sorted(os.listdir(out))
-    check(sent and rc == -signal.SIGKILL and len(left) == 1 and left[0].startswith(".cv.h5.tmp-"),
-          f"run, SIGKILL: exit {rc}, its temporary file stays behind ({left})")
+    # The lock file stays too, unlocked (the kernel drops a killed process's
+    # locks): the next run takes it, and removes it when done.
+    check(sent and rc == -signal.SIGKILL and len(left) == 2 and left[0] == ".cv.h5.lock"
+          and left[1].startswith(".cv.h5.tmp-"), f"run, SIGKILL: exit {rc}, its temporary and lock files stay behind ({left})")
     rerun = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
     after = sorted(os.listdir(out))
     check(rerun.returncode == 0 and after == ["cv.h5", "report.csv", "report.json"] and "removed" in rerun.stderr,
