@@ -179,11 +179,13 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 
   const auto* output = section("output");
   if (!output) r.fail("[output]", "is missing (it names the output file)");
-  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "chunk"});
+  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "chunk", "journal", "resume"});
   if (const auto* n = output->get("file")) deck.output.file = r.path(*n, "[output] file");
   else r.fail("[output] file", "is missing");
   if (const auto* n = output->get("dataset")) deck.output.dataset = r.string(*n, "[output] dataset");
   if (const auto* n = output->get("overwrite")) deck.output.overwrite = r.boolean(*n, "[output] overwrite");
+  if (const auto* n = output->get("journal")) deck.output.journal = r.boolean(*n, "[output] journal");
+  if (const auto* n = output->get("resume")) deck.output.resume = r.boolean(*n, "[output] resume");
   if (const auto* n = output->get("compression")) {
     deck.output.compression =
         r.checked("[output] compression", [&] { return compression_from_name(r.string(*n, "[output] compression")); });

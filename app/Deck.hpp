@@ -28,6 +28,10 @@ struct Deck {
     Compression compression = Compression::none;
     int gzip_level = 4;
     Index chunk_ids = 0;  // ids per (1, ids, K) chunk; 0: about 1 MiB
+    // Uncompressed output: journal the blocks on disk so the next run after
+    // a kill continues (io/Journal.hpp); resume = false starts over instead.
+    bool journal = true;
+    bool resume = true;
   } output;
   struct Run {
     std::vector<Strategy> strategies{Strategy::flat};

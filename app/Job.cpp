@@ -20,7 +20,9 @@
 #include <mutex>
 #include <ostream>
 #include <sstream>
+#include <set>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -225,8 +227,10 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
   mine.push_back(job.stats.total_s);
   mine.push_back(double(my_plan.blocks.size()));
   mine.push_back(peak_rss_bytes());
+  mine.push_back(job.resumed_blocks);
   const auto all = ranks.gather(mine);
   if (!ranks.root()) return;
+  job.resumed_blocks = 0;
   PipelineStats together;
   together.timeline = std::move(job.stats.timeline);  // rank 0's
   for (const auto& r : all) {
@@ -236,6 +240,7 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
     rs.total_s = r[2 * phase_count];
     rs.blocks = int(r[2 * phase_count + 1]);
     rs.peak_rss_bytes = r[2 * phase_count + 2];
+    job.resumed_blocks += int(r[2 * phase_count + 3]);
     for (int p = 0; p < phase_count; ++p) together.seconds[p] += rs.seconds[p], together.bytes[p] += rs.bytes[p];
     together.total_s = std::max(together.total_s, rs.total_s);
     job.per_rank.push_back(rs);
@@ -451,8 +456,31 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
     job.pipeline = job.pipeline_threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
     return job;
   };
-  const OutputSpec out_spec{deck.output.file, deck.output.dataset, shape.T, shape.N, shape.K, precision,
-                            deck.output.compression, deck.output.gzip_level, chunk_ids, deck.output.overwrite};
+  OutputSpec out_spec;
+  out_spec.path = deck.output.file;
+  out_spec.dataset = deck.output.dataset;
+  out_spec.T = shape.T, out_spec.N = shape.N, out_spec.K = shape.K;
+  out_spec.precision = precision;
+  out_spec.compression = deck.output.compression;
+  out_spec.gzip_level = deck.output.gzip_level;
+  out_spec.chunk_ids = chunk_ids;
+  out_spec.overwrite = deck.output.overwrite;
+  // What a killed run's journal must match to be resumed: the input (its
+  // identity on disk), the datasets, the output's shape, type and chunks.
+  if (deck.output.journal && !plan_only) {
+    const FileIdentity in = FileIdentity::of(deck.input.file);
+    struct stat st {};
+    ::stat(deck.input.file.c_str(), &st);
+    out_spec.fingerprint = {
+        {"cvest", CVEST_VERSION},
+        {"input", fmt::format("{} (device {}, inode {}, {} bytes, modified {}.{:09})", deck.input.file, in.device,
+                              in.inode, st.st_size, st.st_mtim.tv_sec, st.st_mtim.tv_nsec)},
+        {"datasets", deck.input.multby + ", " + deck.input.discount},
+        {"output", fmt::format("'{}' {} x {} x {} {}, chunks of {} ids", deck.output.dataset, shape.T, shape.N, shape.K,
+                               to_string(precision), chunk_ids)}};
+    out_spec.resume = deck.output.resume;
+    out_spec.rank = ranks.rank();
+  }
   if (plan_only) {
     ranks.together([&] {
       for (const Strategy strategy : deck.run.strategies)
@@ -511,6 +539,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
       std::vector<PipelineStats> runs;
       for (int r = 0; r < deck.run.repeats; ++r) {
         const bool writes = !written;
+        BlockPlan todo = plan;  // this run's blocks: a resumed output's on disk are not among them
         // Rank 0 creates the output; the other ranks write their shares of it.
         std::unique_ptr<OutputFile> out;
         std::unique_ptr<OutputShare> share;
@@ -519,13 +548,30 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
         Dataset written_cv;
         std::unique_ptr<CubeReader> written_reader;
         if (writes) {
-          std::vector<std::uint64_t> description;
+          std::vector<std::uint64_t> description, resumed;
           std::string temp;
           ranks.together([&] {
             if (!ranks.root()) return;
             out = std::make_unique<OutputFile>(out_spec);
+            for (const Block& b : out->resumed())
+              resumed.insert(resumed.end(), {std::uint64_t(b.dates.begin), std::uint64_t(b.dates.end),
+                                             std::uint64_t(b.ids.begin), std::uint64_t(b.ids.end)});
             if (ranks.size() > 1) description = out->share(), temp = out->temp_path();
           });
+          ranks.broadcast(resumed);
+          // Blocks a killed run left on disk are not written again (nor
+          // timed: this run's figures are its own work).
+          if (!resumed.empty()) {
+            std::set<std::array<std::uint64_t, 4>> on_disk;
+            for (std::size_t k = 0; k + 3 < resumed.size(); k += 4)
+              on_disk.insert({resumed[k], resumed[k + 1], resumed[k + 2], resumed[k + 3]});
+            const auto done = [&](const Block& b) {
+              return on_disk.count({std::uint64_t(b.dates.begin), std::uint64_t(b.dates.end), std::uint64_t(b.ids.begin),
+                                    std::uint64_t(b.ids.end)}) > 0;
+            };
+            todo.blocks.erase(std::remove_if(todo.blocks.begin(), todo.blocks.end(), done), todo.blocks.end());
+            job.resumed_blocks = int(plan.blocks.size() - todo.blocks.size());
+          }
           if (ranks.size() > 1) {
             ranks.broadcast(description);
             ranks.broadcast(temp);
@@ -579,7 +625,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
             };
           }
           io.concurrent = true;  // see the job's pipeline above
-          return run_pipeline<Scalar, Layout>(plan, io, options, progress);
+          return run_pipeline<Scalar, Layout>(todo, io, options, progress);
         }); });
         if (writes) {
           // Every share on disk (closed: what NFS's close-to-open needs)
@@ -876,6 +922,11 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                                              : std::string());
     }
   }
+  for (const auto& j : rep.jobs)
+    if (j.resumed_blocks > 0)
+      fmt::print(out, "\nresumed: {} of {}/{}'s {} blocks were on disk from a run that stopped (its journal); this "
+                      "run wrote the rest, and its figures are that work's\n", j.resumed_blocks, to_string(j.strategy),
+                 to_string(j.layout), rep.plan(j.layout).blocks.size());
   if (rep.verified) fmt::print(out, "\nverified: {} equals multBy * discount bit for bit\n", rep.output);
 }
 
@@ -988,6 +1039,7 @@ nlohmann::json to_json(const RunReport& rep) {
         jj["per_rank"].push_back(jr);
       }
     }
+    jj["resumed_blocks"] = job.resumed_blocks;
     jj["timeline"] = nlohmann::json::array();
     for (const auto& span : job.stats.timeline)
       jj["timeline"].push_back({{"block", span.block}, {"phase", to_string(span.phase)}, {"begin_s", span.begin_s},

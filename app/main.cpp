@@ -205,7 +205,9 @@ int main(int argc, char* argv[]) {
   auto* run_cmd = app.add_subcommand("run", "run an input deck's job(s): HDF5 file to HDF5 file");
   run_cmd->add_option("deck", deck_path, "the deck (TOML)")->required();
   run_cmd->add_option("--set", overrides, "override a deck value: section.key=value (repeatable)");
-  bool plan_only = false;
+  bool plan_only = false, no_resume = false;
+  run_cmd->add_flag("--no-resume", no_resume,
+                    "start over even where a killed run of this deck left a resumable output (it is removed)");
   run_cmd->footer(std::string(R"(A deck is TOML; paths in it are relative to the deck. The smallest:
   [input]
   file = "in.h5"                   # multBy (N, K) and discount (T, N, K)
@@ -315,6 +317,7 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
     if (*run_cmd) {
       cvest::Deck deck;
       ranks->together([&] { deck = cvest::load_deck(deck_path, overrides); });
+      if (no_resume) deck.output.resume = false;
       if (plan_only) {
         const auto planned = cvest::app::run_deck(deck, std::cerr, *ranks, true);
         if (ranks->root()) cvest::app::print_plan(planned, std::cout);

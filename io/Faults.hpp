@@ -7,7 +7,12 @@
 //   write       the output's first write fails with ENOSPC (disk full);
 //   kill        the process is killed (SIGKILL) as it writes its first block;
 //   slow_write  every block write of an uncompressed output waits 0.3 s
-//               first (so a test can act while a run is under way).
+//               first (so a test can act while a run is under way);
+//   kill_before_journal  killed after a batch of blocks is synced to disk,
+//               before the journal records it;
+//   kill_at_commit  killed while committing: attributes written, the file
+//               synced, not yet renamed;
+//   fsync       fsync of the finished output fails with EIO.
 // Unset (every normal run), nothing is injected.
 #include <string_view>
 

@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -81,6 +83,17 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
   Dataset ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), link.get(), create.get(), H5P_DEFAULT));
   if (!ds) throw IoError(shown + ": cannot create dataset '" + name + "'");
   return ds;
+}
+
+// fsync of the file or directory at `path`; IoError (never retried: a failed
+// fsync may have dropped the pages it could not write) naming `shown`.
+void sync_file(const std::string& path, const std::string& shown) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError(shown + ": cannot open " + path + " to sync it: " + std::strerror(errno));
+  const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0) throw IoError(shown + ": sync failed: " + std::strerror(error));
 }
 
 // Renames `temp` onto `path` where nothing is there: RENAME_NOREPLACE, or a
@@ -371,23 +384,94 @@ unsigned filter_mask_bit(const Dataset& ds, H5Z_filter_t filter) {
 }
 }  // namespace
 
+std::size_t journal_batch_bytes() {
+  const char* text = std::getenv("CVEST_JOURNAL_BATCH");
+  return text && *text ? parse_bytes(text) : std::size_t(256) << 20;
+}
+
+std::string journal_path(const std::string& temp, int rank) { return temp + ".journal-" + std::to_string(rank); }
+
+namespace {
+// The journals beside the temporary file `temp`, of every rank.
+std::vector<std::string> journals_of(const std::string& temp) {
+  std::vector<std::string> found;
+  const fs::path t(temp);
+  const std::string prefix = t.filename().string() + ".journal-";
+  std::error_code ec;
+  for (fs::directory_iterator it(output_dir(temp), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) == 0 && name.find(".new") == std::string::npos)
+      found.push_back(it->path().string());
+  }
+  return found;
+}
+}  // namespace
+
+bool OutputFile::adopt_killed_run() {
+  for (const std::string& candidate : stale_temp_files(spec_.path, false)) {
+    const std::vector<std::string> journals = journals_of(candidate);
+    if (journals.empty()) continue;  // killed before its first journal: nothing to resume
+    std::vector<Block> done;
+    std::string why;
+    bool matches = true;
+    for (const std::string& j : journals) {
+      const auto blocks = Journal::read(j, spec_.fingerprint, why);
+      if (!blocks) {
+        matches = false;
+        break;
+      }
+      done.insert(done.end(), blocks->begin(), blocks->end());
+    }
+    if (!matches) {
+      fmt::print(stderr, "cvest: not resuming {} (left by a run that stopped): {}; starting over\n", candidate, why);
+      continue;
+    }
+    if (::rename(candidate.c_str(), temp_path_.c_str()) != 0) continue;
+    File file(H5Fopen(temp_path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
+    Dataset ds(file ? H5Dopen2(file.get(), spec_.dataset.c_str(), H5P_DEFAULT) : H5I_INVALID_HID);
+    if (!ds) {
+      fmt::print(stderr, "cvest: not resuming {}: its file does not open as HDF5; starting over\n", candidate);
+      std::error_code ec;
+      fs::remove(temp_path_, ec);
+      continue;
+    }
+    file_ = std::move(file);
+    ds_ = std::move(ds);
+    resumed_ = std::move(done);
+    double bytes = 0;
+    for (const Block& b : resumed_) bytes += double(b.dates.size() * b.ids.size() * spec_.K);
+    fmt::print(stderr, "cvest: resuming {}: {} blocks ({}) are on disk from a run that stopped ({})\n", spec_.path,
+               resumed_.size(), format_bytes(bytes * double(element_size(spec_.precision))), candidate);
+    return true;
+  }
+  return false;
+}
+
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
   check_output_path(spec.path, spec.overwrite);
   found_ = FileIdentity::of(spec.path);  // all that overwrite = true may replace
-  clean_up_after_killed_runs(spec.path);
-  if (const double bytes = output_bytes(spec); bytes > 0) check_free_space(spec.path, bytes);
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
                               : cube_chunk(spec.N, spec.K, element_size(spec.precision));
-  file_ = create_file(temp_path_, spec.path, output_page_bytes);
-  try {
-    ds_ = create_dataset(file_, spec.dataset, spec.precision, {hsize_t(spec.T), hsize_t(spec.N), hsize_t(spec.K)},
-                         {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])}, spec.compression,
-                         spec.gzip_level, spec.path);
-  } catch (...) {
-    file_.reset();
-    std::error_code ec;
-    fs::remove(temp_path_, ec);
-    throw;
+  const bool journaled = spec.compression == Compression::none && !spec.fingerprint.empty();
+  const bool adopted = journaled && spec.resume && adopt_killed_run();
+  if (!journaled && !spec.fingerprint.empty() && !stale_temp_files(spec.path, false).empty())
+    fmt::print(stderr, "cvest: {}: a run that stopped left its temporary file; a compressed output is not resumed "
+                       "(HDF5 records where a compressed chunk lies only as it is stored, so that file's index is "
+                       "incomplete): starting over\n", spec.path);
+  if (!adopted) {
+    clean_up_after_killed_runs(spec.path);
+    if (const double bytes = output_bytes(spec); bytes > 0) check_free_space(spec.path, bytes);
+    file_ = create_file(temp_path_, spec.path, output_page_bytes);
+    try {
+      ds_ = create_dataset(file_, spec.dataset, spec.precision, {hsize_t(spec.T), hsize_t(spec.N), hsize_t(spec.K)},
+                           {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])}, spec.compression,
+                           spec.gzip_level, spec.path);
+    } catch (...) {
+      file_.reset();
+      std::error_code ec;
+      fs::remove(temp_path_, ec);
+      throw;
+    }
   }
   if (spec.compression == Compression::lzf) lzf_skipped_mask_ = filter_mask_bit(ds_, h5py_lzf_filter);
   // Uncompressed chunks are written as they are: no chunk cache, no copy;
@@ -403,15 +487,34 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     }
     raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K);
   }
+  if (journaled) {
+    try {
+      journal_ = std::make_unique<Journal>(journal_path(temp_path_, spec.rank), temp_path_, spec.fingerprint, resumed_,
+                                           journal_batch_bytes());
+    } catch (...) {
+      ds_.reset();
+      file_.reset();
+      std::error_code ec;
+      fs::remove(temp_path_, ec);
+      throw;
+    }
+    // A scheduler's SIGTERM keeps both for the next run; SIGINT removes them.
+    temp_guard_.keep_on_terminate(true);
+    journal_guard_ = std::make_unique<TempFileGuard>(journal_path(temp_path_, spec.rank));
+    journal_guard_->keep_on_terminate(true);
+    if (adopted) clean_up_after_killed_runs(spec.path);  // the old journals, now that this one holds their blocks
+  }
 }
 
 OutputFile::~OutputFile() {
   raw_.reset();
+  journal_.reset();
   if (!committed_) {
     ds_.reset();
     file_.reset();
     std::error_code ec;
     fs::remove(temp_path_, ec);
+    for (const std::string& j : journals_of(temp_path_)) fs::remove(j, ec);
   }
 }
 
@@ -546,6 +649,8 @@ struct PartRecord {
 void OutputFile::write(const Block& b, const void* buffer) {
   if (raw_) {
     raw_->write(b, buffer);
+    if (journal_)
+      journal_->written(b, std::size_t(b.dates.size() * b.ids.size() * spec_.K) * element_size(spec_.precision));
     return;
   }
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
@@ -609,6 +714,12 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
   lzf_skipped_mask_ = unsigned(description[1]);
   if (description.size() > 2) {
     raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true);
+    if (!spec.fingerprint.empty()) {
+      journal_ = std::make_unique<Journal>(journal_path(output_temp, spec.rank), output_temp, spec.fingerprint,
+                                           std::vector<Block>{}, journal_batch_bytes());
+      journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
+      journal_guard_->keep_on_terminate(true);
+    }
     return;
   }
   part_path_ = temp_path_for(spec.path);
@@ -639,6 +750,8 @@ void OutputShare::close() {
 void OutputShare::write(const Block& b, const void* buffer) {
   if (raw_) {
     raw_->write(b, buffer);
+    if (journal_)
+      journal_->written(b, std::size_t(b.dates.size() * b.ids.size() * spec_.K) * element_size(spec_.precision));
     return;
   }
   const auto append = [&](const PartRecord& r, const void* data) {
@@ -668,6 +781,11 @@ void OutputShare::write(const Block& b, const void* buffer) {
 
 void OutputFile::commit(const std::map<std::string, std::string>& attributes, hid_t scales_like) {
   raw_.reset();
+  // Metadata changes from here on: a run killed now leaves nothing to resume.
+  journal_.reset();
+  std::error_code ec;
+  for (const std::string& j : journals_of(temp_path_)) fs::remove(j, ec);
+  journal_guard_.reset();
   for (const auto& [k, v] : attributes) write_string_attribute(ds_.get(), k, v);
   const std::size_t slash = spec_.dataset.rfind('/');
   attach_dimension_scales(file_, ds_, slash == std::string::npos ? "" : spec_.dataset.substr(0, slash + 1),
@@ -675,7 +793,12 @@ void OutputFile::commit(const std::map<std::string, std::string>& attributes, hi
   ds_.reset();
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(spec_.path + ": flush failed (disk full?)");
   file_.reset();
+  // HDF5 closes without syncing: the output is on disk before it has its
+  // name, and the name is on disk before the run says it is done.
+  sync_file(temp_path_, spec_.path);
+  if (fault_injected("kill_at_commit")) ::raise(SIGKILL);
   rename_into_place(temp_path_, spec_.path, found_, spec_.overwrite);
+  sync_file(output_dir(spec_.path).string(), spec_.path);
   committed_ = true;
 }
 

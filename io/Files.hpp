@@ -6,6 +6,7 @@
 #include "core/Plan.hpp"
 #include "io/Chunks.hpp"
 #include "io/Hdf5.hpp"
+#include "io/Journal.hpp"
 #include "io/TempFiles.hpp"
 
 #include <cstdint>
@@ -75,7 +76,22 @@ struct OutputSpec {
   int gzip_level = 4;
   Index chunk_ids = 0;  // 0: about 1 MiB chunks
   bool overwrite = false;
+  // Uncompressed output: the blocks written are journaled beside the
+  // temporary file under this fingerprint (io/Journal.hpp), and a killed
+  // run's file whose journals have the same is resumed (unless `resume` is
+  // false: then it is removed and the run starts over). Empty: no journal.
+  Fingerprint fingerprint;
+  bool resume = true;
+  int rank = 0;  // whose journal: `.journal-RANK` beside the temporary file
 };
+
+// Bytes of blocks the journal records at a time (io/Journal.hpp): 256 MiB,
+// or CVEST_JOURNAL_BATCH (e.g. "1MiB": every block, as the tests kill runs
+// between blocks).
+std::size_t journal_batch_bytes();
+
+// The journal of `rank` for the temporary file `temp`.
+std::string journal_path(const std::string& temp, int rank);
 
 // What is at a path (device and inode), to tell the file a run found there
 // from one that replaced it since.
@@ -119,6 +135,8 @@ class OutputFile {
   OutputFile& operator=(const OutputFile&) = delete;
 
   Index chunk_ids() const { return chunk_[1]; }
+  // Blocks a killed run left on disk that this one resumed: not to be written again.
+  const std::vector<Block>& resumed() const { return resumed_; }
   // C order (dates, ids, K). May run on several threads at once: uncompressed
   // output goes by pwrite to fixed offsets, gzip chunks are compressed on the
   // calling thread and stored with H5Dwrite_chunk (HDF5 serialises that call).
@@ -152,6 +170,11 @@ class OutputFile {
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
   unsigned lzf_skipped_mask_ = 0;  // H5Dwrite_chunk's mask for a chunk stored without lzf
+  std::vector<Block> resumed_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<TempFileGuard> journal_guard_;
+  // Takes over a killed run's temporary file whose journals match, if any.
+  bool adopt_killed_run();
 };
 
 // Another rank's share of an output that rank 0 created (OutputFile, whose
@@ -178,6 +201,8 @@ class OutputShare {
   std::array<Index, 3> chunk_{};
   unsigned lzf_skipped_mask_ = 0;
   std::unique_ptr<RawCube> raw_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<TempFileGuard> journal_guard_;
   std::string part_path_;
   std::unique_ptr<TempFileGuard> guard_;
   int fd_ = -1;

@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <unistd.h>
 
 namespace cvest::io {
@@ -18,14 +20,24 @@ constexpr int max_files = 16;  // a run holds at most three at once
 enum State : int { free_slot = 0, busy = 1, registered_slot = 2 };
 struct Slot {
   std::atomic<int> state{free_slot};
+  std::atomic<bool> keep_on_terminate{false};
   char path[4096];
 };
 Slot table[max_files];
 static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void remove_temp_files_and_reraise(int sig) {
-  for (Slot& slot : table)
-    if (slot.state.load() == registered_slot) ::unlink(slot.path);
+  bool kept = false;
+  for (Slot& slot : table) {
+    if (slot.state.load() != registered_slot) continue;
+    if (sig == SIGTERM && slot.keep_on_terminate.load()) kept = true;
+    else ::unlink(slot.path);
+  }
+  if (kept) {
+    static const char note[] = "cvest: stopped by SIGTERM; the output's temporary file and its resume journal are kept: "
+                               "run the same deck again to continue where this run stopped\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, note, sizeof note - 1);
+  }
   // SA_RESETHAND restored the default action; raised now, it is delivered
   // when this handler returns and ends the process with the signal's status.
   ::raise(sig);
@@ -41,6 +53,17 @@ std::string host_tag() {
   return tag;
 }
 
+// A process killed but not yet reaped by its parent: it holds no files and
+// no locks, and will never write again.
+bool zombie(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const std::size_t close = line.rfind(')');  // the command name may hold spaces
+  errno = 0;
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
+}
+
 }  // namespace
 
 std::string temp_path_for(const std::string& path) {
@@ -49,22 +72,34 @@ std::string temp_path_for(const std::string& path) {
       .string();
 }
 
-std::vector<std::string> remove_stale_temp_files(const std::string& path) {
+std::vector<std::string> stale_temp_files(const std::string& path, bool with_companions) {
   namespace fs = std::filesystem;
   const fs::path p(path);
   const fs::path dir = p.parent_path().empty() ? fs::path(".") : p.parent_path();
   const std::string prefix = "." + p.filename().string() + ".tmp-" + host_tag() + "-";
-  std::vector<std::string> removed;
+  std::vector<std::string> stale;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string digits = name.substr(prefix.size());
-    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    const pid_t pid = pid_t(std::stol(digits));
-    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // running, or not ours to judge
+    const std::string rest = name.substr(prefix.size());
+    const std::size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
+    // The temporary file itself, or (with_companions) its journals: ".journal-R", ".journal-R.new".
+    if (digits == 0 || digits > 9 || (digits < rest.size() && (!with_companions || rest[digits] != '.'))) continue;
+    const pid_t pid = pid_t(std::stol(rest.substr(0, digits)));
+    if (pid <= 0 || pid == ::getpid() || (::kill(pid, 0) == 0 && !zombie(pid)) || (errno != ESRCH && errno != 0))
+      continue;  // running, or not ours to judge
+    stale.push_back(it->path().string());
+  }
+  std::sort(stale.begin(), stale.end());
+  return stale;
+}
+
+std::vector<std::string> remove_stale_temp_files(const std::string& path) {
+  std::vector<std::string> removed;
+  for (const std::string& file : stale_temp_files(path, true)) {
     std::error_code rm;
-    if (fs::remove(it->path(), rm)) removed.push_back(it->path().string());
+    if (std::filesystem::remove(file, rm)) removed.push_back(file);
   }
   return removed;
 }
@@ -95,8 +130,15 @@ TempFileGuard::TempFileGuard(const std::string& path) {
   }
 }
 
+void TempFileGuard::keep_on_terminate(bool keep) {
+  if (slot_ >= 0) table[slot_].keep_on_terminate.store(keep);
+}
+
 TempFileGuard::~TempFileGuard() {
-  if (slot_ >= 0) table[slot_].state.store(free_slot);
+  if (slot_ >= 0) {
+    table[slot_].keep_on_terminate.store(false);
+    table[slot_].state.store(free_slot);
+  }
 }
 
 }  // namespace cvest::io

@@ -8,7 +8,7 @@
 // output: the handlers installed here unlink every registered temporary file
 // and let the signal end the process as it would have. SIGKILL (the OOM
 // killer, a scheduler's hard limit) cannot be caught: the next run to the
-// same path removes what such a process left.
+// same path resumes what such a process left (io/Journal.hpp) or removes it.
 
 #include <string>
 #include <vector>
@@ -25,9 +25,12 @@ void remove_temp_files_on_signals();
 // shared between machines, whose process ids mean nothing here).
 std::string temp_path_for(const std::string& path);
 
-// Removes the temporary files of `path` that a process of this host left
-// behind and that no longer runs (killed, crashed), and returns their paths.
-// Those of running processes and of other hosts stay.
+// The temporary files of `path` that a process of this host left behind and
+// that no longer runs (killed, crashed), sorted; with_companions, their
+// resume journals too. Those of running processes and of other hosts are
+// not listed.
+std::vector<std::string> stale_temp_files(const std::string& path, bool with_companions);
+// Removes them all (journals included) and returns their paths.
 std::vector<std::string> remove_stale_temp_files(const std::string& path);
 
 // Registers a temporary file's path for the handlers while it lives. It never
@@ -39,6 +42,10 @@ class TempFileGuard {
   TempFileGuard(const TempFileGuard&) = delete;
   TempFileGuard& operator=(const TempFileGuard&) = delete;
   bool registered() const { return slot_ >= 0; }
+  // SIGTERM (a scheduler's time limit) leaves this file in place: a
+  // resumable output and its journal, which the next run continues.
+  // SIGINT and SIGHUP still remove it.
+  void keep_on_terminate(bool keep);
 
  private:
   int slot_ = -1;

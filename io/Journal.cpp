@@ -1,0 +1,162 @@
+#include "io/Journal.hpp"
+
+#include "core/Errors.hpp"
+#include "io/Faults.hpp"
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace cvest::io {
+
+namespace {
+
+constexpr char magic[] = "cvest resume journal 1\n";
+
+struct Record {
+  std::int64_t t0, t1, i0, i1;
+  std::uint64_t check;
+};
+
+std::uint64_t checksum(const Record& r) {
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;  // FNV-style mix of the four fields
+  for (const std::int64_t v : {r.t0, r.t1, r.i0, r.i1}) h = (h ^ std::uint64_t(v)) * 0x100000001b3ull + (h >> 29);
+  return h;
+}
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t put = ::write(fd, static_cast<const char*>(data) + done, n - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) throw IoError(path + ": write failed: " + std::strerror(errno));
+    done += std::size_t(put);
+  }
+}
+
+// The header: the magic line, then "key=value" lines, then an empty line.
+std::string header(const Fingerprint& fingerprint) {
+  std::string text = magic;
+  for (const auto& [key, value] : fingerprint) text += key + "=" + value + "\n";
+  return text + "\n";
+}
+
+void sync_or_throw(int fd, const std::string& path) {
+  // An fsync error is never retried: the pages it failed on may be gone, and
+  // a second fsync would report success.
+  if (::fdatasync(fd) != 0) throw IoError(path + ": sync failed: " + std::strerror(errno));
+}
+
+}  // namespace
+
+Journal::Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
+                 const std::vector<Block>& done, std::size_t batch_bytes)
+    : path_(path), data_path_(data_path), batch_bytes_(batch_bytes), last_sync_s_(now_s()) {
+  // Written whole to a temporary name, synced, renamed: a journal is either
+  // the old one or the complete new one.
+  const std::string temp = path + ".new";
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(path + ": cannot create the resume journal: " + std::strerror(errno));
+  try {
+    const std::string text = header(fingerprint);
+    write_all(fd, text.data(), text.size(), path);
+    for (const Block& b : done) {
+      Record r{b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, 0};
+      r.check = checksum(r);
+      write_all(fd, &r, sizeof r, path);
+    }
+    sync_or_throw(fd, path);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temp.c_str(), path.c_str()) != 0) throw IoError(path + ": cannot rename the resume journal into place");
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  data_fd_ = ::open(data_path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0 || data_fd_ < 0) throw IoError(path + ": cannot open the resume journal: " + std::strerror(errno));
+}
+
+Journal::~Journal() {
+  if (fd_ >= 0) ::close(fd_);
+  if (data_fd_ >= 0) ::close(data_fd_);
+}
+
+void Journal::written(const Block& block, std::size_t bytes) {
+  bool due = false;
+  {
+    const std::lock_guard lock(pending_m_);
+    pending_.push_back(block);
+    pending_bytes_ += bytes;
+    due = pending_bytes_ >= batch_bytes_ || now_s() - last_sync_s_ >= 1.0;
+  }
+  if (due) sync();
+}
+
+void Journal::sync() {
+  std::vector<Block> batch;
+  {
+    const std::lock_guard lock(pending_m_);
+    batch.swap(pending_);
+    pending_bytes_ = 0;
+    last_sync_s_ = now_s();
+  }
+  if (batch.empty()) return;
+  // One batch at a time, in order: data, then the records of that data.
+  const std::lock_guard lock(append_m_);
+  sync_or_throw(data_fd_, data_path_);
+  if (fault_injected("kill_before_journal")) ::raise(SIGKILL);
+  std::vector<Record> records;
+  for (const Block& b : batch) {
+    Record r{b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, 0};
+    r.check = checksum(r);
+    records.push_back(r);
+  }
+  write_all(fd_, records.data(), records.size() * sizeof(Record), path_);
+  sync_or_throw(fd_, path_);
+  ++syncs_;
+}
+
+std::optional<std::vector<Block>> Journal::read(const std::string& path, const Fingerprint& fingerprint,
+                                                std::string& why_not) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return why_not = "no journal", std::nullopt;
+  std::string bytes;
+  char buffer[1 << 16];
+  for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) bytes.append(buffer, std::size_t(got));
+  ::close(fd);
+  const std::string expected = header(fingerprint);
+  if (bytes.compare(0, std::strlen(magic), magic) != 0) return why_not = "not a cvest journal", std::nullopt;
+  const std::size_t end = bytes.find("\n\n");
+  if (end == std::string::npos) return why_not = "its journal is cut short", std::nullopt;
+  if (bytes.compare(0, end + 2, expected) != 0) {
+    // Name the first field that differs.
+    Fingerprint found;
+    for (std::size_t at = std::strlen(magic); at < end + 1;) {
+      const std::size_t line_end = bytes.find('\n', at), eq = bytes.find('=', at);
+      if (eq < line_end) found[bytes.substr(at, eq - at)] = bytes.substr(eq + 1, line_end - eq - 1);
+      at = line_end + 1;
+    }
+    for (const auto& [key, value] : fingerprint)
+      if (found[key] != value)
+        return why_not = key + " changed (" + (found[key].empty() ? "none" : found[key]) + " then, " + value + " now)",
+               std::nullopt;
+    return why_not = "its journal records another job", std::nullopt;
+  }
+  std::vector<Block> done;
+  for (std::size_t at = end + 2; at + sizeof(Record) <= bytes.size(); at += sizeof(Record)) {
+    Record r;
+    std::memcpy(&r, bytes.data() + at, sizeof r);
+    if (r.check != checksum(r)) break;  // damaged from here on: those blocks are written again
+    done.push_back({{r.t0, r.t1}, {r.i0, r.i1}});
+  }
+  return done;
+}
+
+}  // namespace cvest::io

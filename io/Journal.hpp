@@ -1,0 +1,62 @@
+#pragma once
+// The resume journal of an uncompressed output being written: which blocks
+// are on disk, so the next run of the same deck after a kill (the OOM killer,
+// a scheduler's time limit, a reboot) continues where the last one stopped.
+//
+// Order is what makes it true: a block is recorded only after its data is on
+// disk. Blocks are recorded in batches: written() notes a block whose
+// pwrite returned; every 256 MiB or second of them, the output is synced
+// (fdatasync) and only then their records are appended to the journal and
+// the journal synced. A kill loses at most the blocks since the last batch.
+// Records carry a checksum: a journal cut short (power loss) ends at its
+// last whole record, and one whose bytes are damaged ends before them; a
+// block not recorded is simply written again.
+#include "core/Plan.hpp"
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cvest::io {
+
+// What must be the same for a journal to be resumed: named fields, so a
+// refusal can say which one changed.
+using Fingerprint = std::map<std::string, std::string>;
+
+class Journal {
+ public:
+  // Starts the journal at `path` for the output at `data_path` (synced):
+  // its fingerprint, then `done` (blocks an earlier run left on disk).
+  Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
+          const std::vector<Block>& done = {}, std::size_t batch_bytes = std::size_t(256) << 20);
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+  // `block` (of `bytes`) was written; recorded once it is on disk. From any thread.
+  void written(const Block& block, std::size_t bytes);
+  // Everything written so far: on disk, then recorded.
+  void sync();
+  // How many batches were synced (a report says so).
+  int syncs() const { return syncs_; }
+
+  // The blocks the journal at `path` records as on disk, where its
+  // fingerprint is `fingerprint`; nullopt, with the reason in `why_not`
+  // (the field that changed, or that it cannot be read), otherwise.
+  static std::optional<std::vector<Block>> read(const std::string& path, const Fingerprint& fingerprint,
+                                                std::string& why_not);
+
+ private:
+  std::string path_, data_path_;
+  int fd_ = -1, data_fd_ = -1;
+  std::size_t batch_bytes_;
+  std::mutex pending_m_, append_m_;
+  std::vector<Block> pending_;
+  std::size_t pending_bytes_ = 0;
+  double last_sync_s_ = 0;
+  int syncs_ = 0;
+};
+
+}  // namespace cvest::io

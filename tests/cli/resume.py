@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""A killed run resumes to the same bytes; faults lose nothing.
+
+    resume.py CVEST_BINARY kills|faults
+
+kills: `kill -9` at 32 or more random moments of a multi-block run (each
+  next run resumes what the last left, until one finishes), and at fixed
+  points (after a batch of blocks is on disk but before the journal records
+  it; while committing, after the journal is gone); the finished output is
+  byte-identical (the cv data) to an uninterrupted run's, the blocks resumed are counted,
+  and nothing is left beside the output. Journals are written every block
+  here (CVEST_JOURNAL_BATCH=1MiB) so every kill point has blocks to resume.
+faults: a journal cut at random offsets (as if its last writes never reached
+  the disk) or with a damaged record resumes to identical bytes (fewer blocks)
+  or starts over; a changed input refuses to resume and says why; --no-resume
+  starts over; SIGTERM (a scheduler's time limit) keeps the output's
+  temporary file and journal, and the next run continues; a failed fsync
+  exits 3 with nothing at the output path and a pre-existing output
+  untouched; a compressed output says it starts over.
+"""
+import glob
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+cvest, case = sys.argv[1], sys.argv[2]
+failures = []
+env = dict(os.environ, CVEST_JOURNAL_BATCH="1MiB")
+random.seed(int(os.environ.get("CVEST_TEST_SEED", "20261201")))
+
+
+def check(ok, what):
+    print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(*args, fault=None, timeout=120):
+    e = dict(env, **({"CVEST_FAULT": fault} if fault else {}))
+    return subprocess.run([cvest, *args], env=e, capture_output=True, text=True, timeout=timeout)
+
+
+def start(*args, fault=None):
+    e = dict(env, **({"CVEST_FAULT": fault} if fault else {}))
+    return subprocess.Popen([cvest, *args], env=e, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def same_file(a, b):
+    """The same cv data, bit for bit (a resumed file's metadata may lie
+    elsewhere: HDF5 places what a reopened file adds anew)."""
+    import h5py
+    import numpy
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        x, y = fa["cv"][...], fb["cv"][...]
+        return x.dtype == y.dtype and x.shape == y.shape and numpy.array_equal(x.view(numpy.uint8), y.view(numpy.uint8))
+
+
+def leftovers():
+    return sorted(glob.glob(".out.h5.*"))
+
+
+def resumed_blocks(stderr):
+    m = re.search(r"resuming out\.h5: (\d+) blocks", stderr)
+    return int(m.group(1)) if m else 0
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    os.chdir(tmp)
+    run("generate", "-T", "24", "-N", "40000", "-K", "5", "-o", "in.h5")
+    with open("deck.toml", "w") as f:  # 48 blocks of 0.8 MB
+        f.write('[input]\nfile = "in.h5"\n[output]\nfile = "out.h5"\n[run]\nstrategy = "flat"\nmax_block = "800KiB"\n'
+                'pipeline = "overlapped"\n')
+    p = run("run", "deck.toml", "--set", "output.file=ref.h5")
+    check(p.returncode == 0, "the uninterrupted reference run")
+    started = time.monotonic()
+    p = run("run", "deck.toml")
+    full = time.monotonic() - started
+    check(p.returncode == 0 and same_file("out.h5", "ref.h5"), "two uninterrupted runs write the same data")
+    os.remove("out.h5")
+
+    if case == "kills":
+        kills = finished = runs_resumed = blocks_resumed = 0
+        while kills < 32 or not os.path.exists("out.h5"):
+            if os.path.exists("out.h5"):  # a cycle finished: check it, start the next
+                check(same_file("out.h5", "ref.h5"), f"after {kills} kills, the resumed output is byte-identical")
+                check(not leftovers(), f"after {kills} kills, nothing left beside the output ({leftovers()})")
+                os.remove("out.h5")
+                finished += 1
+            if kills >= 32:
+                p = run("run", "deck.toml")
+                blocks_resumed += resumed_blocks(p.stderr)
+                runs_resumed += resumed_blocks(p.stderr) > 0
+                continue
+            p = start("run", "deck.toml")
+            time.sleep(random.uniform(0, full * 1.1))
+            if p.poll() is None:
+                p.send_signal(signal.SIGKILL)
+                kills += 1
+            _, err = p.communicate()
+            blocks_resumed += resumed_blocks(err)
+            runs_resumed += resumed_blocks(err) > 0
+        check(same_file("out.h5", "ref.h5"), "the last cycle's output is byte-identical")
+        print(f"kill points tried: {kills} at random moments; runs that finished: {finished + 1}; runs that resumed: "
+              f"{runs_resumed}, {blocks_resumed} blocks resumed in all")
+        check(runs_resumed > 0, "some runs resumed blocks a killed run left")
+        os.remove("out.h5")
+        # Fixed points: data on disk but not yet journaled; mid-commit.
+        for fault, what in [("kill_before_journal", "after the data's sync, before the journal record"),
+                            ("kill_at_commit", "while committing (journal gone, not renamed)")]:
+            p = run("run", "deck.toml", fault=fault)
+            check(p.returncode == -signal.SIGKILL, f"killed {what}")
+            p = run("run", "deck.toml")
+            check(p.returncode == 0 and same_file("out.h5", "ref.h5") and not leftovers(),
+                  f"killed {what}: the next run finishes with identical bytes, nothing left")
+            os.remove("out.h5")
+
+    elif case == "faults":
+        def killed_run():
+            """A run killed half-way: its temporary file and journal (with records)."""
+            p = start("run", "deck.toml")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                journals = glob.glob(".out.h5.tmp-*.journal-0")
+                if journals and os.path.getsize(journals[0]) > 400 + 40 * 10:
+                    break
+                time.sleep(0.005)
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            return glob.glob(".out.h5.tmp-*.journal-0")
+
+        # Journals cut at random offsets, and one with a damaged record.
+        cuts = 0
+        for trial in range(6):
+            journals = killed_run()
+            if not journals:
+                check(False, "a killed run left its journal")
+                continue
+            size = os.path.getsize(journals[0])
+            with open(journals[0], "r+b") as f:
+                if trial == 5:  # damage a record's bytes in the middle
+                    body = f.read()
+                    start_ = body.index(b"\n\n") + 2
+                    at = start_ + (len(body) - start_) // 2
+                    f.seek(at)
+                    f.write(bytes([body[at] ^ 0xFF]))
+                else:
+                    f.truncate(random.randrange(0, size))
+                    cuts += 1
+            p = run("run", "deck.toml")
+            check(p.returncode == 0 and same_file("out.h5", "ref.h5") and not leftovers(),
+                  f"journal {'damaged' if trial == 5 else 'cut'}: resumed {resumed_blocks(p.stderr)} blocks "
+                  f"or started over ({'resuming' in p.stderr}), identical bytes")
+            os.remove("out.h5")
+        print(f"journals cut at random offsets: {cuts}; damaged: 1")
+
+        # A changed input refuses to resume, saying why.
+        killed_run()
+        os.utime("in.h5", None)
+        p = run("run", "deck.toml")
+        check(p.returncode == 0 and "not resuming" in p.stderr and "input changed" in p.stderr
+              and same_file("out.h5", "ref.h5") and not leftovers(),
+              "a changed input: not resumed, says why, starts over, identical bytes")
+        os.remove("out.h5")
+
+        # --no-resume starts over.
+        killed_run()
+        p = run("run", "deck.toml", "--no-resume")
+        check(p.returncode == 0 and "resuming" not in p.stderr and same_file("out.h5", "ref.h5") and not leftovers(),
+              "--no-resume starts over, identical bytes, nothing left")
+        os.remove("out.h5")
+
+        # SIGTERM keeps the temporary file and journal; the next run continues.
+        if os.path.exists("out.h5"):
+            os.remove("out.h5")
+        p = start("run", "deck.toml", fault="slow_write")  # 0.3 s a block: SIGTERM lands mid-run
+        while p.poll() is None:
+            journals = glob.glob(".out.h5.tmp-*.journal-0")
+            if journals and os.path.getsize(journals[0]) > 400 + 40 * 2:
+                break
+            time.sleep(0.01)
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate()
+        kept = glob.glob(".out.h5.tmp-*")
+        check(p.returncode == -signal.SIGTERM and len(kept) == 2 and "run the same deck again" in err,
+              f"SIGTERM keeps the temporary file and its journal ({p.returncode}, {kept})")
+        p = run("run", "deck.toml")
+        check(p.returncode == 0 and "resuming" in p.stderr and same_file("out.h5", "ref.h5") and not leftovers(),
+              f"after SIGTERM the next run resumes ({resumed_blocks(p.stderr)} blocks) to identical bytes")
+
+        # A failed fsync: exit 3, nothing at the final path, an existing output untouched.
+        before = open("out.h5", "rb").read()
+        p = run("run", "deck.toml", "--set", "output.overwrite=true", fault="fsync")
+        lines = [l for l in p.stderr.splitlines() if "error" in l]
+        check(p.returncode == 3 and len(lines) == 1 and "sync failed" in lines[0] and open("out.h5", "rb").read() == before
+              and not leftovers(), f"fsync fails: exit 3, one line, the existing output untouched ({p.returncode}, {lines})")
+        os.remove("out.h5")
+        p = run("run", "deck.toml", fault="fsync")
+        check(p.returncode == 3 and not os.path.exists("out.h5") and not leftovers(),
+              "fsync fails on a new output: exit 3, nothing at the output path")
+
+        # Compressed output: says it starts over.
+        p = start("run", "deck.toml", "--set", "output.compression=gzip")
+        while not glob.glob(".out.h5.tmp-*") and p.poll() is None:
+            time.sleep(0.002)
+        time.sleep(0.05)
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        p = run("run", "deck.toml", "--set", "output.compression=gzip")
+        check(p.returncode == 0 and ("compressed output is not resumed" in p.stderr or not glob.glob(".out.h5.tmp-*"))
+              and not leftovers(), "a killed compressed run: the next says it starts over and finishes")
+    else:
+        check(False, f"unknown case {case}")
+
+print(f"{len(failures)} failed" if failures else "all passed")
+sys.exit(1 if failures else 0)
