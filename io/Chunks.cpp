@@ -300,6 +300,7 @@ void RawCube::write(const Block& b, const void* buffer) const {
     for (std::size_t done = 0; done < bytes;) {
       ssize_t put = ::pwrite(fd_, in + from + done, bytes - done, at + off_t(done));
       if (fault_injected("write")) put = -1, errno = ENOSPC;
+      if (fault_injected("write_eio")) put = -1, errno = EIO;
       if (put < 0 && errno == EINTR) continue;
       if (put <= 0)
         throw IoError(path_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
@@ -434,9 +435,11 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   const auto decode = [&](const std::array<Index, 3>& origin) {
     thread_local std::vector<unsigned char> packed, inflated, plain;
     const auto [tc, ic, kc] = origin;
-    const auto where = [&] {
+    const auto where = [&] {  // the chunk, and the dates and ids it holds
       return path_ + ": chunk at (" + (rank_ == 3 ? std::to_string(tc) + ", " : std::string()) + std::to_string(ic) +
-             ", " + std::to_string(kc) + ")";
+             ", " + std::to_string(kc) + ") (" + (rank_ == 3 ? "dates " + std::to_string(tc) + "-" +
+             std::to_string(tc + ct - 1) + ", " : std::string()) + "ids " + std::to_string(ic) + "-" +
+             std::to_string(ic + ci - 1) + ")";
     };
     quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
     const hsize_t coord3[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
@@ -522,8 +525,8 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
   const bool hdf5_decodes = !missing_in_hdf5(filters_of(PropList(H5Dget_create_plist(ds.get()))));
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
-    raw_[k] = RawCube::open(ds, path, native_type(p), false, N, K);
-    if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path, native_type(p), K);
+    raw_[k] = RawCube::open(ds, path + ": dataset '" + name + "'", native_type(p), false, N, K);
+    if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path + ": dataset '" + name + "'", native_type(p), K);
     // Three buffers per decoding thread: the host threads, and as many
     // again in the team of the overlapped pipeline's reader. Over that share
     // HDF5 reads instead, unless it cannot (lzf without h5py's plugin).

@@ -5,6 +5,7 @@
 // 0 without a launcher) as the real fault would:
 //   open_input  the input file cannot be opened (as if unreadable);
 //   write       the output's first write fails with ENOSPC (disk full);
+//   write_eio   the same with EIO (a failing disk);
 //   kill        the process is killed (SIGKILL) as it writes its first block;
 //   slow_write  every block write of an uncompressed output waits 0.3 s
 //               first (so a test can act while a run is under way);

@@ -163,8 +163,18 @@ void read_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& sta
   Dataspace file_space = select(ds, start, count, what);
   std::vector<hsize_t> c(count.begin(), count.end());
   Dataspace mem(H5Screate_simple(int(c.size()), c.data(), nullptr));
-  if (H5Dread(ds.get(), type, mem.get(), file_space.get(), H5P_DEFAULT, buffer) < 0)
-    throw IoError(what + ": read of " + dims_text(count) + " at " + dims_text(start) + " failed (truncated file?)");
+  if (H5Dread(ds.get(), type, mem.get(), file_space.get(), H5P_DEFAULT, buffer) < 0) {
+    // Which dates and ids, and what HDF5 says went wrong where it says.
+    std::string range;
+    if (start.size() == 3)
+      range = " (dates " + std::to_string(start[0]) + "-" + std::to_string(start[0] + count[0] - 1) + ", ids " +
+              std::to_string(start[1]) + "-" + std::to_string(start[1] + count[1] - 1) + ")";
+    const std::string why = hdf5_error_messages();
+    const std::string cause = why.find("checksum") != std::string::npos ? "a chunk failed its checksum (corrupt data)"
+                              : why.find("filter") != std::string::npos ? "a chunk failed to decode (corrupt data?)"
+                                                                         : "truncated file?";
+    throw IoError(what + ": read of " + dims_text(count) + " at " + dims_text(start) + range + " failed (" + cause + ")");
+  }
 }
 
 void write_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& start, const std::vector<Index>& count,

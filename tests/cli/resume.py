@@ -203,6 +203,16 @@ with tempfile.TemporaryDirectory() as tmp:
         check(p.returncode == 3 and not os.path.exists("out.h5") and not leftovers(),
               "fsync fails on a new output: exit 3, nothing at the output path")
 
+        # A write that fails with EIO or ENOSPC: exit 3, one line, an existing output untouched.
+        for fault, says in (("write_eio", "Input/output error"), ("write", "No space left on device")):
+            run("run", "deck.toml", "--set", "output.overwrite=true")
+            before = open("out.h5", "rb").read()
+            p = run("run", "deck.toml", "--set", "output.overwrite=true", fault=fault)
+            lines = [l for l in p.stderr.splitlines() if "error" in l]
+            check(p.returncode == 3 and len(lines) == 1 and says in lines[0] and open("out.h5", "rb").read() == before
+                  and not leftovers(), f"a write fails ({says}): exit 3, one line, the existing output untouched ({lines})")
+        os.remove("out.h5")
+
         # Compressed output: says it starts over.
         p = start("run", "deck.toml", "--set", "output.compression=gzip")
         while not glob.glob(".out.h5.tmp-*") and p.poll() is None:

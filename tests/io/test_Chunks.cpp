@@ -251,7 +251,7 @@ TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[
   // date 0 was never written: not read here (HDF5 supplies its fill values)
   CHECK_FALSE(cube->read(Block{{0, 1}, {0, 100}}, buffer.data()));
   CHECK_THROWS_WITH(cube->read(Block{{1, 2}, {0, 100}}, buffer.data()),
-                    Catch::Contains("deflated_bad.h5: chunk at (1, 0, 0): not a valid deflate stream"));
+                    Catch::Contains("deflated_bad.h5: chunk at (1, 0, 0) (dates 1-1, ids 0-99): not a valid deflate stream"));
   const CubeReader reader(d, path.string(), "discount", 100, 5);
   buffer.assign(500, 1.0);
   reader.read(Block{{0, 1}, {0, 100}}, Precision::f64, buffer.data());
@@ -289,7 +289,7 @@ TEST_CASE("a block's chunks decoded by a team: values, a bad chunk and a missing
   REQUIRE(cube->read(Block{{0, 4}, {0, Index(N)}}, got.data()));
   CHECK(std::memcmp(got.data(), values.data(), got.size() * sizeof(double)) == 0);
   CHECK_THROWS_WITH(cube->read(Block{{3, 5}, {0, Index(N)}}, got.data()),
-                    Catch::Contains("team_decoded.h5: chunk at (4, 300, 0): not a valid deflate stream"));
+                    Catch::Contains("team_decoded.h5: chunk at (4, 300, 0) (dates 4-4, ids 300-399): not a valid deflate stream"));
   CHECK(cube->read(Block{{2, 4}, {0, Index(N)}}, got.data()));  // and it goes on after an error
   CHECK_FALSE(cube->read(Block{{5, 6}, {0, Index(N)}}, got.data()));  // HDF5's fill values then
 }
