@@ -6,7 +6,12 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -98,6 +103,112 @@ class Reader {
   std::filesystem::path dir_;
 };
 
+// The deck's text as toml++ is given it: pure ASCII, the same TOML. Every
+// character beyond ASCII inside a string becomes a \u or \U escape (literal
+// strings become basic strings, their backslashes and quotes escaped), and
+// in a comment a '?'. toml++ 3.3 (Debian's) reaches undefined behaviour on
+// some characters beyond ASCII where it looks for whitespace (even in a
+// string after a malformed value), and fails an assertion on a backslash in
+// a table header (both found by fuzzing): outside strings and comments, only
+// printable ASCII, tabs and line ends pass, and text that is not UTF-8 is
+// refused. InputError names `where`, the line and column.
+std::string ascii_toml(const std::string& text, const std::string& where) {
+  enum { plain, basic, literal, multi_basic, multi_literal, comment } state = plain;
+  std::string out;
+  out.reserve(text.size() + 16);
+  const auto fail = [&](std::size_t at, const std::string& what) {
+    const long line = 1 + long(std::count(text.begin(), text.begin() + long(at), '\n'));
+    const std::size_t line_start = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+    const std::size_t column = at - (line_start == std::string::npos ? 0 : line_start + 1) + 1;
+    throw InputError(where + ":" + std::to_string(line) + ":" + std::to_string(column) + ": TOML syntax error: " + what);
+  };
+  // The UTF-8 character starting at i (a byte beyond ASCII), written as an
+  // escape; i left on its last byte.
+  const auto escape = [&](std::size_t& i) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const int more = lead >= 0xC2 && lead <= 0xDF   ? 1
+                     : lead >= 0xE0 && lead <= 0xEF ? 2
+                     : lead >= 0xF0 && lead <= 0xF4 ? 3
+                                                    : -1;
+    if (more < 0) fail(i, "not UTF-8");
+    std::uint32_t cp = lead & (0x3Fu >> more);
+    for (int k = 1; k <= more; ++k) {
+      if (i + std::size_t(k) >= text.size() || (static_cast<unsigned char>(text[i + std::size_t(k)]) & 0xC0) != 0x80)
+        fail(i, "not UTF-8");
+      cp = cp << 6 | (static_cast<unsigned char>(text[i + std::size_t(k)]) & 0x3Fu);
+    }
+    if ((more == 2 && cp < 0x800) || (more == 3 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+      fail(i, "not UTF-8");
+    char escaped[16];
+    std::snprintf(escaped, sizeof escaped, cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", unsigned(cp));
+    out += escaped;
+    i += std::size_t(more);
+  };
+  const std::string triple_double(3, '"'), triple_single(3, '\'');
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const auto u = static_cast<unsigned char>(c);
+    const auto ahead = [&](const std::string& s) { return text.compare(i, s.size(), s) == 0; };
+    switch (state) {
+      case plain:
+        if (u >= 0x7F || (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == '\\')
+          fail(i, "a character TOML allows only in strings and comments (keys and syntax are printable ASCII; quote "
+                  "the value)");
+        if (ahead(triple_double) || ahead(triple_single)) {
+          state = c == '"' ? multi_basic : multi_literal;
+          out += triple_double;
+          i += 2;
+          continue;
+        }
+        if (c == '#') state = comment;
+        else if (c == '"') state = basic;
+        else if (c == '\'') state = literal;
+        out += c == '\'' ? '"' : c;
+        break;
+      case basic:
+      case multi_basic:
+        if (u >= 0x80) {
+          escape(i);
+        } else if (c == '\\') {  // an escape sequence, as it is (TOML's are ASCII)
+          out += c;
+          if (i + 1 < text.size()) {
+            if (static_cast<unsigned char>(text[i + 1]) >= 0x80) fail(i, "an escape sequence TOML does not have");
+            out += text[++i];
+          }
+        } else if (state == multi_basic && ahead(triple_double)) {
+          out += triple_double;
+          i += 2;
+          state = plain;
+        } else {
+          out += c;
+          if (state == basic && (c == '"' || c == '\n')) state = plain;
+        }
+        break;
+      case literal:
+      case multi_literal:
+        if (u >= 0x80) {
+          escape(i);
+        } else if (state == multi_literal && ahead(triple_single)) {
+          out += triple_double;
+          i += 2;
+          state = plain;
+        } else if (state == literal && (c == '\'' || c == '\n')) {
+          out += c == '\'' ? '"' : c;
+          state = plain;
+        } else {
+          if (c == '\\' || c == '"') out += '\\';
+          out += c;
+        }
+        break;
+      case comment:
+        out += u >= 0x80 ? '?' : c;
+        if (c == '\n') state = plain;
+        break;
+    }
+  }
+  return out;
+}
+
 void apply_override(toml::table& root, const std::string& deck, const std::string& text) {
   const auto eq = text.find('=');
   const auto dot = text.find('.');
@@ -113,8 +224,8 @@ void apply_override(toml::table& root, const std::string& deck, const std::strin
   const std::string value = text.substr(eq + 1);
   toml::table parsed;
   try {
-    parsed = toml::parse("v = " + value);
-  } catch (const toml::parse_error&) {
+    parsed = toml::parse(ascii_toml("v = " + value, deck));
+  } catch (const std::exception&) {  // toml::parse_error, or not TOML at all
     parsed = toml::table{{"v", value}};  // a bare word: a string
   }
   toml::table* table = &root;
@@ -134,8 +245,10 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw InputError(path + ": no such deck file");
   toml::table root;
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(ascii_toml(text, path), path);
   } catch (const toml::parse_error& e) {
     std::ostringstream where;
     where << path << ":" << e.source().begin.line << ":" << e.source().begin.column;

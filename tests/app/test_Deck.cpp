@@ -114,3 +114,27 @@ TEST_CASE("deck errors name the deck, the key, expected and found", "[deck]") {
                     Catch::Contains("[output] compression unknown compression 'zstd'; valid: none, gzip, lzf"));
   CHECK(load_deck(write_deck("lzf.toml", minimal), {"output.compression=lzf"}).output.compression == Compression::lzf);
 }
+
+TEST_CASE("characters beyond ASCII: kept in strings, refused where TOML has none", "[deck]") {
+  // In basic, literal and multi-line strings and in comments: as written.
+  const auto deck = load_deck(write_deck("unicode.toml", "# données\n[input]\nfile = \"données/été.h5\"\n"
+                                                          "discount = 'remise\\\\\"€'\n[output]\nfile = '''sortie/\"ü\".h5'''\n"
+                                                          "dataset = \"\"\"cv😀\"\"\"\n"));
+  CHECK(fs::path(deck.input.file).filename() == "été.h5");
+  CHECK(deck.input.discount == "remise\\\\\"€");
+  CHECK(fs::path(deck.output.file).filename() == "\"ü\".h5");
+  CHECK(deck.output.dataset == "cv😀");
+  // --set values too.
+  CHECK(fs::path(load_deck(write_deck("unicode_set.toml", minimal), {"output.file=\"résultat.h5\""}).output.file)
+            .filename() == "résultat.h5");
+  CHECK(fs::path(load_deck(write_deck("unicode_bare.toml", minimal), {"output.file=résultat.h5"}).output.file)
+            .filename() == "résultat.h5");
+  // Outside strings (a key, a bare value) and text that is not UTF-8: one
+  // line naming the deck, the line and the column.
+  CHECK_THROWS_WITH(load_deck(write_deck("unicode_key.toml", "[input]\nfilé = \"in.h5\"\n")),
+                    Catch::Contains("unicode_key.toml:2:4: TOML syntax error: a character TOML allows only in strings"));
+  CHECK_THROWS_WITH(load_deck(write_deck("backslash.toml", "[\\input]\n")),
+                    Catch::Contains("backslash.toml:1:2: TOML syntax error"));
+  CHECK_THROWS_WITH(load_deck(write_deck("latin1.toml", "[input]\nfile = \"caf\xe9.h5\"\n")),
+                    Catch::Contains("latin1.toml:2:12: TOML syntax error: not UTF-8"));
+}
