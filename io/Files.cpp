@@ -739,6 +739,7 @@ OutputShare::~OutputShare() {
 
 void OutputShare::close() {
   if (raw_) {
+    if (journal_) journal_->close();  // a sync it saw fail fails this rank
     raw_->close();
     return;
   }
@@ -782,6 +783,9 @@ void OutputShare::write(const Block& b, const void* buffer) {
 void OutputFile::commit(const std::map<std::string, std::string>& attributes, hid_t scales_like) {
   raw_.reset();
   // Metadata changes from here on: a run killed now leaves nothing to resume.
+  // A sync the journal's thread saw fail is this run's failure: the pages it
+  // could not write may be gone, and the fsync below would not say so.
+  if (journal_) journal_->close();
   journal_.reset();
   std::error_code ec;
   for (const std::string& j : journals_of(temp_path_)) fs::remove(j, ec);

@@ -26,10 +26,6 @@ std::uint64_t checksum(const Record& r) {
   return h;
 }
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 void write_all(int fd, const void* data, std::size_t n, const std::string& path) {
   for (std::size_t done = 0; done < n;) {
     const ssize_t put = ::write(fd, static_cast<const char*>(data) + done, n - done);
@@ -56,7 +52,7 @@ void sync_or_throw(int fd, const std::string& path) {
 
 Journal::Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
                  const std::vector<Block>& done, std::size_t batch_bytes)
-    : path_(path), data_path_(data_path), batch_bytes_(batch_bytes), last_sync_s_(now_s()) {
+    : path_(path), data_path_(data_path), batch_bytes_(batch_bytes) {
   // Written whole to a temporary name, synced, renamed: a journal is either
   // the old one or the complete new one.
   const std::string temp = path + ".new";
@@ -81,22 +77,51 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   data_fd_ = ::open(data_path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd_ < 0 || data_fd_ < 0) throw IoError(path + ": cannot open the resume journal: " + std::strerror(errno));
+  syncer_ = std::thread([this] {
+    std::unique_lock lock(pending_m_);
+    while (!stopping_) {  // a batch when it is full, or a second after the last
+      wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || pending_bytes_ >= batch_bytes_; });
+      if (stopping_) break;
+      if (pending_.empty()) continue;
+      lock.unlock();
+      try {
+        sync();
+      } catch (const std::exception& e) {
+        lock.lock();
+        failed_ = e.what();
+        break;
+      }
+      lock.lock();
+    }
+  });
 }
 
 Journal::~Journal() {
+  try {
+    close();
+  } catch (...) {  // a failed sync here was reported, or the run is failing anyway
+  }
   if (fd_ >= 0) ::close(fd_);
   if (data_fd_ >= 0) ::close(data_fd_);
 }
 
-void Journal::written(const Block& block, std::size_t bytes) {
-  bool due = false;
+void Journal::close() {
   {
     const std::lock_guard lock(pending_m_);
-    pending_.push_back(block);
-    pending_bytes_ += bytes;
-    due = pending_bytes_ >= batch_bytes_ || now_s() - last_sync_s_ >= 1.0;
+    stopping_ = true;
   }
-  if (due) sync();
+  wake_.notify_all();
+  if (syncer_.joinable()) syncer_.join();
+  const std::lock_guard lock(pending_m_);
+  if (!failed_.empty()) throw IoError(failed_);
+}
+
+void Journal::written(const Block& block, std::size_t bytes) {
+  const std::lock_guard lock(pending_m_);
+  if (!failed_.empty()) throw IoError(failed_);
+  pending_.push_back(block);
+  pending_bytes_ += bytes;
+  if (pending_bytes_ >= batch_bytes_) wake_.notify_one();
 }
 
 void Journal::sync() {
@@ -105,7 +130,6 @@ void Journal::sync() {
     const std::lock_guard lock(pending_m_);
     batch.swap(pending_);
     pending_bytes_ = 0;
-    last_sync_s_ = now_s();
   }
   if (batch.empty()) return;
   // One batch at a time, in order: data, then the records of that data.

@@ -4,10 +4,13 @@
 // a scheduler's time limit, a reboot) continues where the last one stopped.
 //
 // Order is what makes it true: a block is recorded only after its data is on
-// disk. Blocks are recorded in batches: written() notes a block whose
-// pwrite returned; every 256 MiB or second of them, the output is synced
-// (fdatasync) and only then their records are appended to the journal and
-// the journal synced. A kill loses at most the blocks since the last batch.
+// disk. Blocks are recorded in batches, by a thread of the journal's own so
+// no writer waits for a sync: written() notes a block whose pwrite
+// returned; every 256 MiB or second of them, that thread syncs the output
+// (fdatasync) and only then appends their records to the journal and syncs
+// it. A kill loses at most the blocks since the last batch, and those in
+// flight. A failed sync is reported by the next written() (and by close()),
+// never retried.
 // Records carry a checksum: a journal cut short (power loss) ends at its
 // last whole record, and one whose bytes are damaged ends before them; a
 // block not recorded is simply written again.
@@ -15,7 +18,9 @@
 
 #include <cstdint>
 #include <map>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,10 +40,14 @@ class Journal {
   ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
-  // `block` (of `bytes`) was written; recorded once it is on disk. From any thread.
+  // `block` (of `bytes`) was written; recorded once it is on disk. From any
+  // thread. Throws IoError where an earlier batch's sync failed.
   void written(const Block& block, std::size_t bytes);
   // Everything written so far: on disk, then recorded.
   void sync();
+  // Stops the journal's thread (after its batch in progress); IoError where
+  // a sync failed.
+  void close();
   // How many batches were synced (a report says so).
   int syncs() const { return syncs_; }
 
@@ -53,9 +62,12 @@ class Journal {
   int fd_ = -1, data_fd_ = -1;
   std::size_t batch_bytes_;
   std::mutex pending_m_, append_m_;
+  std::condition_variable wake_;
   std::vector<Block> pending_;
   std::size_t pending_bytes_ = 0;
-  double last_sync_s_ = 0;
+  bool stopping_ = false;
+  std::string failed_;  // the failed sync's message; empty while none failed
+  std::thread syncer_;
   int syncs_ = 0;
 };
 

@@ -125,13 +125,13 @@ with tempfile.TemporaryDirectory() as tmp:
     elif case == "faults":
         def killed_run():
             """A run killed half-way: its temporary file and journal (with records)."""
-            p = start("run", "deck.toml")
+            p = start("run", "deck.toml", fault="slow_write")  # 0.3 s a block
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and p.poll() is None:
                 journals = glob.glob(".out.h5.tmp-*.journal-0")
-                if journals and os.path.getsize(journals[0]) > 400 + 40 * 10:
+                if journals and os.path.getsize(journals[0]) > 400 + 40 * 6:
                     break
-                time.sleep(0.005)
+                time.sleep(0.01)
             p.send_signal(signal.SIGKILL)
             p.wait()
             return glob.glob(".out.h5.tmp-*.journal-0")
