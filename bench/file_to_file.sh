@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # File-to-file wall time of `cvest run` against `cp` and `dd bs=16M` of the
-# same input, measured in the same run, interleaved, repeated; medians and
+# same input, each until its output is on disk (cvest syncs its output before
+# renaming it; `cp` is followed by `sync FILE`, `dd` runs with conv=fsync), measured in the same run, interleaved, repeated; medians and
 # ratios. Twice for cvest: on the input `cvest generate` writes ((1, ~1 MiB)
 # chunks) and on the same values as h5py writes them date by date (one chunk
 # per date), since users' files are h5py's. Each command starts with the
@@ -52,8 +53,8 @@ cat "$in" "$h5in" > /dev/null  # page-cache the inputs
 source "$root/bench/lib.sh"
 declare -a t_cp t_dd t_cvest t_h5py
 for r in $(seq "$rounds"); do
-  clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); cp "$in" "$work/cp.h5"; t_cp+=("$(since "$s")")
-  clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); dd if="$in" of="$work/dd.h5" bs=16M status=none; t_dd+=("$(since "$s")")
+  clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); cp "$in" "$work/cp.h5" && sync "$work/cp.h5"; t_cp+=("$(since "$s")")
+  clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); dd if="$in" of="$work/dd.h5" bs=16M conv=fsync status=none; t_dd+=("$(since "$s")")
   # the two inputs take turns to go first, so neither always follows the other's output
   for deck in $([ $((r % 2)) = 1 ] && echo generated h5py || echo h5py generated); do
     clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); "$build/cvest" run "$work/deck_$deck.toml" > /dev/null 2>&1
