@@ -37,6 +37,20 @@ Index chunk_ids_of(const PropList& create, Index K) {
 
 }  // namespace
 
+void write_at(int fd, const void* buffer, std::size_t bytes, off_t at, const std::string& shown) {
+  const auto* in = static_cast<const char*>(buffer);
+  for (std::size_t done = 0; done < bytes;) {
+    ssize_t put = ::pwrite(fd, in + done, bytes - done, at + off_t(done));
+    if (fault_injected("write")) put = -1, errno = ENOSPC;
+    if (fault_injected("write_eio")) put = -1, errno = EIO;
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0)
+      throw IoError(shown + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
+                    (errno == ENOSPC ? " (disk full)" : ""));
+    done += std::size_t(put);
+  }
+}
+
 std::vector<Filter> filters_of(const PropList& create) {
   std::vector<Filter> filters;
   for (int f = 0, n = H5Pget_nfilters(create.get()); f < n; ++f) {
@@ -296,18 +310,8 @@ void RawCube::write(const Block& b, const void* buffer) const {
   const auto* in = static_cast<const char*>(buffer);
   if (fault_injected("kill")) ::raise(SIGKILL);
   if (fault_injected("slow_write")) ::usleep(300000);
-  const bool complete = for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t from) {
-    for (std::size_t done = 0; done < bytes;) {
-      ssize_t put = ::pwrite(fd_, in + from + done, bytes - done, at + off_t(done));
-      if (fault_injected("write")) put = -1, errno = ENOSPC;
-      if (fault_injected("write_eio")) put = -1, errno = EIO;
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0)
-        throw IoError(path_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
-                      (errno == ENOSPC ? " (disk full)" : ""));
-      done += std::size_t(put);
-    }
-  });
+  const bool complete = for_each_run(
+      b, [&](off_t at, std::size_t bytes, std::size_t from) { write_at(fd_, in + from, bytes, at, path_); });
   if (!complete) throw IoError(path_ + ": output chunk not allocated");
 }
 // --- deflated chunks ------------------------------------------------------------

@@ -8,6 +8,7 @@
 #include "io/Hdf5.hpp"
 
 #include <array>
+#include <sys/types.h>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -170,6 +171,11 @@ inline constexpr H5Z_filter_t h5py_lzf_filter = 32000;
 // What cvest decodes itself, with the libraries' versions, for `cvest info`:
 // "deflate (libdeflate 1.14), lzf (liblzf 1.5), shuffle".
 std::string decoders_text();
+
+// pwrite of all `bytes` at `at`, retried where interrupted or short; IoError
+// naming `shown` (ENOSPC said as a full disk). The output's writes, where
+// CVEST_FAULT's write and write_eio points fail them (io/Faults.hpp).
+void write_at(int fd, const void* buffer, std::size_t bytes, off_t at, const std::string& shown);
 
 // Byte offset of element (t, i, 0) in a block's C-order buffer of `row`-byte
 // (K values) rows.

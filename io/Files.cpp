@@ -757,16 +757,9 @@ void OutputShare::write(const Block& b, const void* buffer) {
   }
   const auto append = [&](const PartRecord& r, const void* data) {
     const std::lock_guard lock(append_);
-    for (const auto& [from, n] : {std::pair{static_cast<const void*>(&r), sizeof r}, std::pair{data, std::size_t(r.bytes)}})
-      for (std::size_t done = 0; done < n;) {
-        ssize_t put = ::write(fd_, static_cast<const char*>(from) + done, n - done);
-        if (fault_injected("write")) put = -1, errno = ENOSPC;
-        if (put < 0 && errno == EINTR) continue;
-        if (put <= 0)
-          throw IoError(part_path_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
-                        (errno == ENOSPC ? " (disk full)" : ""));
-        done += std::size_t(put);
-      }
+    write_at(fd_, &r, sizeof r, part_bytes_, part_path_);
+    write_at(fd_, data, std::size_t(r.bytes), part_bytes_ + off_t(sizeof r), part_path_);
+    part_bytes_ += off_t(sizeof r + r.bytes);
   };
   const bool aligned = b.ids.begin % chunk_[1] == 0 && (b.ids.end % chunk_[1] == 0 || b.ids.end == spec_.N);
   if (!aligned) {  // rank 0 merges it into its chunks, as OutputFile::write does in one process

@@ -208,6 +208,7 @@ class OutputShare {
   int fd_ = -1;
   bool closed_ = false;
   std::mutex append_;
+  off_t part_bytes_ = 0;  // the part file's length so far (appended under append_)
 };
 
 // Refuses to proceed when `path` exists and overwrite is false, or when its
