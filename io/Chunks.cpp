@@ -2,7 +2,6 @@
 
 #include "io/Faults.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include <libdeflate.h>
 #include <lzf.h>
 #include <mutex>
+#include <sys/stat.h>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -110,9 +110,10 @@ void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::strin
 struct FileBytes {
   int fd = -1;
   haddr_t chunk_base = 0;  // added to the chunk addresses HDF5 reports
+  std::uint64_t size = 0;  // the file's bytes, user block included
 };
 
-bool chunk_base_of(const Dataset& ds, int fd, haddr_t userblock, haddr_t& base) {
+bool chunk_base_of(const Dataset& ds, int fd, std::uint64_t file_size, haddr_t userblock, haddr_t& base) {
   base = userblock;
   Dataspace all(H5Dget_space(ds.get()));
   hsize_t nchunks = 0;
@@ -122,7 +123,8 @@ bool chunk_base_of(const Dataset& ds, int fd, haddr_t userblock, haddr_t& base) 
   unsigned mask = 0;
   haddr_t addr = HADDR_UNDEF;
   hsize_t size = 0;
-  if (H5Dget_chunk_info(ds.get(), all.get(), 0, offset, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || size == 0)
+  if (H5Dget_chunk_info(ds.get(), all.get(), 0, offset, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || size == 0 ||
+      size > file_size)  // a damaged record: not allocated, HDF5 reads (and reports) it
     return false;
   std::vector<unsigned char> hdf5s(size), ours(size);
   std::uint32_t filter_mask = 0;
@@ -149,17 +151,47 @@ bool file_bytes_of(const Dataset& ds, bool writable, FileBytes& out) {
   int fd = ::open(("/proc/self/fd/" + std::to_string(hdf5_fd)).c_str(), (writable ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
   if (fd < 0) fd = ::fcntl(hdf5_fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return false;
+  struct stat st {};
+  const std::uint64_t size = ::fstat(fd, &st) == 0 ? std::uint64_t(st.st_size) : 0;
   hsize_t userblock = 0;
   PropList create(H5Fget_create_plist(file.get()));
   if (!create || H5Pget_userblock(create.get(), &userblock) < 0) userblock = 0;
   haddr_t base = 0;
   if (userblock > 0 && H5Pget_layout(PropList(H5Dget_create_plist(ds.get())).get()) == H5D_CHUNKED &&
-      !chunk_base_of(ds, fd, haddr_t(userblock), base)) {
+      !chunk_base_of(ds, fd, size, haddr_t(userblock), base)) {
     ::close(fd);
     return false;
   }
-  out = {fd, base};
+  out = {fd, base, size};
   return true;
+}
+
+// "PATH: chunk at (t, i, k) (dates t-.., ids i-..)": the chunk at `origin`
+// (dates, ids, columns) of a dataset of `rank` (2: ids and columns only) and
+// chunk extent `chunk`, for messages.
+std::string chunk_text(const std::string& shown, int rank, const std::array<Index, 3>& origin,
+                       const std::array<Index, 3>& chunk) {
+  const auto [t, i, k] = origin;
+  return shown + ": chunk at (" + (rank == 3 ? std::to_string(t) + ", " : std::string()) + std::to_string(i) + ", " +
+         std::to_string(k) + ") (" +
+         (rank == 3 ? "dates " + std::to_string(t) + "-" + std::to_string(t + chunk[0] - 1) + ", " : std::string()) +
+         "ids " + std::to_string(i) + "-" + std::to_string(i + chunk[1] - 1) + ")";
+}
+
+// A chunk's record in the chunk index, checked before anything reads it: it
+// must lie inside the file and, when nothing filtered it (`plain_bytes` > 0),
+// hold exactly a chunk's bytes. HDF5 1.10.8 trusts both: a damaged record
+// made its H5Dread copy past a buffer and crash (found by the input fuzzer,
+// tests/fuzz), and a huge size would be allocated before any read failed.
+template <class Where>
+void check_chunk_record(const Where& where, haddr_t addr, hsize_t stored, std::uint64_t file_bytes,
+                        std::size_t plain_bytes) {
+  if (file_bytes > 0 && (stored > file_bytes || addr > file_bytes - stored))
+    throw IoError(where() + ": recorded as " + std::to_string(stored) + " bytes at offset " + std::to_string(addr) +
+                  ", beyond the file's " + std::to_string(file_bytes) + " bytes (truncated or damaged)");
+  if (plain_bytes > 0 && stored != plain_bytes)
+    throw IoError(where() + ": recorded as " + std::to_string(stored) + " bytes, expected " +
+                  std::to_string(plain_bytes) + " for an unfiltered chunk (damaged chunk index)");
 }
 
 }  // namespace
@@ -206,6 +238,7 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& sho
   if (!file_bytes_of(ds, writable, bytes)) return nullptr;
   raw->fd_ = bytes.fd;
   raw->chunk_base_ = bytes.chunk_base;
+  if (!writable) raw->input_bytes_ = bytes.size;
   if (!writable) ::posix_fadvise(raw->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   return raw;
 }
@@ -293,6 +326,9 @@ bool RawCube::for_each_run(const Block& b, Op&& op) const {
       addr = HADDR_UNDEF;
       if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &size) < 0 || addr == HADDR_UNDEF || mask != 0)
         return false;
+      if (input_bytes_ > 0)  // an input's record, before reading a chunk's bytes where it says
+        check_chunk_record([&] { return chunk_text(path_, 3, {t, chunk_start, 0}, {1, chunk_ids_, K_}); }, addr, size,
+                           input_bytes_, std::size_t(chunk_ids_ * K_) * es_);
       if (cached) cached->store(addr, std::memory_order_relaxed);
     }
     op(off_t(chunk_base_ + addr + std::size_t(i - chunk_start) * row), std::size_t(end - i) * row,
@@ -388,6 +424,7 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   if (!file_bytes_of(ds, false, bytes)) return nullptr;
   cube->fd_ = bytes.fd;
   cube->chunk_base_ = bytes.chunk_base;
+  cube->file_bytes_ = bytes.size;
   ::posix_fadvise(cube->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   cube->ds_ = ds.get();
   cube->path_ = shown;
@@ -426,7 +463,8 @@ void copy_runs(unsigned char* dst, std::size_t dst_step, const unsigned char* sr
 }  // namespace
 
 bool ChunkedCube::read(const Block& b, void* buffer) const {
-  const auto [ct, ci, ck] = chunk_;
+  // Plain names, not a structured binding: C++17 lambdas cannot capture those.
+  const Index ct = chunk_[0], ci = chunk_[1], ck = chunk_[2];
   const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
   const std::size_t chunk_bytes = this->chunk_bytes();
   auto* out = static_cast<unsigned char*>(buffer);
@@ -438,13 +476,8 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   // in the file. Scratch buffers are per thread.
   const auto decode = [&](const std::array<Index, 3>& origin) {
     thread_local std::vector<unsigned char> packed, inflated, plain;
-    const auto [tc, ic, kc] = origin;
-    const auto where = [&] {  // the chunk, and the dates and ids it holds
-      return path_ + ": chunk at (" + (rank_ == 3 ? std::to_string(tc) + ", " : std::string()) + std::to_string(ic) +
-             ", " + std::to_string(kc) + ") (" + (rank_ == 3 ? "dates " + std::to_string(tc) + "-" +
-             std::to_string(tc + ct - 1) + ", " : std::string()) + "ids " + std::to_string(ic) + "-" +
-             std::to_string(ic + ci - 1) + ")";
-    };
+    const Index tc = origin[0], ic = origin[1], kc = origin[2];
+    const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
     quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
     const hsize_t coord3[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
     const hsize_t* coord = rank_ == 3 ? coord3 : coord3 + 1;
@@ -453,6 +486,7 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
     hsize_t stored = 0;
     if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &stored) < 0 || addr == HADDR_UNDEF || stored == 0)
       return false;
+    check_chunk_record(where, addr, stored, file_bytes_, 0);  // (its decoders check the sizes they produce)
     packed.resize(stored);
     read_at(fd_, packed.data(), stored, off_t(chunk_base_ + addr), where());
     const unsigned char* data = packed.data();
@@ -526,7 +560,20 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
     : ds_(ds), path_(path), name_(name), K_(K) {
   Dataspace space(H5Dget_space(ds.get()));
   rank_ = H5Sget_simple_extent_ndims(space.get());
-  const bool hdf5_decodes = !missing_in_hdf5(filters_of(PropList(H5Dget_create_plist(ds.get()))));
+  const PropList create(H5Dget_create_plist(ds.get()));
+  const auto filters = filters_of(create);
+  const bool hdf5_decodes = !missing_in_hdf5(filters);
+  hsize_t chunk[3] = {0, 0, 0};
+  if (H5Pget_layout(create.get()) == H5D_CHUNKED && H5Pget_chunk(create.get(), 3, chunk) == rank_ &&
+      (rank_ == 2 || rank_ == 3)) {
+    if (rank_ == 2) chunk[2] = chunk[1], chunk[1] = chunk[0], chunk[0] = 1;
+    chunk_ = {Index(chunk[0]), Index(chunk[1]), Index(chunk[2])};
+    const Datatype type(H5Dget_type(ds.get()));
+    if (filters.empty()) plain_chunk_bytes_ = std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * H5Tget_size(type.get());
+    const File file(H5Iget_file_id(ds.get()));
+    hsize_t file_bytes = 0;
+    if (file && H5Fget_filesize(file.get(), &file_bytes) >= 0) file_bytes_ = file_bytes;
+  }
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
     raw_[k] = RawCube::open(ds, path + ": dataset '" + name + "'", native_type(p), false, N, K);
@@ -535,7 +582,7 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
     // again in the team of the overlapped pipeline's reader. Over that share
     // HDF5 reads instead, unless it cannot (lzf without h5py's plugin).
     if (chunked_[k] && hdf5_decodes &&
-        6.0 * double(chunked_[k]->chunk_bytes()) * double(Kokkos::DefaultHostExecutionSpace().concurrency()) >
+        6.0 * double(chunked_[k]->chunk_bytes()) * double(omp_get_max_threads()) >
             double(scratch_bytes))
       chunked_[k].reset();
   }
@@ -590,9 +637,29 @@ void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   const int k = precision == Precision::f64 ? 0 : 1;
   if (raw_[k] && raw_[k]->read(b, buffer)) return;
   if (chunked_[k] && chunked_[k]->read(b, buffer)) return;
+  check_chunk_records(b);
   const std::string what = path_ + ": dataset '" + name_ + "'";
   if (rank_ == 2) read_hyperslab(ds_, native_type(precision), {b.ids.begin, 0}, {b.ids.size(), K_}, buffer, what);
   else read_hyperslab(ds_, native_type(precision), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K_}, buffer, what);
+}
+
+void CubeReader::check_chunk_records(const Block& b) const {
+  if (chunk_[0] == 0) return;
+  const auto [ct, ci, ck] = chunk_;
+  const std::string shown = path_ + ": dataset '" + name_ + "'";
+  for (Index tc = b.dates.begin - b.dates.begin % ct; tc < b.dates.end; tc += ct)
+    for (Index ic = b.ids.begin - b.ids.begin % ci; ic < b.ids.end; ic += ci)
+      for (Index kc = 0; kc < K_; kc += ck) {
+        const hsize_t coord3[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
+        unsigned mask = 0;
+        haddr_t addr = HADDR_UNDEF;
+        hsize_t stored = 0;
+        if (H5Dget_chunk_info_by_coord(ds_.get(), rank_ == 3 ? coord3 : coord3 + 1, &mask, &addr, &stored) < 0 ||
+            addr == HADDR_UNDEF)
+          continue;  // not stored (fill values), or HDF5's read reports it
+        check_chunk_record([&] { return chunk_text(shown, rank_, {tc, ic, kc}, chunk_); }, addr, stored, file_bytes_,
+                           plain_chunk_bytes_);
+      }
 }
 
 std::string decoders_text() {

@@ -61,6 +61,7 @@ class RawCube {
   std::size_t es_ = 8;
   haddr_t contiguous_base_ = HADDR_UNDEF;
   haddr_t chunk_base_ = 0;  // a user block's size where HDF5's chunk addresses leave it out
+  std::uint64_t input_bytes_ = 0;  // an input's size: its chunk records are checked against it (0: an output)
   Index T_ = 0;
   // Chunk addresses as HDF5 first answers them (0: not asked yet), so each
   // chunk costs one lookup behind HDF5's global lock however many blocks
@@ -104,6 +105,7 @@ class ChunkedCube {
   std::string path_;
   int fd_ = -1;
   haddr_t chunk_base_ = 0;
+  std::uint64_t file_bytes_ = 0;
   Index K_ = 0;
   std::array<Index, 3> chunk_{};  // dates, ids, columns (a rank-2 (ids, K) dataset: one date)
   int rank_ = 3;
@@ -148,6 +150,9 @@ class CubeReader {
   // through H5Dread.
   CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
              std::size_t scratch_bytes = std::size_t(64) << 20);
+  // IoError naming the chunk where the chunk index records a chunk outside
+  // the file (or, unfiltered, of the wrong size): checked before HDF5 reads
+  // chunks, which HDF5 1.10.8 does not (it crashed on such a file).
   void read(const Block& block, Precision precision, void* buffer) const;
   // The (dates, ids) extent of the chunks it decodes itself; {0, 0} when it
   // reads otherwise (any block shape is then as good as another).
@@ -161,6 +166,13 @@ class CubeReader {
   int rank_ = 3;  // 2: an (N, K) table, read as one date
   std::unique_ptr<RawCube> raw_[2];            // per precision asked, when it qualifies
   std::unique_ptr<ChunkedCube> chunked_[2];    // idem
+  // What the chunk records of blocks HDF5 reads are checked against: the
+  // chunk extent (dates, ids, columns; zeros when not chunked), an
+  // unfiltered chunk's bytes (0 when filtered), the file's bytes.
+  std::array<Index, 3> chunk_{};
+  std::size_t plain_chunk_bytes_ = 0;
+  std::uint64_t file_bytes_ = 0;
+  void check_chunk_records(const Block& block) const;
 };
 
 // h5py's LZF filter, registered with The HDF Group under this id. HDF5's

@@ -11,16 +11,38 @@ int launcher_rank() {
   return 0;
 }
 
-bool fault_injected(std::string_view point) {
-  static const std::string fault = [] {
-    const char* value = std::getenv("CVEST_FAULT");
-    return std::string(value ? value : "");
+namespace {
+const std::string& fault() {
+  static const std::string value = [] {
+    const char* v = std::getenv("CVEST_FAULT");
+    return std::string(v ? v : "");
   }();
-  if (fault.empty()) return false;
-  const std::size_t at = fault.find('@');
-  const std::string_view where = std::string_view(fault).substr(0, at);
-  const int rank = at == std::string::npos ? 0 : std::atoi(fault.c_str() + at + 1);
-  return where == point && rank == launcher_rank();
+  return value;
+}
+
+// "POINT[=N][@RANK]" split: POINT, N ("" if none), whether RANK is this one.
+bool fault_here(std::string_view& point, std::string_view& value) {
+  const std::string& f = fault();
+  if (f.empty()) return false;
+  const std::size_t at = f.find('@');
+  const int rank = at == std::string::npos ? 0 : std::atoi(f.c_str() + at + 1);
+  const std::string_view where = std::string_view(f).substr(0, at);
+  const std::size_t eq = where.find('=');
+  point = where.substr(0, eq);
+  value = eq == std::string_view::npos ? std::string_view() : where.substr(eq + 1);
+  return rank == launcher_rank();
+}
+}  // namespace
+
+bool fault_injected(std::string_view point) {
+  std::string_view where, value;
+  return fault_here(where, value) && where == point;
+}
+
+long fault_value(std::string_view point) {
+  std::string_view where, value;
+  if (!fault_here(where, value) || where != point || value.empty()) return -1;
+  return std::atol(std::string(value).c_str());
 }
 
 }  // namespace cvest::io

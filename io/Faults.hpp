@@ -13,13 +13,18 @@
 //               before the journal records it;
 //   kill_at_commit  killed while committing: attributes written, the file
 //               synced, not yet renamed;
-//   fsync       fsync of the finished output fails with EIO.
+//   fsync       fsync of the finished output fails with EIO;
+//   kill_after_blocks=N  killed (SIGKILL) as soon as N blocks' writes have
+//               returned, saying first how many of them the journal had
+//               recorded (so a test knows what the next run must resume).
 // Unset (every normal run), nothing is injected.
 #include <string_view>
 
 namespace cvest::io {
 
 bool fault_injected(std::string_view point);
+// N of a fault given as POINT=N (on this rank); -1 when not injected.
+long fault_value(std::string_view point);
 
 // This process's rank as its launcher's environment gives it; 0 without one.
 int launcher_rank();

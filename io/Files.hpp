@@ -1,11 +1,12 @@
 #pragma once
-// The HDF5 files of a job: the input (multBy, discount), generated inputs,
-// and the output cube, written to a temporary file that is renamed into
-// place only after success. How a cube's bytes move: io/Chunks.hpp.
+// The HDF5 files of a job: the input (io/Input.hpp), generated inputs, and
+// the output cube, written to a temporary file that is renamed into place
+// only after success. How a cube's bytes move: io/Chunks.hpp.
 #include "io/Generate.hpp"
 #include "core/Plan.hpp"
 #include "io/Chunks.hpp"
 #include "io/Hdf5.hpp"
+#include "io/Input.hpp"
 #include "io/Journal.hpp"
 #include "io/TempFiles.hpp"
 
@@ -18,47 +19,6 @@
 #include <vector>
 
 namespace cvest::io {
-
-struct InputShape {
-  Index T = 0, N = 0, K = 0;
-  Precision precision = Precision::f64;         // discount's
-  Precision multby_precision = Precision::f64;  // multBy's
-  // What NumPy's multBy[None] * discount gives: the wider of the two, the
-  // run's precision unless [run] precision chooses one.
-  Precision promoted() const {
-    return precision == Precision::f64 || multby_precision == Precision::f64 ? Precision::f64 : Precision::f32;
-  }
-};
-
-// The input file of a job, checked: multBy (N, K) and discount (T, N, K) of
-// floats, matching N and K, no zero-length dimension.
-class InputFile {
- public:
-  InputFile(const std::string& path, const std::string& multby, const std::string& discount,
-            std::size_t chunk_cache_bytes = 64u << 20);
-  InputFile(const InputFile&) = delete;  // its reader refers to its dataset
-  InputFile& operator=(const InputFile&) = delete;
-  const InputShape& shape() const { return shape_; }
-  const std::string& path() const { return path_; }
-  const std::string& multby_name() const { return multby_name_; }
-  const std::string& discount_name() const { return discount_name_; }
-  // C-order reads, converted to `precision`.
-  void read_multby(Range ids, Precision precision, void* buffer) const;
-  void read_discount(const Block& block, Precision precision, void* buffer) const;
-  // discount's chunk extent (dates, ids) when cvest decodes its chunks
-  // itself, else {0, 0}: blocks of whole chunks decode each chunk once.
-  std::array<Index, 2> decoded_chunk() const { return discount_reader_->decoded_chunk(); }
-  CubeStorage discount_storage(Precision precision) const { return discount_reader_->storage(precision); }
-  CubeStorage multby_storage(Precision precision) const { return multby_reader_->storage(precision); }
-  const Dataset& discount_dataset() const { return discount_; }
-
- private:
-  std::string path_, multby_name_, discount_name_;
-  File file_;
-  Dataset multby_, discount_;
-  InputShape shape_;
-  std::unique_ptr<CubeReader> discount_reader_, multby_reader_;
-};
 
 // Writes multBy and discount with reproducible values, one block of dates at
 // a time (never the whole cube), chunked. Temporary file, then rename.

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <unistd.h>
@@ -121,6 +122,11 @@ void Journal::written(const Block& block, std::size_t bytes) {
   if (!failed_.empty()) throw IoError(failed_);
   pending_.push_back(block);
   pending_bytes_ += bytes;
+  static const long kill_after = fault_value("kill_after_blocks");
+  if (++written_count_ == kill_after) {
+    std::fprintf(stderr, "cvest: fault: killed after %ld blocks written, %ld recorded\n", kill_after, recorded_.load());
+    ::raise(SIGKILL);
+  }
   if (pending_bytes_ >= batch_bytes_) wake_.notify_one();
 }
 
@@ -145,6 +151,7 @@ void Journal::sync() {
   write_all(fd_, records.data(), records.size() * sizeof(Record), path_);
   sync_or_throw(fd_, path_);
   ++syncs_;
+  recorded_ += long(records.size());
 }
 
 std::optional<std::vector<Block>> Journal::read(const std::string& path, const Fingerprint& fingerprint,

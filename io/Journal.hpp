@@ -16,6 +16,7 @@
 // block not recorded is simply written again.
 #include "core/Plan.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <condition_variable>
@@ -69,6 +70,8 @@ class Journal {
   std::string failed_;  // the failed sync's message; empty while none failed
   std::thread syncer_;
   int syncs_ = 0;
+  long written_count_ = 0;        // blocks written() (under pending_m_)
+  std::atomic<long> recorded_{0};  // blocks recorded and synced (a fault's message says so)
 };
 
 }  // namespace cvest::io

@@ -8,7 +8,8 @@ kills: `kill -9` at 32 or more random moments of a multi-block run (each
   points (after a batch of blocks is on disk but before the journal records
   it; while committing, after the journal is gone); the finished output is
   byte-identical (the cv data) to an uninterrupted run's, the blocks resumed are counted,
-  and nothing is left beside the output. Journals are written every block
+  and nothing is left beside the output; killed after 24 blocks are written,
+  the next run resumes exactly the blocks the journal had recorded. Journals are written every block
   here (CVEST_JOURNAL_BATCH=1MiB) so every kill point has blocks to resume.
 faults: a journal cut at random offsets (as if its last writes never reached
   the disk) or with a damaged record resumes to identical bytes (fewer blocks)
@@ -120,6 +121,22 @@ with tempfile.TemporaryDirectory() as tmp:
             p = run("run", "deck.toml")
             check(p.returncode == 0 and same_file("out.h5", "ref.h5") and not leftovers(),
                   f"killed {what}: the next run finishes with identical bytes, nothing left")
+            os.remove("out.h5")
+        # Killed as the 24th of 48 blocks is written: the next run resumes
+        # exactly the blocks the journal had recorded (none lost, none
+        # claimed that were not on disk) and redoes only those written but
+        # not yet recorded (in flight: the batch being synced, and blocks
+        # written since).
+        p = run("run", "deck.toml", fault="kill_after_blocks=24")
+        m = re.search(r"killed after 24 blocks written, (\d+) recorded", p.stderr)
+        check(p.returncode == -signal.SIGKILL and m is not None, "killed after 24 blocks written, saying how many were recorded")
+        if m:
+            recorded = int(m.group(1))
+            p = run("run", "deck.toml")
+            resumed = resumed_blocks(p.stderr)
+            check(p.returncode == 0 and same_file("out.h5", "ref.h5") and resumed == recorded and not leftovers(),
+                  f"killed after 24 blocks written: resumed {resumed} (the journal had recorded {recorded}), "
+                  f"redid {48 - resumed} of 48, {24 - resumed} of them written before the kill; identical bytes")
             os.remove("out.h5")
 
     elif case == "faults":

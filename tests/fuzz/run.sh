@@ -1,26 +1,57 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer harness for the deck loader with clang (AddressSanitizer
-# and UndefinedBehaviorSanitizer, -DNDEBUG as cvest's Release build) and runs
-# it for SECONDS on a copy of the corpus in tests/fuzz/corpus/deck. Any
-# crash, sanitizer report, uncaught exception, leak or hang (10 s an input)
-# fails; the input that did it is left in WORK and printed.
-#   run.sh SOURCE_DIR WORK [SECONDS]
+# Builds a libFuzzer harness with clang (AddressSanitizer and
+# UndefinedBehaviorSanitizer, -DNDEBUG as cvest's Release build) and runs it
+# for SECONDS on a fresh copy of its seed corpus. Any crash, sanitizer
+# report, uncaught exception, leak or hang (10 s an input) fails; the input
+# that did it is left in WORK and printed.
+#   run.sh SOURCE_DIR WORK deck|input [SECONDS]
+# deck:  the deck loader (toml++, cvest's checks, --set); seeds in
+#        tests/fuzz/corpus/deck.
+# input: opening an input file (HDF5's metadata, cvest's checks and
+#        readers); seeds made by input_seeds.py with h5py.
 set -euo pipefail
-src=$1; work=$2; seconds=${3:-45}
+src=$1; work=$2; target=$3; seconds=${4:-45}
 command -v clang++ > /dev/null || { echo "fuzz: clang++ not found (scripts/setup installs clang)" >&2; exit 1; }
 mkdir -p "$work"
 flags=(-std=c++17 -O1 -g -DNDEBUG -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$src")
-sources=("$src/app/Deck.cpp" "$src/core/Names.cpp" "$src/core/Strategy.cpp" "$src/core/Plan.cpp" "$src/tests/fuzz/fuzz_deck.cpp")
-newest=$(ls -t "${sources[@]}" "$src/app/Deck.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp" | head -1)
-if [ ! -x "$work/fuzz_deck" ] || [ "$newest" -nt "$work/fuzz_deck" ]; then
-  clang++ "${flags[@]}" "${sources[@]}" -lfmt -o "$work/fuzz_deck"
+case $target in
+  deck)
+    sources=("$src/app/Deck.cpp" "$src/core/Names.cpp" "$src/core/Strategy.cpp" "$src/core/Plan.cpp")
+    headers=("$src/app/Deck.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
+    libs=(-lfmt)
+    what="deck loader"; unit="decks" ;;
+  input)
+    hdf5_include=$(pkg-config --cflags hdf5-serial 2> /dev/null || echo -I/usr/include/hdf5/serial)
+    hdf5_libs=$(pkg-config --libs hdf5-serial 2> /dev/null || echo "-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5")
+    sources=("$src/io/Input.cpp" "$src/io/Chunks.cpp" "$src/io/Hdf5.cpp" "$src/io/Faults.cpp" "$src/core/Names.cpp"
+             "$src/core/Plan.cpp")
+    headers=("$src/io/Input.hpp" "$src/io/Chunks.hpp" "$src/io/Hdf5.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
+    flags+=(-fopenmp $hdf5_include)
+    flags+=($(pkg-config --cflags liblzf libdeflate))
+    libs=($hdf5_libs -lhdf5_hl $(pkg-config --libs liblzf libdeflate) -lfmt)
+    what="input files"; unit="files" ;;
+  *) echo "fuzz: unknown target '$target' (deck or input)" >&2; exit 2 ;;
+esac
+harness=$src/tests/fuzz/fuzz_$target.cpp
+binary=$work/fuzz_$target
+newest=$(ls -t "${sources[@]}" "${headers[@]}" "$harness" | head -1)
+if [ ! -x "$binary" ] || [ "$newest" -nt "$binary" ]; then
+  clang++ "${flags[@]}" "${sources[@]}" "$harness" "${libs[@]}" -o "$binary"
 fi
-rm -rf "$work/corpus" && cp -r "$src/tests/fuzz/corpus/deck" "$work/corpus"
+corpus=$work/corpus-$target
+rm -rf "$corpus"
+if [ "$target" = input ]; then
+  /usr/bin/python3 "$src/tests/fuzz/input_seeds.py" "$corpus"
+else
+  cp -r "$src/tests/fuzz/corpus/deck" "$corpus"
+fi
 cd "$work"
 rm -f crash-* leak-* timeout-* oom-*
-if ! ./fuzz_deck -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 corpus > fuzz.log 2>&1; then
-  grep -E "ERROR|runtime error|Test unit written|uncaught|SUMMARY" fuzz.log | head -20
+log=fuzz-$target.log
+if ! OMP_NUM_THREADS=2 LSAN_OPTIONS=suppressions=$src/tests/fuzz/hdf5-leaks.supp:print_suppressions=0 \
+     ASAN_OPTIONS=allocator_may_return_null=1:suppressions=$src/tests/fuzz/hdf5-asan.supp "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$corpus" > "$log" 2>&1; then
+  grep -E "ERROR|runtime error|Test unit written|uncaught|SUMMARY|#0|#1 |#2 |#3 " "$log" | head -30
   for f in crash-* leak-* timeout-* oom-*; do [ -f "$f" ] && { echo "input $work/$f:"; od -c "$f" | head -20; }; done
   exit 1
 fi
-echo "fuzz: deck loader: $(grep -o 'stat::number_of_executed_units: *[0-9]*' fuzz.log | grep -o '[0-9]*$') executions in ${seconds} s, no crash"
+echo "fuzz: $what: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$') $unit in ${seconds} s, no crash"

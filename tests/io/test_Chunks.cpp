@@ -258,6 +258,93 @@ TEST_CASE("a deflated chunk that does not inflate is an I/O error naming it", "[
   CHECK(std::count(buffer.begin(), buffer.end(), 0.0) == 500);
 }
 
+TEST_CASE("a damaged chunk index is an I/O error naming the chunk, before anything reads it", "[io]") {
+  // Found by the input fuzzer: HDF5 1.10.8 trusts a chunk's recorded size
+  // and copied past its buffer (a crash, or other bytes read as values).
+  quiet_hdf5_errors();
+  const auto write = [](const std::filesystem::path& path, bool deflate, std::size_t stored) {
+    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t dims[3] = {2, 100, 5}, chunk[3] = {1, 100, 5};
+    Dataspace s(H5Screate_simple(3, dims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create.get(), 3, chunk);
+    if (deflate) H5Pset_deflate(create.get(), 4);
+    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    const std::vector<double> values(500, 0.5);
+    const hsize_t offset[3] = {1, 0, 0};
+    // Stored as given: HDF5 writes the bytes and records their size.
+    REQUIRE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, offset, stored, values.data()) >= 0);
+  };
+  // Then the record's size made larger than the file, as damage would.
+  const auto enlarge_record = [](const std::filesystem::path& path, std::uint32_t size) {
+    std::vector<char> bytes(std::filesystem::file_size(path));
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    // The v1 B-tree node of the chunk index: "TREE", type 1 (chunks), level,
+    // entries, two siblings; then each key starts with its chunk's size.
+    const auto at = std::search(bytes.begin(), bytes.end(), std::begin("TREE\x01"), std::end("TREE\x01") - 1);
+    REQUIRE(at != bytes.end());
+    std::fseek(f, long(at - bytes.begin()) + 24, SEEK_SET);
+    std::fwrite(&size, sizeof size, 1, f);
+    std::fclose(f);
+  };
+  std::vector<double> buffer(500);
+  for (const bool deflate : {false, true}) {
+    CAPTURE(deflate);
+    const auto path = scratch("damaged_index.h5");
+    write(path, deflate, deflate ? 4000 : 24);  // unfiltered: 24 bytes recorded for a chunk of 4000
+    if (deflate) enlarge_record(path, 0x7fffff00u);
+    File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
+    // Each path that reads chunks: pread at their addresses, cvest's
+    // decoders, HDF5 (no scratch for decoding).
+    for (const std::size_t scratch_bytes : {std::size_t(64) << 20, std::size_t(0)}) {
+      CAPTURE(scratch_bytes);
+      const CubeReader reader(d, path.string(), "discount", 100, 5, scratch_bytes);
+      CHECK_THROWS_WITH(reader.read(Block{{1, 2}, {0, 100}}, Precision::f64, buffer.data()),
+                        Catch::Contains("damaged_index.h5") && Catch::Contains("chunk at (1, 0, 0) (dates 1-1, ids 0-99)") &&
+                            Catch::Contains(deflate ? "beyond the file's" : "recorded as 24 bytes, expected 4000"));
+    }
+  }
+}
+
+TEST_CASE("compact storage whose recorded size is damaged is an input error, not a crash", "[io]") {
+  // Found by the input fuzzer: HDF5 1.10.8 copies a compact dataset's bytes
+  // whatever size its layout message records (H5Dread crashed, as h5py did).
+  quiet_hdf5_errors();
+  const auto path = scratch("damaged_compact.h5");
+  const std::vector<double> m = {1.25, 2.5, 3.75, 5.0, 6.25, 7.5};  // (3, 2)
+  {
+    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t dims[2] = {3, 2};
+    Dataspace s(H5Screate_simple(2, dims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_layout(create.get(), H5D_COMPACT);
+    Dataset d(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+  }
+  DatasetShape shape;
+  CHECK_NOTHROW(open_dataset(open_input_file(path.string()), path.string(), "multBy", 2, shape));
+  {  // the layout message: ..., size (2 bytes), then the data
+    std::vector<char> bytes(std::filesystem::file_size(path));
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    const char* data = reinterpret_cast<const char*>(m.data());
+    const auto at = std::search(bytes.begin(), bytes.end(), data, data + 48);
+    REQUIRE(at != bytes.end());
+    std::uint16_t size = 0;
+    std::memcpy(&size, &*(at - 2), 2);
+    REQUIRE(size == 48);
+    size = 0;
+    std::fseek(f, long(at - bytes.begin()) - 2, SEEK_SET);
+    std::fwrite(&size, 2, 1, f);
+    std::fclose(f);
+  }
+  CHECK_THROWS_WITH(open_dataset(open_input_file(path.string()), path.string(), "multBy", 2, shape),
+                    Catch::Contains("damaged_compact.h5: dataset 'multBy': compact storage of 0 bytes, expected 48 for "
+                                    "(3, 2) (damaged)"));
+}
+
 TEST_CASE("a block's chunks decoded by a team: values, a bad chunk and a missing one reach the caller",
           "[io][deflate]") {
   quiet_hdf5_errors();

@@ -1,0 +1,41 @@
+#include "io/Input.hpp"
+
+#include "io/Faults.hpp"
+
+namespace cvest::io {
+
+namespace {
+// A job's input, unless a test makes it unreadable (CVEST_FAULT=open_input).
+File open_job_input(const std::string& path) {
+  if (fault_injected("open_input")) throw InputError(path + ": cannot be opened for reading");
+  return open_input_file(path);
+}
+}  // namespace
+
+InputFile::InputFile(const std::string& path, const std::string& multby, const std::string& discount,
+                     std::size_t chunk_cache_bytes)
+    : path_(path), multby_name_(multby), discount_name_(discount),
+      file_(open_job_input(path)) {
+  DatasetShape m, d;
+  multby_ = open_dataset(file_, path, multby, 2, m, chunk_cache_bytes);
+  discount_ = open_dataset(file_, path, discount, 3, d, chunk_cache_bytes);
+  for (std::size_t i = 0; i < 3; ++i)
+    if (d.dims[i] == 0)
+      throw InputError(path + ": dataset '" + discount + "' is " + dims_text(d.dims) + ", expected no zero-length dimension");
+  if (m.dims[0] != d.dims[1] || m.dims[1] != d.dims[2])
+    throw InputError(path + ": dataset '" + multby + "' is " + dims_text(m.dims) + ", expected (" + std::to_string(d.dims[1]) +
+                     ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
+  shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision, m.precision};
+  discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes);
+  multby_reader_ = std::make_unique<CubeReader>(multby_, path, multby, shape_.N, shape_.K, chunk_cache_bytes);
+}
+
+void InputFile::read_multby(Range ids, Precision precision, void* buffer) const {
+  multby_reader_->read(Block{{0, 1}, ids}, precision, buffer);
+}
+
+void InputFile::read_discount(const Block& b, Precision precision, void* buffer) const {
+  discount_reader_->read(b, precision, buffer);
+}
+
+}  // namespace cvest::io

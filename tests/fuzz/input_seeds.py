@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""Seed inputs for the input fuzzer: small files holding multBy (N, K) and
+discount (T, N, K) the ways users' tools store them (h5py's defaults,
+contiguous or chunked, gzip/shuffle, lzf, Fletcher32, float32, big-endian,
+a user block, the newest file format), and a few a run must refuse.
+Generated at test time, so the repository holds no binary corpus.
+
+    input_seeds.py DIRECTORY
+"""
+import os
+import sys
+
+import h5py
+import numpy
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+T, N, K = 3, 7, 2
+rng = numpy.random.default_rng(1)
+m = rng.random((N, K))
+d = rng.random((T, N, K))
+
+
+def seed(name, discount=None, multby=None, file_kw=None, **kw):
+    with h5py.File(os.path.join(out, name + ".h5"), "w", **(file_kw or {})) as f:
+        f.create_dataset("multBy", data=m if multby is None else multby, **kw.get("m", {}))
+        f.create_dataset("discount", data=d if discount is None else discount, **kw.get("d", {}))
+
+
+seed("contiguous")
+seed("chunked_gzip", d=dict(chunks=(1, N, K), compression="gzip", shuffle=True), m=dict(chunks=(N, K), compression="gzip"))
+seed("chunked_odd_f32", discount=d.astype("f4"), d=dict(chunks=(2, 3, 1)))
+seed("lzf", d=dict(chunks=(1, 4, K), compression="lzf"))
+seed("fletcher32", d=dict(chunks=(1, N, K), fletcher32=True))
+seed("latest", file_kw=dict(libver="latest"), d=dict(chunks=(1, 4, K), compression="gzip", maxshape=(None, N, K)))
+seed("big_endian", discount=d.astype(">f8"))
+seed("userblock", file_kw=dict(userblock_size=512), d=dict(chunks=(1, N, K)))
+seed("wrong_rank", discount=d[0])
+seed("integers", discount=(d * 100).astype("i4"))
