@@ -5,9 +5,12 @@
 #include "core/Roof.hpp"
 #include "core/Version.hpp"
 #include "io/Files.hpp"
+#include "io/TempFiles.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+
+#include <fstream>
 
 #include <algorithm>
 #include <atomic>
@@ -1069,6 +1072,24 @@ std::string to_csv(const RunReport& rep) {
       << '\n';
   }
   return s.str();
+}
+
+void write_report_file(const std::string& path, const std::string& text) {
+  const std::string temp = path + ".tmp";
+  const io::TempFileGuard guard(temp);
+  {
+    std::ofstream out(temp);
+    out << text;
+    out.flush();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(temp, ec);
+      throw IoError(path + ": cannot write report");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) throw IoError(path + ": cannot write report: " + ec.message());
 }
 
 }  // namespace cvest::app

@@ -119,6 +119,10 @@ void verify_output(const VerifyOptions& options, std::ostream& progress);
 void cross_check_readers(const VerifyOptions& options, const io::InputFile& input, const io::CubeReader& cv_reader,
                          const BlockPlan& plan, Precision precision);
 
+// Writes a report's `text` to `path` through a temporary file, so a failed
+// write leaves nothing half-written (IoError naming the path).
+void write_report_file(const std::string& path, const std::string& text);
+
 // Peak resident set size of this process so far, in bytes.
 double peak_rss_bytes();
 

@@ -39,26 +39,6 @@
 
 namespace {
 
-// Writes `text` to `path` through a temporary file, so a failed write leaves
-// nothing half-written.
-void write_file(const std::string& path, const std::string& text) {
-  const std::string temp = path + ".tmp";
-  const cvest::io::TempFileGuard guard(temp);
-  {
-    std::ofstream out(temp);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(temp, ec);
-      throw cvest::IoError(path + ": cannot write report");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) throw cvest::IoError(path + ": cannot write report: " + ec.message());
-}
-
 // " (did you mean 'run'?)" where one valid name is within two edits of `typed`.
 std::string closest(const std::string& typed, const std::vector<std::string>& names) {
   const auto distance = [](const std::string& a, const std::string& b) {
@@ -300,7 +280,7 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
       }
       const auto report = cvest::bench::run(bench, std::cerr);
       cvest::bench::print_table(report, std::cout);
-      if (!json_path.empty()) write_file(json_path, cvest::bench::to_json(report).dump(2) + "\n");
+      if (!json_path.empty()) cvest::app::write_report_file(json_path, cvest::bench::to_json(report).dump(2) + "\n");
       return 0;
     }
     if (*transfers_cmd) {
@@ -311,7 +291,7 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
       transfers.copy_bytes = cvest::parse_bytes(tr_copy);
       const auto report = cvest::transfers::run(transfers, std::cerr);
       cvest::transfers::print(report, std::cout);
-      if (!tr_json.empty()) write_file(tr_json, cvest::transfers::to_json(report).dump(2) + "\n");
+      if (!tr_json.empty()) cvest::app::write_report_file(tr_json, cvest::transfers::to_json(report).dump(2) + "\n");
       return 0;
     }
     if (*run_cmd) {
@@ -327,8 +307,8 @@ Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks:
       ranks->together([&] {
         if (!ranks->root()) return;
         cvest::app::print_run_table(run, std::cout);
-        if (!deck.report.json.empty()) write_file(deck.report.json, cvest::app::to_json(run).dump(2) + "\n");
-        if (!deck.report.csv.empty()) write_file(deck.report.csv, cvest::app::to_csv(run));
+        if (!deck.report.json.empty()) cvest::app::write_report_file(deck.report.json, cvest::app::to_json(run).dump(2) + "\n");
+        if (!deck.report.csv.empty()) cvest::app::write_report_file(deck.report.csv, cvest::app::to_csv(run));
       });
       return 0;
     }

@@ -3,7 +3,9 @@
 # UndefinedBehaviorSanitizer, -DNDEBUG as cvest's Release build) and runs it
 # for SECONDS on a fresh copy of its seed corpus. Any crash, sanitizer
 # report, uncaught exception, leak or hang (10 s an input) fails; the input
-# that did it is left in WORK and printed.
+# that did it is left in WORK and printed. The mutations follow a fixed seed
+# (CVEST_FUZZ_SEED, default 1; 0 draws one), so a CI run is repeatable: a
+# crash it found is found again; longer runs with other seeds explore more.
 #   run.sh SOURCE_DIR WORK deck|input [SECONDS]
 # deck:  the deck loader (toml++, cvest's checks, --set); seeds in
 #        tests/fuzz/corpus/deck.
@@ -49,7 +51,7 @@ cd "$work"
 rm -f crash-* leak-* timeout-* oom-*
 log=fuzz-$target.log
 if ! OMP_NUM_THREADS=2 LSAN_OPTIONS=suppressions=$src/tests/fuzz/hdf5-leaks.supp:print_suppressions=0 \
-     ASAN_OPTIONS=allocator_may_return_null=1:suppressions=$src/tests/fuzz/hdf5-asan.supp "$binary" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$corpus" > "$log" 2>&1; then
+     ASAN_OPTIONS=allocator_may_return_null=1:suppressions=$src/tests/fuzz/hdf5-asan.supp "$binary" -seed="${CVEST_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$corpus" > "$log" 2>&1; then
   grep -E "ERROR|runtime error|Test unit written|uncaught|SUMMARY|#0|#1 |#2 |#3 " "$log" | head -30
   for f in crash-* leak-* timeout-* oom-*; do [ -f "$f" ] && { echo "input $work/$f:"; od -c "$f" | head -20; }; done
   exit 1

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""`cvest.multiply` against the numba and NumPy peers in one process, on the
+same arrays, under equal conditions, and against `cvest bench`'s own figure
+for the same strategy and layout (run from the same process).
+
+    scripts/cvest python bench/python_binding.py [T N K ROUNDS WARM_SECONDS]
+
+Every contender computes cv = m[None] * d from the same m, d into the same
+preallocated cv (LayoutRight / C order, float64). First each takes turns
+until WARM_SECONDS have passed (memory a process has just touched stays
+slow for seconds on a VM), then ROUNDS rounds time each once, the order
+rotating each round. GB/s counts d read, cv written and m read once.
+Prints min / median / max per contender and the ratios the README quotes.
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
+import cvest  # noqa: E402
+from peers import make_inmem  # noqa: E402
+
+T, N, K = (int(a) for a in sys.argv[1:4]) if len(sys.argv) > 3 else (100, 400000, 5)
+rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 7
+warm_seconds = float(sys.argv[5]) if len(sys.argv) > 5 else 3.0
+
+rng = np.random.default_rng(1)
+m = rng.random((N, K)) + 0.5
+d = rng.random((T, N, K))
+cv = np.empty_like(d)
+gigabytes = (d.nbytes + cv.nbytes + m.nbytes) / 1e9
+
+peers = {name: f for name, f in make_inmem().items()
+         if name in ("numba_guvec_per_date_par", "numba_njit_prange", "numpy_broadcast")}
+contenders = {"cvest.multiply flat": lambda m, d, cv: cvest.multiply(m, d, out=cv, strategy="flat")}
+contenders.update(peers)
+
+expected = m[None] * d
+for name, f in contenders.items():  # compiles numba's kernels; checks each once
+    cv[...] = 0
+    f(m, d, cv)
+    assert np.array_equal(cv, expected), name
+del expected
+
+names = list(contenders)
+started, passes = time.perf_counter(), 0
+while time.perf_counter() - started < warm_seconds:
+    for name in names:
+        contenders[name](m, d, cv)
+    passes += 1
+times = {name: [] for name in names}
+for r in range(rounds):
+    order = names[r % len(names):] + names[:r % len(names)]
+    for name in order:
+        t0 = time.perf_counter()
+        contenders[name](m, d, cv)
+        times[name].append(time.perf_counter() - t0)
+
+print(f"{T} x {N} x {K} float64, C order, {cvest.execution_space} ({os.environ.get('OMP_NUM_THREADS', 'all')} threads); "
+      f"warmed {passes} passes each in {warm_seconds:g} s, then {rounds} interleaved rounds")
+print(f"{'contender':28} {'median GB/s':>12} {'min-max GB/s':>16}")
+median = {}
+for name in names:
+    rates = sorted(gigabytes / s for s in times[name])
+    median[name] = float(np.median(rates))
+    print(f"{name:28} {median[name]:12.1f} {rates[0]:7.1f}-{rates[-1]:<8.1f}")
+
+report = cvest.bench(dates=T, ids=N, cols=K, strategies=["flat"], layouts=["right"], repeats=rounds,
+                     warm_seconds=warm_seconds)
+bench_flat = next(r for r in report["results"] if r["strategy"] == "flat" and r["layout"] == "right")
+fastest_numba = max((n for n in names if n.startswith("numba")), key=lambda n: median[n])
+ours = median["cvest.multiply flat"]
+print(f"cvest bench flat/right in this process: {bench_flat['GBps']:.1f} GB/s (roof {report['roof']['copy_streaming_GBps']:.1f} "
+      f"streaming, {report['roof']['copy_GBps']:.1f} regular copy)")
+print(f"cvest.multiply / fastest numba ({fastest_numba}): {ours / median[fastest_numba]:.2f}x")
+print(f"cvest.multiply / numpy_broadcast: {ours / median['numpy_broadcast']:.2f}x")
+print(f"cvest.multiply / cvest bench flat/right: {ours / bench_flat['GBps']:.2f}")

@@ -1,0 +1,31 @@
+"""cvest from Python: cv[t, i, k] = multBy[i, k] * discount[t, i, k] on Kokkos.
+
+    import cvest
+    cv = cvest.multiply(multby, discount)           # = multby[None] * discount
+    cvest.multiply(multby, discount, out=cv)        # in place, no allocation
+    report = cvest.run("inputs/seed.toml")          # a deck, as `cvest run`
+    cvest.verify("out/seed/cv.h5")                  # as `cvest verify`
+    results = cvest.bench(dates=20, ids=100000)     # as `cvest bench`
+
+Built by the project's CMake into build/<backend>/python (scripts/cvest
+python runs Python with it on the path). Kokkos starts at the first call
+(cvest.initialize(threads=...) first to choose) and stops at exit.
+"""
+import atexit
+
+from ._cvest import (  # noqa: F401
+    InputError,
+    IoError,
+    VerifyError,
+    __version__,
+    bench,
+    execution_space,
+    finalize,
+    initialize,
+    is_initialized,
+    multiply,
+    run,
+    verify,
+)
+
+atexit.register(finalize)

@@ -1,0 +1,304 @@
+// `import cvest`: the kernels, decks, verification and benchmark from Python
+// (pybind11), built from the same sources as the command. A front end like
+// app/main.cpp: it checks arguments, makes views and calls core/ and app/.
+#include "app/Bench.hpp"
+#include "app/Deck.hpp"
+#include "app/Job.hpp"
+#include "core/Errors.hpp"
+#include "core/Multiply.hpp"
+#include "core/Spaces.hpp"
+#include "core/Version.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace py = pybind11;
+using namespace cvest;
+
+namespace {
+
+// Kokkos once per process: at the first call that needs it (or initialize()),
+// finalized at interpreter exit (cvest/__init__.py registers finalize()).
+bool kokkos_started = false;
+
+void initialize(std::optional<int> threads, const std::vector<std::string>& kokkos_args) {
+  if (Kokkos::is_initialized()) {
+    if (threads || !kokkos_args.empty())
+      throw std::invalid_argument("cvest is already initialized (settings go to the first initialize() call, "
+                                  "before any other cvest call)");
+    return;
+  }
+  if (kokkos_started) throw std::invalid_argument("cvest was finalized; Kokkos cannot start twice in one process");
+  std::vector<std::string> args{"cvest"};
+  for (const auto& a : kokkos_args) {
+    if (a.rfind("--kokkos-", 0) != 0) throw std::invalid_argument("not a Kokkos setting: '" + a + "' (--kokkos-...)");
+    args.push_back(a);
+  }
+  if (threads) {
+    if (*threads < 1) throw std::invalid_argument("threads must be at least 1, got " + std::to_string(*threads));
+#ifdef _OPENMP
+    omp_set_num_threads(*threads);  // Kokkos' OpenMP space takes omp_get_max_threads() (3.4 and 4.x alike)
+#endif
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  int argc = int(argv.size());
+  Kokkos::initialize(argc, argv.data());
+  kokkos_started = true;
+}
+
+void ensure_initialized() {
+  if (!Kokkos::is_initialized()) initialize(std::nullopt, {});
+}
+
+void finalize() {
+  if (Kokkos::is_initialized()) Kokkos::finalize();
+}
+
+// --- multiply ------------------------------------------------------------
+
+py::module_ numpy() { return py::module_::import("numpy"); }
+
+std::string dtype_name(const py::dtype& dt) { return py::cast<std::string>(dt.attr("name")); }
+
+std::string shape_text(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t r = 0; r < a.ndim(); ++r) s += (r ? ", " : "") + std::to_string(a.shape(r));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+// The array behind `object`, checked: floats of 4 or 8 bytes, `rank` dims.
+py::array float_array(const py::object& object, const char* name, int rank) {
+  py::array a = numpy().attr("asarray")(object);
+  const py::dtype dt = a.dtype();
+  if (dt.kind() != 'f' || (dt.itemsize() != 4 && dt.itemsize() != 8))
+    throw py::value_error(std::string(name) + " must hold float32 or float64, found " +
+                          dtype_name(dt));
+  if (a.ndim() != rank)
+    throw py::value_error(std::string(name) + " must be " + std::to_string(rank) + "-D " +
+                          (rank == 3 ? "(T, N, K)" : "(N, K)") + ", found " + std::to_string(a.ndim()) + "-D " +
+                          shape_text(a));
+  return a;
+}
+
+bool in_order(const py::array& a, LayoutKind layout) {
+  return layout == LayoutKind::right ? (a.flags() & py::array::c_style) != 0 : (a.flags() & py::array::f_style) != 0;
+}
+
+template <class Scalar, class Layout>
+void multiply_views(Strategy strategy, const py::array& m, const py::array& d, py::array& cv) {
+  using Space = Kokkos::DefaultHostExecutionSpace;
+  const Index T = d.shape(0), N = d.shape(1), K = d.shape(2);
+  // Unmanaged views over NumPy's memory: no copy.
+  Operands<Scalar, Layout, Space::memory_space> ops{
+      Table<const Scalar, Layout, Space::memory_space>(static_cast<const Scalar*>(m.data()), N, K),
+      Cube<const Scalar, Layout, Space::memory_space>(static_cast<const Scalar*>(d.data()), T, N, K),
+      Cube<Scalar, Layout, Space::memory_space>(static_cast<Scalar*>(cv.mutable_data()), T, N, K)};
+  check_operands(ops);
+  py::gil_scoped_release release;
+  multiply(strategy, Space(), ops, CvNext::memory);
+  Space().fence();
+}
+
+py::array multiply_arrays(const py::object& multby, const py::object& discount, const py::object& out,
+                          const std::string& strategy_name, const std::optional<std::string>& layout_name) {
+  ensure_initialized();
+  py::array m = float_array(multby, "multBy", 2), d = float_array(discount, "discount", 3);
+  if (m.shape(0) != d.shape(1) || m.shape(1) != d.shape(2))
+    throw py::value_error("multBy is " + shape_text(m) + ", expected (" + std::to_string(d.shape(1)) + ", " +
+                          std::to_string(d.shape(2)) + ") to match discount " + shape_text(d));
+  const Strategy strategy = strategy_from_name(strategy_name);
+  // NumPy's promotion: float64 if either input is.
+  const bool f64 = m.dtype().itemsize() == 8 || d.dtype().itemsize() == 8;
+  const py::dtype type = py::dtype(f64 ? "float64" : "float32");
+  // The layout: given, else discount's order (C: LayoutRight, Fortran:
+  // LayoutLeft; neither, e.g. a strided view: LayoutRight).
+  LayoutKind layout = LayoutKind::right;
+  if (layout_name) {
+    layout = layout_from_name(*layout_name);
+  } else if (!in_order(d, LayoutKind::right) && in_order(d, LayoutKind::left)) {
+    layout = LayoutKind::left;
+  }
+  const char* order = layout == LayoutKind::right ? "C" : "F";
+  // Inputs in that order and type are used in place; others (a strided
+  // view, the other order, the narrower type) are copied first, as NumPy
+  // casts them.
+  m = numpy().attr("asarray")(m, type, order);
+  d = numpy().attr("asarray")(d, type, order);
+  py::array cv;
+  if (out.is_none()) {
+    cv = numpy().attr("empty")(py::make_tuple(d.shape(0), d.shape(1), d.shape(2)), type, order);
+  } else {
+    if (!py::isinstance<py::array>(out)) throw py::value_error("out must be a NumPy array");
+    cv = py::reinterpret_borrow<py::array>(out);
+    if (!cv.writeable()) throw py::value_error("out is read-only");
+    if (cv.ndim() != 3 || cv.shape(0) != d.shape(0) || cv.shape(1) != d.shape(1) || cv.shape(2) != d.shape(2))
+      throw py::value_error("out is " + shape_text(cv) + ", expected discount's shape " + shape_text(d));
+    if (!cv.dtype().is(type))
+      throw py::value_error("out holds " + dtype_name(cv.dtype()) + ", expected " +
+                            dtype_name(type) + " (NumPy's promotion of multBy and discount)");
+    if (!in_order(cv, layout))
+      throw py::value_error(std::string("out must be ") + (layout == LayoutKind::right ? "C" : "Fortran") +
+                            "-contiguous for Layout" + (layout == LayoutKind::right ? "Right" : "Left") +
+                            " (cvest writes it in place)");
+  }
+  with_types(f64 ? Precision::f64 : Precision::f32, layout, [&](auto scalar, auto layout_tag) {
+    multiply_views<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
+    return 0;
+  });
+  return cv;
+}
+
+// --- decks, verify, bench ------------------------------------------------
+
+py::object json_to_python(const nlohmann::json& j) {
+  return py::module_::import("json").attr("loads")(j.dump());
+}
+
+// {"run.strategy": "flat", "run.repeats": 3} -> "run.strategy=\"flat\"", ...
+// (TOML values, as --set takes them).
+std::vector<std::string> overrides_of(const py::dict& set) {
+  std::vector<std::string> out;
+  const py::object dumps = py::module_::import("json").attr("dumps");
+  for (const auto& [key, value] : set) out.push_back(std::string(py::str(key)) + "=" + std::string(py::str(dumps(value))));
+  return out;
+}
+
+py::object run_deck_file(const std::string& deck_path, const py::dict& set, bool plan, bool no_resume) {
+  ensure_initialized();
+  Deck deck = load_deck(deck_path, overrides_of(set));
+  if (no_resume) deck.output.resume = false;
+  app::RunReport report;
+  {
+    py::gil_scoped_release release;
+    report = app::run_deck(deck, std::cerr, plan);
+    if (!plan) {
+      if (!deck.report.json.empty()) app::write_report_file(deck.report.json, app::to_json(report).dump(2) + "\n");
+      if (!deck.report.csv.empty()) app::write_report_file(deck.report.csv, app::to_csv(report));
+    }
+  }
+  return json_to_python(app::to_json(report));
+}
+
+bool run_verify(const std::string& output, const std::optional<std::string>& input, const std::optional<std::string>& deck_path,
+            const std::optional<std::string>& memory_budget) {
+  if (!input && !deck_path) throw py::value_error("verify needs the input file (input=...) or the deck that wrote the output (deck=...)");
+  ensure_initialized();
+  app::VerifyOptions options;
+  options.output = output;
+  if (input) options.input = *input;
+  if (deck_path) {
+    const Deck deck = load_deck(*deck_path);
+    options.dataset = deck.output.dataset;
+    options.multby = deck.input.multby;
+    options.discount = deck.input.discount;
+    options.memory_budget = deck.run.memory_budget;
+    if (!input) options.input = deck.input.file;
+  } else {
+    app::names_from_output(options);
+  }
+  if (memory_budget) options.memory_budget = parse_bytes(*memory_budget);
+  py::gil_scoped_release release;
+  app::verify_output(options, std::cerr);
+  return true;
+}
+
+py::object run_bench(Index dates, Index ids, Index cols, const std::optional<std::vector<std::string>>& strategies,
+                 const std::vector<std::string>& layouts, const std::vector<std::string>& precisions, int repeats,
+                 double warm_seconds) {
+  ensure_initialized();
+  bench::Config config;
+  config.dates = dates, config.ids = ids, config.cols = cols;
+  if (strategies) config.strategies = strategies_from_names(*strategies);
+  config.layouts.clear();
+  for (const auto& l : layouts) config.layouts.push_back(layout_from_name(l));
+  config.precisions.clear();
+  for (const auto& p : precisions) config.precisions.push_back(precision_from_name(p));
+  config.repeats = repeats;
+  config.warm_seconds = warm_seconds;
+  bench::Report report;
+  {
+    py::gil_scoped_release release;
+    report = bench::run(config, std::cerr);
+  }
+  return json_to_python(bench::to_json(report));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_cvest, module) {
+  module.doc() = "cvest: cv[t, i, k] = multBy[i, k] * discount[t, i, k] on Kokkos (see help(cvest.multiply))";
+  module.attr("__version__") = std::string(CVEST_VERSION);
+  module.attr("execution_space") = std::string(Kokkos::DefaultExecutionSpace::name());
+  // The command's exit codes as exception types: 2 bad input (a ValueError),
+  // 3 I/O (an OSError), 4 a mismatch.
+  py::register_exception<InputError>(module, "InputError", PyExc_ValueError);
+  py::register_exception<IoError>(module, "IoError", PyExc_OSError);
+  py::register_exception<VerifyError>(module, "VerifyError", PyExc_RuntimeError);
+
+  module.def("initialize", &initialize, py::arg("threads") = std::nullopt,
+             py::arg("kokkos_args") = std::vector<std::string>{},
+             R"(Starts Kokkos for this process. Optional: the first cvest call does it
+with defaults. threads: host threads (OpenMP builds); kokkos_args: Kokkos'
+own settings, e.g. ["--kokkos-tools-libs=..."]. Only before any other call.)");
+  module.def("finalize", &finalize, "Stops Kokkos (registered to run at interpreter exit).");
+  module.def("is_initialized", [] { return Kokkos::is_initialized(); });
+
+  module.def("multiply", &multiply_arrays, py::arg("multby"), py::arg("discount"), py::arg("out") = py::none(),
+             py::arg("strategy") = "flat", py::arg("layout") = std::nullopt,
+             R"(cv[t, i, k] = multby[i, k] * discount[t, i, k]; returns cv (`out` when given).
+
+The same result as NumPy's `multby[None] * discount`, bit for bit.
+multby: (N, K) and discount: (T, N, K) arrays of float32 or float64.
+  The result is float64 if either is (NumPy's promotion), else float32.
+out: where to write cv: a writable array of discount's shape, of that
+  type, contiguous in the layout's order; None allocates one.
+strategy: how the work is sliced: flat, per_date, per_id, one_worker,
+  team, kokkos_kernels (see README's Strategies).
+layout: "right" (C order) or "left" (Fortran order); None: discount's
+  order (C-contiguous or strided: right; Fortran-contiguous: left).
+Arrays already in the layout's order and the result's type are used in
+place (no copy); others (strided views, the other order, the narrower
+type of a mixed pair) are copied first. The GIL is released while the
+kernel runs. Raises ValueError for shapes, types, a read-only or
+mismatched out, and an unknown strategy or layout.)");
+
+  module.def("run", &run_deck_file, py::arg("deck"), py::arg("set") = py::dict(), py::arg("plan") = false,
+             py::arg("no_resume") = false,
+             R"(Runs a deck file exactly as `cvest run DECK` does; returns the report
+(the content of the deck's JSON report) as a dict.
+set: {"section.key": value} overrides, as --set (e.g. {"run.strategy": "flat"}).
+plan: only check and plan (as --plan); nothing is written.
+no_resume: start over rather than resume a killed run's output.
+Raises cvest.InputError (a ValueError) for a bad deck or input,
+cvest.IoError (an OSError) when reading or writing fails,
+cvest.VerifyError when a job's output differs from another's.)");
+
+  module.def("verify", &run_verify, py::arg("output"), py::arg("input") = std::nullopt, py::arg("deck") = std::nullopt,
+             py::arg("memory_budget") = std::nullopt,
+             R"(Recomputes an output from its input and compares bit for bit, as
+`cvest verify`. input: the input file (default: the deck's); deck: take
+the input, dataset names and budget from it (else the names the output
+records). One of the two is needed.
+Returns True; raises cvest.VerifyError naming the first difference.)");
+
+  module.def("bench", &run_bench, py::arg("dates") = 100, py::arg("ids") = 400000, py::arg("cols") = 5,
+             py::arg("strategies") = std::nullopt,
+             py::arg("layouts") = std::vector<std::string>{"right", "left"},
+             py::arg("precisions") = std::vector<std::string>{"f64"}, py::arg("repeats") = 5,
+             py::arg("warm_seconds") = 3.0,
+             R"(The in-memory benchmark of `cvest bench`: every strategy x layout x
+precision, warmed, interleaved and repeated, against the copy roof measured
+in the same run. Returns its JSON report as a dict (results, roof, build).)");
+}

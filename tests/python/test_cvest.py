@@ -1,0 +1,185 @@
+"""`import cvest` against NumPy: multiply bit for bit with `m[None] * d` for
+every order, precision, strategy and shape tried, in place where it can be,
+the errors a user meets, decks, verify and the benchmark from Python, and
+no leak over many calls. Run by ctest (python.module) with the module's
+build directory on PYTHONPATH and CVEST_BINARY naming the command.
+"""
+import json
+import os
+import subprocess
+
+import h5py
+import numpy as np
+import pytest
+
+import cvest
+
+SOURCE = os.path.join(os.path.dirname(__file__), "..", "..")
+STRATEGIES = ["flat", "per_date", "per_id", "elementwise", "one_worker", "team", "kokkos_kernels"]
+
+
+def identical(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def inputs(T, N, K, m_type="f8", d_type="f8", seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.random((N, K)).astype(m_type) + 0.5, rng.random((T, N, K)).astype(d_type)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("types", [("f8", "f8"), ("f4", "f4"), ("f4", "f8"), ("f8", "f4")])
+def test_multiply_is_numpy_bit_for_bit(strategy, order, types):
+    m, d = inputs(6, 37, 5, *types)
+    m, d = np.asarray(m, order=order), np.asarray(d, order=order)
+    cv = cvest.multiply(m, d, strategy=strategy)
+    assert identical(cv, m[None] * d)
+    assert cv.flags["C_CONTIGUOUS" if order == "C" else "F_CONTIGUOUS"]  # the layout follows the order
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (1, 1000, 1), (3, 1, 7), (200, 3, 2), (7, 999, 5), (2, 5, 64)])
+def test_odd_shapes(shape):
+    m, d = inputs(*shape)
+    for layout in ("right", "left"):
+        assert identical(cvest.multiply(m, d, layout=layout), m[None] * d)
+
+
+def test_out_is_written_in_place_and_returned():
+    m, d = inputs(4, 100, 3)
+    for order in ("C", "F"):
+        out = np.zeros(d.shape, order=order)
+        got = cvest.multiply(m, np.asarray(d, order=order), out=out)
+        assert got is out and identical(out, m[None] * d)
+    # in place over discount itself: each element is read before it is written
+    d2 = d.copy()
+    cvest.multiply(m, d2, out=d2)
+    assert identical(d2, m[None] * d)
+
+
+def test_strided_and_other_order_inputs_are_copied_first():
+    m, d = inputs(8, 60, 6)
+    views = [d[::2], d[:, 5:50:3], d[:, :, ::2], d.transpose(0, 1, 2)[:, ::-1]]
+    for v in views:
+        mm = np.ascontiguousarray(m[: v.shape[1], : v.shape[2]]) if v.shape[1:] != m.shape else m
+        if v.shape[1:] != mm.shape:
+            continue
+        assert identical(cvest.multiply(mm, v), mm[None] * v)
+    # multBy in the other order than discount
+    assert identical(cvest.multiply(np.asfortranarray(m), d), m[None] * d)
+    assert identical(cvest.multiply(m, np.asfortranarray(d)), m[None] * d)
+    # a layout asked for against the arrays' order
+    assert identical(cvest.multiply(m, d, layout="left"), m[None] * d)
+
+
+def test_views_into_h5py_read_arrays(tmp_path):
+    m, d = inputs(5, 80, 4)
+    path = tmp_path / "in.h5"
+    with h5py.File(path, "w") as f:
+        f["multBy"], f["discount"] = m, d
+    with h5py.File(path, "r") as f:
+        md, dd = f["multBy"][...], f["discount"][...]
+    assert identical(cvest.multiply(md, dd), m[None] * d)
+    assert identical(cvest.multiply(md[10:30], dd[1:4, 10:30]), m[None, 10:30] * d[1:4, 10:30])
+
+
+def test_errors_are_one_line_value_errors():
+    m, d = inputs(3, 10, 2)
+    cases = [
+        (lambda: cvest.multiply(m[:9], d), "multBy is (9, 2), expected (10, 2) to match discount (3, 10, 2)"),
+        (lambda: cvest.multiply(m, d[0]), "discount must be 3-D (T, N, K), found 2-D (10, 2)"),
+        (lambda: cvest.multiply(m[None], d), "multBy must be 2-D (N, K), found 3-D (1, 10, 2)"),
+        (lambda: cvest.multiply(m.astype(np.int64), d), "multBy must hold float32 or float64, found int64"),
+        (lambda: cvest.multiply(m, d.astype(np.float16)), "discount must hold float32 or float64, found float16"),
+        (lambda: cvest.multiply(m, d, strategy="fastest"), "unknown strategy 'fastest'"),
+        (lambda: cvest.multiply(m, d, layout="diagonal"), "diagonal"),
+        (lambda: cvest.multiply(m, d, out=np.empty((3, 10, 3))), "out is (3, 10, 3), expected discount's shape"),
+        (lambda: cvest.multiply(m, d, out=np.empty(d.shape, "f4")), "out holds float32, expected float64"),
+        (lambda: cvest.multiply(m, d, out=np.empty(d.shape, order="F")), "out must be C-contiguous for LayoutRight"),
+        (lambda: cvest.multiply(m, d, out=[0.0]), "out must be a NumPy array"),
+    ]
+    read_only = np.empty(d.shape)
+    read_only.flags.writeable = False
+    cases.append((lambda: cvest.multiply(m, d, out=read_only), "out is read-only"))
+    for call, message in cases:
+        with pytest.raises(ValueError) as e:
+            call()
+        assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_run_of_the_seed_deck_reports_as_the_command_does(tmp_path):
+    deck = os.path.join(SOURCE, "inputs", "seed.toml")
+    paths = {"input.file": "in.h5", "output.file": "cv.h5", "report.json": "report.json", "report.csv": "report.csv"}
+    for where in ("python", "command"):
+        (tmp_path / where).mkdir()
+    over = {k: str(tmp_path / "python" / v) for k, v in paths.items()}
+    report = cvest.run(deck, set=over)
+    assert cvest.verify(over["output.file"], input=over["input.file"]) is True
+    with pytest.raises(ValueError, match="needs the input file"):
+        cvest.verify(over["output.file"])
+    with open(over["report.json"]) as f:
+        assert json.load(f).keys() == report.keys()
+    sets = [a for k, v in paths.items() for a in ("--set", f"{k}={json.dumps(str(tmp_path / 'command' / v))}")]
+    subprocess.run([os.environ["CVEST_BINARY"], "run", deck, *sets], check=True, capture_output=True)
+    with open(tmp_path / "command" / "report.json") as f:
+        command = json.load(f)
+    assert command.keys() == report.keys()
+    assert [j["strategy"] for j in command["jobs"]] == [j["strategy"] for j in report["jobs"]]
+    plan = cvest.run(deck, set=dict(over, **{"output.file": str(tmp_path / "planned.h5")}), plan=True)
+    assert plan["jobs"] and not (tmp_path / "planned.h5").exists()
+
+
+def test_run_errors_are_typed(tmp_path):
+    deck = tmp_path / "deck.toml"
+    deck.write_text('[input]\nfile = "missing.h5"\n[output]\nfile = "out.h5"\n')
+    with pytest.raises(cvest.InputError) as e:
+        cvest.run(str(deck))
+    assert isinstance(e.value, ValueError) and "missing.h5" in str(e.value)
+    with pytest.raises(cvest.InputError):
+        cvest.run(str(deck), set={"run.strategy": "fastest"})
+
+
+def test_verify_finds_a_changed_value(tmp_path):
+    m, d = inputs(4, 50, 3)
+    with h5py.File(tmp_path / "in.h5", "w") as f:
+        f["multBy"], f["discount"] = m, d
+    deck = tmp_path / "deck.toml"
+    deck.write_text(f'[input]\nfile = "{tmp_path / "in.h5"}"\n[output]\nfile = "{tmp_path / "out.h5"}"\n')
+    cvest.run(str(deck))
+    assert cvest.verify(str(tmp_path / "out.h5"), deck=str(deck))
+    with h5py.File(tmp_path / "out.h5", "r+") as f:
+        f["cv"][2, 17, 1] += 1.0
+    with pytest.raises(cvest.VerifyError):
+        cvest.verify(str(tmp_path / "out.h5"), input=str(tmp_path / "in.h5"))
+
+
+def test_bench_returns_its_report():
+    report = cvest.bench(dates=4, ids=20000, cols=5, strategies=["flat", "per_date"], layouts=["right"], repeats=2,
+                         warm_seconds=0)
+    assert {r["strategy"] for r in report["results"]} == {"flat", "per_date"}
+    assert report["roof"]["copy_GBps"] > 0
+
+
+def test_no_leak_over_many_calls():
+    m, d = inputs(10, 2000, 5)
+    out = np.empty(d.shape)
+
+    def rss_kib():
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS"))
+
+    for _ in range(100):  # settle allocators
+        cvest.multiply(m, d)
+    before = rss_kib()
+    for i in range(1000):
+        cvest.multiply(m, d, out=out) if i % 2 else cvest.multiply(m, d)
+    grown = rss_kib() - before
+    assert grown < 8 * 1024, f"RSS grew {grown} KiB over 1000 calls"  # one call's result is 800 KiB
+    assert identical(out, m[None] * d)
+
+
+def test_initialize_after_first_use_is_refused():
+    cvest.multiply(*inputs(1, 1, 1))
+    assert cvest.is_initialized()
+    with pytest.raises(ValueError, match="already initialized"):
+        cvest.initialize(threads=1)
