@@ -58,7 +58,10 @@ for r in range(rounds):
         contenders[name](m, d, cv)
         times[name].append(time.perf_counter() - t0)
 
-print(f"{T} x {N} x {K} float64, C order, {cvest.execution_space} ({os.environ.get('OMP_NUM_THREADS', 'all')} threads); "
+import numba  # noqa: E402
+
+print(f"{T} x {N} x {K} float64, C order; threads: cvest {cvest.threads()} ({cvest.execution_space}), numba "
+      f"{numba.get_num_threads()} ({numba.threading_layer()} layer), NumPy 1; "
       f"warmed {passes} passes each in {warm_seconds:g} s, then {rounds} interleaved rounds")
 print(f"{'contender':28} {'median GB/s':>12} {'min-max GB/s':>16}")
 median = {}

@@ -452,6 +452,12 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K);
   }
   if (journaled) {
+    // Guarded before it exists (it appears whole, renamed into place): a
+    // signal between its creation and the guard left it behind
+    // (cli.interrupted caught that). A scheduler's SIGTERM keeps it and,
+    // once it exists, the temporary file for the next run; SIGINT removes both.
+    journal_guard_ = std::make_unique<TempFileGuard>(journal_path(temp_path_, spec.rank));
+    journal_guard_->keep_on_terminate(true);
     try {
       journal_ = std::make_unique<Journal>(journal_path(temp_path_, spec.rank), temp_path_, spec.fingerprint, resumed_,
                                            journal_batch_bytes());
@@ -462,10 +468,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       fs::remove(temp_path_, ec);
       throw;
     }
-    // A scheduler's SIGTERM keeps both for the next run; SIGINT removes them.
     temp_guard_.keep_on_terminate(true);
-    journal_guard_ = std::make_unique<TempFileGuard>(journal_path(temp_path_, spec.rank));
-    journal_guard_->keep_on_terminate(true);
     if (adopted) clean_up_after_killed_runs(spec.path);  // the old journals, now that this one holds their blocks
   }
 }
@@ -679,10 +682,10 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
   if (description.size() > 2) {
     raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true);
     if (!spec.fingerprint.empty()) {
-      journal_ = std::make_unique<Journal>(journal_path(output_temp, spec.rank), output_temp, spec.fingerprint,
-                                           std::vector<Block>{}, journal_batch_bytes());
       journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
       journal_guard_->keep_on_terminate(true);
+      journal_ = std::make_unique<Journal>(journal_path(output_temp, spec.rank), output_temp, spec.fingerprint,
+                                           std::vector<Block>{}, journal_batch_bytes());
     }
     return;
   }

@@ -2,6 +2,7 @@
 
 #include "core/Errors.hpp"
 #include "io/Faults.hpp"
+#include "io/TempFiles.hpp"
 
 #include <chrono>
 #include <csignal>
@@ -57,6 +58,7 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
   // Written whole to a temporary name, synced, renamed: a journal is either
   // the old one or the complete new one.
   const std::string temp = path + ".new";
+  const TempFileGuard guard(temp);  // a signal meanwhile removes it (the journal is not there yet)
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(path + ": cannot create the resume journal: " + std::strerror(errno));
   try {

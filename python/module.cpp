@@ -14,6 +14,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -49,6 +50,13 @@ void initialize(std::optional<int> threads, const std::vector<std::string>& kokk
     if (*threads < 1) throw std::invalid_argument("threads must be at least 1, got " + std::to_string(*threads));
 #ifdef _OPENMP
     omp_set_num_threads(*threads);  // Kokkos' OpenMP space takes omp_get_max_threads() (3.4 and 4.x alike)
+#endif
+  } else if (!std::getenv("OMP_NUM_THREADS")) {
+#ifdef _OPENMP
+    // Every processor the process may use: another library in the process
+    // may have lowered omp_get_max_threads() (numba's OpenMP layer set it to
+    // 1 where OMP_PROC_BIND had bound the main thread to one core).
+    omp_set_num_threads(omp_get_num_procs());
 #endif
   }
   std::vector<char*> argv;
@@ -254,6 +262,10 @@ with defaults. threads: host threads (OpenMP builds); kokkos_args: Kokkos'
 own settings, e.g. ["--kokkos-tools-libs=..."]. Only before any other call.)");
   module.def("finalize", &finalize, "Stops Kokkos (registered to run at interpreter exit).");
   module.def("is_initialized", [] { return Kokkos::is_initialized(); });
+  module.def("threads", [] {
+    ensure_initialized();
+    return Kokkos::DefaultHostExecutionSpace().concurrency();
+  }, "The host threads cvest's kernels run on (starts Kokkos if needed).");
 
   module.def("multiply", &multiply_arrays, py::arg("multby"), py::arg("discount"), py::arg("out") = py::none(),
              py::arg("strategy") = "flat", py::arg("layout") = std::nullopt,

@@ -25,6 +25,7 @@ from ._cvest import (  # noqa: F401
     is_initialized,
     multiply,
     run,
+    threads,
     verify,
 )
 
