@@ -262,67 +262,90 @@ Report run(const Config& config_in, std::ostream& progress) {
   return report;
 }
 
-void serve(const Config& config_in, std::istream& in, std::ostream& out, std::ostream& progress) {
-  const Config config = completed(config_in);
-  const Precision precision = config.precisions.front();
+struct Server::State {
+  Config config;
+  Precision precision;
   Space space;
-  std::vector<Variant> variants = checked_variants(space, config, {precision});
-  const Index elements = config.dates * config.ids * config.cols;
-  const RoofArrays roof_arrays(space, elements, false);
-  const double roof_bytes = 2.0 * double(elements) * 8;
-  const double moved = bytes_moved(config.dates, config.ids, config.cols, precision);
-  const auto roof_pass = [&] {
+  std::vector<Variant> variants;
+  RoofArrays roof_arrays;
+  double roof_bytes, moved;
+
+  explicit State(const Config& c)
+      : config(completed(c)), precision(config.precisions.front()),
+        variants(checked_variants(space, config, {precision})),
+        roof_arrays(space, config.dates * config.ids * config.cols, false),
+        roof_bytes(2.0 * double(config.dates * config.ids * config.cols) * 8),
+        moved(bytes_moved(config.dates, config.ids, config.cols, precision)) {}
+
+  nlohmann::json roof_pass() const {
     const double regular = roof_arrays.copy(space, roof::Stores::regular);
     const double streaming = roof_arrays.copy(space, roof::Stores::streaming);
-    return nlohmann::json{{"copy_GBps", roof_bytes / regular / 1e9}, {"copy_streaming_GBps", roof_bytes / streaming / 1e9}};
-  };
-  fmt::print(progress, "cvest bench --serve: {} x {} x {} {}, {} strategies x {} layouts, checked\n", config.dates,
-             config.ids, config.cols, to_string(precision), config.strategies.size(), variants.size());
+    return {{"copy_GBps", roof_bytes / regular / 1e9}, {"copy_streaming_GBps", roof_bytes / streaming / 1e9}};
+  }
+};
+
+Server::Server(const Config& config) : state_(std::make_unique<State>(config)) {}
+Server::~Server() = default;
+
+std::string Server::describe() const {
+  const auto& c = state_->config;
+  return fmt::format("{} x {} x {} {}, {} strategies x {} layouts, checked", c.dates, c.ids, c.cols,
+                     to_string(state_->precision), c.strategies.size(), state_->variants.size());
+}
+
+nlohmann::json Server::handle(const std::string& line) {
+  auto& st = *state_;
+  std::istringstream words(line);
+  std::string command;
+  words >> command;
+  try {
+    if (command == "warm") {
+      double seconds = 0;
+      words >> seconds;
+      Kokkos::Timer timer;
+      int passes = 0;
+      do {
+        for (auto& v : st.variants)
+          for (auto s : st.config.strategies) v.time_once(s);
+        st.roof_pass();
+        ++passes;
+      } while (timer.seconds() < seconds);
+      return {{"warmed_s", timer.seconds()}, {"passes", passes}};
+    }
+    if (command == "time") {
+      std::string strategy_name, layout_name;
+      words >> strategy_name >> layout_name;
+      const Strategy s = strategy_from_name(strategy_name);
+      const LayoutKind l = layout_from_name(layout_name);
+      const auto v = std::find_if(st.variants.begin(), st.variants.end(), [&](const Variant& x) { return x.layout == l; });
+      if (v == st.variants.end()) throw std::invalid_argument("layout " + layout_name + " was not set up");
+      const double seconds = v->time_once(s);
+      return {{"strategy", strategy_name}, {"layout", layout_name}, {"seconds", seconds},
+              {"GBps", st.moved / seconds / 1e9}, {"streaming_stores", v->streaming(s)}};
+    }
+    if (command == "roof") return st.roof_pass();
+    if (command == "touch") {  // every array once, after this process sat idle
+      Kokkos::Timer timer;
+      st.roof_pass();
+      for (auto& v : st.variants) v.time_once(Strategy::flat);
+      return {{"touched_s", timer.seconds()}};
+    }
+    return {{"error", "unknown command '" + command + "'; valid: warm SECONDS, touch, time STRATEGY LAYOUT, roof, quit"}};
+  } catch (const std::exception& e) {
+    return {{"error", e.what()}};
+  }
+}
+
+void serve(const Config& config, std::istream& in, std::ostream& out, std::ostream& progress) {
+  Server server(config);
+  fmt::print(progress, "cvest bench --serve: {}\n", server.describe());
   out << "ready" << std::endl;
   std::string line;
   while (std::getline(in, line)) {
-    std::istringstream words(line);
     std::string command;
-    words >> command;
-    nlohmann::json reply;
-    try {
-      if (command == "quit") break;
-      if (command == "warm") {
-        double seconds = 0;
-        words >> seconds;
-        Kokkos::Timer timer;
-        int passes = 0;
-        do {
-          for (auto& v : variants)
-            for (auto s : config.strategies) v.time_once(s);
-          roof_pass();
-          ++passes;
-        } while (timer.seconds() < seconds);
-        reply = {{"warmed_s", timer.seconds()}, {"passes", passes}};
-      } else if (command == "time") {
-        std::string strategy_name, layout_name;
-        words >> strategy_name >> layout_name;
-        const Strategy s = strategy_from_name(strategy_name);
-        const LayoutKind l = layout_from_name(layout_name);
-        const auto v = std::find_if(variants.begin(), variants.end(), [&](const Variant& x) { return x.layout == l; });
-        if (v == variants.end()) throw std::invalid_argument("layout " + layout_name + " was not set up");
-        const double seconds = v->time_once(s);
-        reply = {{"strategy", strategy_name}, {"layout", layout_name}, {"seconds", seconds},
-                 {"GBps", moved / seconds / 1e9}, {"streaming_stores", v->streaming(s)}};
-      } else if (command == "roof") {
-        reply = roof_pass();
-      } else if (command == "touch") {  // every array once, after this process sat idle
-        Kokkos::Timer timer;
-        roof_pass();
-        for (auto& v : variants) v.time_once(Strategy::flat);
-        reply = {{"touched_s", timer.seconds()}};
-      } else {
-        reply = {{"error", "unknown command '" + command + "'; valid: warm SECONDS, touch, time STRATEGY LAYOUT, roof, quit"}};
-      }
-    } catch (const std::exception& e) {
-      reply = {{"error", e.what()}};
-    }
-    out << reply.dump() << std::endl;
+    std::istringstream(line) >> command;
+    if (command == "quit") break;
+    out << server.handle(line).dump() << std::endl;
   }
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <iosfwd>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -101,6 +102,23 @@ Report run(const Config& config, std::ostream& progress);
 //   quit (or end of input)
 // A bad command gets {"error": "..."}. `ready` is printed first, after the check.
 void serve(const Config& config, std::istream& in, std::ostream& out, std::ostream& progress);
+
+// What serve() answers, as an object (import cvest's BenchServer): the
+// arrays allocated and every strategy checked at construction; handle()
+// takes one command line (warm, time, roof, touch) and returns the reply.
+class Server {
+ public:
+  explicit Server(const Config& config);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  std::string describe() const;  // "100 x 400000 x 5 f64, 7 strategies x 2 layouts, checked"
+  nlohmann::json handle(const std::string& command);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 void print_table(const Report& report, std::ostream& out);
 nlohmann::json to_json(const Report& report);

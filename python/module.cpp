@@ -8,6 +8,7 @@
 #include "core/Multiply.hpp"
 #include "core/Spaces.hpp"
 #include "core/Version.hpp"
+#include "core/pipeline/Pipeline.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <pybind11/numpy.h>
@@ -15,8 +16,12 @@
 #include <pybind11/stl.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <type_traits>
 #include <iostream>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,7 +75,11 @@ void ensure_initialized() {
   if (!Kokkos::is_initialized()) initialize(std::nullopt, {});
 }
 
+struct BenchServer;
+void release_bench_servers();
+
 void finalize() {
+  release_bench_servers();
   if (Kokkos::is_initialized()) Kokkos::finalize();
 }
 
@@ -119,9 +128,151 @@ void multiply_views(Strategy strategy, const py::array& m, const py::array& d, p
   Space().fence();
 }
 
-py::array multiply_arrays(const py::object& multby, const py::object& discount, const py::object& out,
-                          const std::string& strategy_name, const std::optional<std::string>& layout_name) {
+// Host arrays through the block pipeline (the overlapped one): C-order
+// blocks copied into host staging slots by its I/O thread, to the compute
+// space and back (pinned staging and streams on a Cuda build: what NumPy
+// arrays take there), computed in `Layout`.
+template <class Scalar, class Layout>
+void multiply_staged(Strategy strategy, const py::array& m, const py::array& d, py::array& cv) {
+  const Index T = d.shape(0), N = d.shape(1), K = d.shape(2);
+  const auto* mp = static_cast<const Scalar*>(m.data());
+  const auto* dp = static_cast<const Scalar*>(d.data());
+  auto* cp = static_cast<Scalar*>(cv.mutable_data());
+  const std::size_t row = std::size_t(K) * sizeof(Scalar);
+  const BlockPlan plan = plan_blocks(T, N, K, sizeof(Scalar), std::size_t(1) << 30, {}, 0, layout_kind<Layout>());
+  BlockIO<Scalar> io;
+  io.read_multby = [&](Range ids, Scalar* out) { std::memcpy(out, mp + ids.begin * K, std::size_t(ids.size()) * row); };
+  io.read_discount = [&](const Block& b, Scalar* out) {
+    for (Index t = b.dates.begin; t < b.dates.end; ++t)
+      std::memcpy(out + (t - b.dates.begin) * b.ids.size() * K, dp + (t * N + b.ids.begin) * K,
+                  std::size_t(b.ids.size()) * row);
+  };
+  io.write_cv = [&](const Block& b, const Scalar* in) {
+    for (Index t = b.dates.begin; t < b.dates.end; ++t)
+      std::memcpy(cp + (t * N + b.ids.begin) * K, in + (t - b.dates.begin) * b.ids.size() * K,
+                  std::size_t(b.ids.size()) * row);
+  };
+  PipelineOptions options;
+  options.strategy = strategy;
+  options.progress = false;
+  options.force_staging = true;  // host builds: the same copies a device build makes
+  std::ostream null_out(nullptr);
+  py::gil_scoped_release release;
+  run_pipeline<Scalar, Layout>(plan, io, options, null_out);
+}
+
+#ifdef KOKKOS_ENABLE_CUDA
+// An array on the GPU as __cuda_array_interface__ describes it (CuPy,
+// numba.cuda, PyTorch): used in place.
+struct DeviceArray {
+  void* data = nullptr;
+  std::vector<Index> shape;
+  std::string typestr;  // "<f8", "<f4"
+  bool readonly = false, c_order = true, f_order = false;
+};
+
+std::optional<DeviceArray> device_array(const py::object& o) {
+  if (o.is_none() || !py::hasattr(o, "__cuda_array_interface__")) return std::nullopt;
+  const py::dict cai = o.attr("__cuda_array_interface__");
+  DeviceArray a;
+  a.shape = cai["shape"].cast<std::vector<Index>>();
+  a.typestr = cai["typestr"].cast<std::string>();
+  const py::tuple data = cai["data"];
+  a.data = reinterpret_cast<void*>(data[0].cast<std::uintptr_t>());
+  a.readonly = data[1].cast<bool>();
+  const std::size_t item = a.typestr.size() == 3 ? std::size_t(a.typestr[2] - '0') : 0;
+  if (cai.contains("strides") && !cai["strides"].is_none()) {
+    const auto strides = cai["strides"].cast<std::vector<Index>>();
+    Index c = Index(item), f = Index(item);
+    a.c_order = a.f_order = true;
+    for (std::size_t r = a.shape.size(); r-- > 0;) {
+      if (a.shape[r] > 1 && strides[r] != c) a.c_order = false;
+      c *= a.shape[r];
+    }
+    for (std::size_t r = 0; r < a.shape.size(); ++r) {
+      if (a.shape[r] > 1 && strides[r] != f) a.f_order = false;
+      f *= a.shape[r];
+    }
+  }
+  return a;
+}
+
+template <class Scalar, class Layout>
+void multiply_on_device(Strategy strategy, const DeviceArray& m, const DeviceArray& d, const DeviceArray& cv) {
+  using Mem = Kokkos::Cuda::memory_space;
+  const Index T = d.shape[0], N = d.shape[1], K = d.shape[2];
+  Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(static_cast<const Scalar*>(m.data), N, K),
+                                    Cube<const Scalar, Layout, Mem>(static_cast<const Scalar*>(d.data), T, N, K),
+                                    Cube<Scalar, Layout, Mem>(static_cast<Scalar*>(cv.data), T, N, K)};
+  py::gil_scoped_release release;
+  Kokkos::fence();  // the arrays' producers, on whatever stream, are done
+  multiply(strategy, Kokkos::Cuda(), ops, CvNext::memory);
+  Kokkos::fence();
+}
+
+// multiply() where discount is a device array: all three must be, of one
+// type and one order; `out` is made with CuPy where not given.
+py::object multiply_device_arrays(const DeviceArray& d, const py::object& multby, const py::object& out,
+                                  Strategy strategy, const std::optional<std::string>& layout_name) {
+  const auto m = device_array(multby);
+  if (!m) throw py::value_error("discount is a device array (__cuda_array_interface__): multBy must be one too");
+  const auto text = [](const std::vector<Index>& s) {
+    std::string t = "(";
+    for (std::size_t r = 0; r < s.size(); ++r) t += (r ? ", " : "") + std::to_string(s[r]);
+    return t + ")";
+  };
+  if (d.shape.size() != 3) throw py::value_error("discount must be 3-D (T, N, K), found " + text(d.shape));
+  if (m->shape.size() != 2 || m->shape[0] != d.shape[1] || m->shape[1] != d.shape[2])
+    throw py::value_error("multBy is " + text(m->shape) + ", expected (" + std::to_string(d.shape[1]) + ", " +
+                          std::to_string(d.shape[2]) + ") to match discount " + text(d.shape));
+  if ((d.typestr != "<f8" && d.typestr != "<f4") || m->typestr != d.typestr)
+    throw py::value_error("device arrays must both hold float64 or both float32 (cast first), found multBy " +
+                          m->typestr + ", discount " + d.typestr);
+  LayoutKind layout = d.c_order ? LayoutKind::right : LayoutKind::left;
+  if (layout_name) layout = layout_from_name(*layout_name);
+  const bool right = layout == LayoutKind::right;
+  if (!(right ? d.c_order && m->c_order : d.f_order && m->f_order))
+    throw py::value_error(std::string("device arrays must be ") + (right ? "C" : "Fortran") +
+                          "-contiguous for Layout" + (right ? "Right" : "Left") + " (they are used in place)");
+  py::object result = out;
+  if (result.is_none()) {
+    py::module_ cupy;
+    try {
+      cupy = py::module_::import("cupy");
+    } catch (const py::error_already_set&) {
+      throw py::value_error("out= is needed for device arrays where CuPy is not installed");
+    }
+    result = cupy.attr("empty")(py::make_tuple(d.shape[0], d.shape[1], d.shape[2]), d.typestr == "<f8" ? "float64" : "float32",
+                                right ? "C" : "F");
+  }
+  const auto cv = device_array(result);
+  if (!cv) throw py::value_error("out must be a device array (__cuda_array_interface__) like discount");
+  if (cv->readonly) throw py::value_error("out is read-only");
+  if (cv->shape != d.shape) throw py::value_error("out is " + text(cv->shape) + ", expected discount's shape " + text(d.shape));
+  if (cv->typestr != d.typestr) throw py::value_error("out holds " + cv->typestr + ", expected " + d.typestr);
+  if (!(right ? cv->c_order : cv->f_order))
+    throw py::value_error(std::string("out must be ") + (right ? "C" : "Fortran") + "-contiguous for Layout" +
+                          (right ? "Right" : "Left") + " (cvest writes it in place)");
+  with_types(d.typestr == "<f8" ? Precision::f64 : Precision::f32, layout, [&](auto scalar, auto layout_tag) {
+    multiply_on_device<decltype(scalar), decltype(layout_tag)>(strategy, *m, d, *cv);
+    return 0;
+  });
+  return result;
+}
+#endif
+
+py::object multiply_arrays(const py::object& multby, const py::object& discount, const py::object& out,
+                           const std::string& strategy_name, const std::optional<std::string>& layout_name,
+                           bool staged) {
   ensure_initialized();
+  constexpr bool on_device = !std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>;
+#ifdef KOKKOS_ENABLE_CUDA
+  if (const auto d = device_array(discount))
+    return multiply_device_arrays(*d, multby, out, strategy_from_name(strategy_name), layout_name);
+#endif
+  // Host arrays on a device build take the pipeline; there they are C order
+  // (the compute layout is `layout`, transposed on the device).
+  staged = staged || on_device;
   py::array m = float_array(multby, "multBy", 2), d = float_array(discount, "discount", 3);
   if (m.shape(0) != d.shape(1) || m.shape(1) != d.shape(2))
     throw py::value_error("multBy is " + shape_text(m) + ", expected (" + std::to_string(d.shape(1)) + ", " +
@@ -135,10 +286,11 @@ py::array multiply_arrays(const py::object& multby, const py::object& discount, 
   LayoutKind layout = LayoutKind::right;
   if (layout_name) {
     layout = layout_from_name(*layout_name);
-  } else if (!in_order(d, LayoutKind::right) && in_order(d, LayoutKind::left)) {
+  } else if (!staged && !in_order(d, LayoutKind::right) && in_order(d, LayoutKind::left)) {
     layout = LayoutKind::left;
   }
-  const char* order = layout == LayoutKind::right ? "C" : "F";
+  const char* order = layout == LayoutKind::right || staged ? "C" : "F";
+  const LayoutKind host_layout = staged ? LayoutKind::right : layout;
   // Inputs in that order and type are used in place; others (a strided
   // view, the other order, the narrower type) are copied first, as NumPy
   // casts them.
@@ -156,16 +308,19 @@ py::array multiply_arrays(const py::object& multby, const py::object& discount, 
     if (!cv.dtype().is(type))
       throw py::value_error("out holds " + dtype_name(cv.dtype()) + ", expected " +
                             dtype_name(type) + " (NumPy's promotion of multBy and discount)");
-    if (!in_order(cv, layout))
-      throw py::value_error(std::string("out must be ") + (layout == LayoutKind::right ? "C" : "Fortran") +
-                            "-contiguous for Layout" + (layout == LayoutKind::right ? "Right" : "Left") +
+    if (!in_order(cv, host_layout))
+      throw py::value_error(std::string("out must be ") + (host_layout == LayoutKind::right ? "C" : "Fortran") +
+                            "-contiguous for " + (staged ? "the block pipeline" : host_layout == LayoutKind::right
+                                                                                      ? "LayoutRight"
+                                                                                      : "LayoutLeft") +
                             " (cvest writes it in place)");
   }
   with_types(f64 ? Precision::f64 : Precision::f32, layout, [&](auto scalar, auto layout_tag) {
-    multiply_views<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
+    if (staged) multiply_staged<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
+    else if constexpr (!on_device) multiply_views<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
     return 0;
   });
-  return cv;
+  return std::move(cv);
 }
 
 // --- decks, verify, bench ------------------------------------------------
@@ -222,10 +377,9 @@ bool run_verify(const std::string& output, const std::optional<std::string>& inp
   return true;
 }
 
-py::object run_bench(Index dates, Index ids, Index cols, const std::optional<std::vector<std::string>>& strategies,
-                 const std::vector<std::string>& layouts, const std::vector<std::string>& precisions, int repeats,
-                 double warm_seconds) {
-  ensure_initialized();
+// A benchmark's configuration from Python's arguments (names checked).
+bench::Config bench_config(Index dates, Index ids, Index cols, const std::optional<std::vector<std::string>>& strategies,
+                           const std::vector<std::string>& layouts, const std::vector<std::string>& precisions) {
   bench::Config config;
   config.dates = dates, config.ids = ids, config.cols = cols;
   if (strategies) config.strategies = strategies_from_names(*strategies);
@@ -233,6 +387,14 @@ py::object run_bench(Index dates, Index ids, Index cols, const std::optional<std
   for (const auto& l : layouts) config.layouts.push_back(layout_from_name(l));
   config.precisions.clear();
   for (const auto& p : precisions) config.precisions.push_back(precision_from_name(p));
+  return config;
+}
+
+py::object run_bench(Index dates, Index ids, Index cols, const std::optional<std::vector<std::string>>& strategies,
+                 const std::vector<std::string>& layouts, const std::vector<std::string>& precisions, int repeats,
+                 double warm_seconds) {
+  ensure_initialized();
+  bench::Config config = bench_config(dates, ids, cols, strategies, layouts, precisions);
   config.repeats = repeats;
   config.warm_seconds = warm_seconds;
   bench::Report report;
@@ -241,6 +403,47 @@ py::object run_bench(Index dates, Index ids, Index cols, const std::optional<std
     report = bench::run(config, std::cerr);
   }
   return json_to_python(bench::to_json(report));
+}
+
+// cvest bench's arrays kept between calls, for a script that interleaves
+// cvest's own timing with other contenders in the same process. Their
+// Kokkos views must go before Kokkos does: finalize() releases every live
+// one (Python may collect the object only after the atexit hook ran).
+struct BenchServer {
+  std::unique_ptr<bench::Server> server;
+  explicit BenchServer(std::unique_ptr<bench::Server> s);
+  ~BenchServer();
+};
+std::set<BenchServer*> live_bench_servers;
+BenchServer::BenchServer(std::unique_ptr<bench::Server> s) : server(std::move(s)) { live_bench_servers.insert(this); }
+BenchServer::~BenchServer() { live_bench_servers.erase(this); }
+
+std::unique_ptr<BenchServer> make_bench_server(Index dates, Index ids, Index cols,
+                                                 const std::optional<std::vector<std::string>>& strategies,
+                                                 const std::vector<std::string>& layouts, const std::string& precision) {
+  ensure_initialized();
+  const bench::Config config = bench_config(dates, ids, cols, strategies, layouts, {precision});
+  std::unique_ptr<bench::Server> server;
+  {
+    py::gil_scoped_release release;
+    server = std::make_unique<bench::Server>(config);
+  }
+  return std::make_unique<BenchServer>(std::move(server));
+}
+
+void release_bench_servers() {
+  for (BenchServer* s : live_bench_servers) s->server.reset();
+}
+
+py::object bench_command(BenchServer& s, const std::string& command) {
+  if (!s.server) throw py::value_error("this BenchServer's arrays were released when cvest finalized");
+  nlohmann::json reply;
+  {
+    py::gil_scoped_release release;
+    reply = s.server->handle(command);
+  }
+  if (reply.contains("error")) throw py::value_error(reply["error"].get<std::string>());
+  return json_to_python(reply);
 }
 
 }  // namespace
@@ -268,7 +471,7 @@ own settings, e.g. ["--kokkos-tools-libs=..."]. Only before any other call.)");
   }, "The host threads cvest's kernels run on (starts Kokkos if needed).");
 
   module.def("multiply", &multiply_arrays, py::arg("multby"), py::arg("discount"), py::arg("out") = py::none(),
-             py::arg("strategy") = "flat", py::arg("layout") = std::nullopt,
+             py::arg("strategy") = "flat", py::arg("layout") = std::nullopt, py::arg("staged") = false,
              R"(cv[t, i, k] = multby[i, k] * discount[t, i, k]; returns cv (`out` when given).
 
 The same result as NumPy's `multby[None] * discount`, bit for bit.
@@ -284,7 +487,14 @@ Arrays already in the layout's order and the result's type are used in
 place (no copy); others (strided views, the other order, the narrower
 type of a mixed pair) are copied first. The GIL is released while the
 kernel runs. Raises ValueError for shapes, types, a read-only or
-mismatched out, and an unknown strategy or layout.)");
+mismatched out, and an unknown strategy or layout.
+staged: run through the block pipeline (host staging slots, copies in and
+  out, as a file-to-file run): what NumPy arrays take on a Cuda build (C
+  order there; pinned staging, overlapped streams). On host builds it only
+  checks that path.
+Cuda builds: arrays with __cuda_array_interface__ (CuPy, numba.cuda) are
+used in place on the GPU: multby, discount and out all on the device, one
+type and one order (out made with CuPy when not given).)");
 
   module.def("run", &run_deck_file, py::arg("deck"), py::arg("set") = py::dict(), py::arg("plan") = false,
              py::arg("no_resume") = false,
@@ -304,6 +514,22 @@ cvest.VerifyError when a job's output differs from another's.)");
 the input, dataset names and budget from it (else the names the output
 records). One of the two is needed.
 Returns True; raises cvest.VerifyError naming the first difference.)");
+
+  py::class_<BenchServer>(module, "BenchServer", R"(cvest bench's arrays, allocated and every strategy
+checked once, then timed on demand: what `cvest bench --serve` answers, in
+this process, so a script can interleave cvest's own timing with others'.)")
+      .def(py::init(&make_bench_server), py::arg("dates") = 100, py::arg("ids") = 400000, py::arg("cols") = 5,
+           py::arg("strategies") = std::nullopt, py::arg("layouts") = std::vector<std::string>{"right", "left"},
+           py::arg("precision") = "f64")
+      .def("describe", [](const BenchServer& s) { return s.server ? s.server->describe() : std::string("released"); })
+      .def("warm", [](BenchServer& s, double seconds) { return bench_command(s, "warm " + std::to_string(seconds)); },
+           py::arg("seconds"), "Every variant and the roof in turn until `seconds` have passed.")
+      .def("time", [](BenchServer& s, const std::string& strategy, const std::string& layout) {
+             return bench_command(s, "time " + strategy + " " + layout);
+           }, py::arg("strategy"), py::arg("layout"), "One fenced pass: {strategy, layout, seconds, GBps, streaming_stores}.")
+      .def("roof", [](BenchServer& s) { return bench_command(s, "roof"); },
+           "One copy with regular and one with streaming stores: {copy_GBps, copy_streaming_GBps}.")
+      .def("touch", [](BenchServer& s) { return bench_command(s, "touch"); }, "Every array once, untimed use.");
 
   module.def("bench", &run_bench, py::arg("dates") = 100, py::arg("ids") = 400000, py::arg("cols") = 5,
              py::arg("strategies") = std::nullopt,

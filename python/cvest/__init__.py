@@ -14,6 +14,7 @@ python runs Python with it on the path). Kokkos starts at the first call
 import atexit
 
 from ._cvest import (  # noqa: F401
+    BenchServer,
     InputError,
     IoError,
     VerifyError,

@@ -183,3 +183,32 @@ def test_initialize_after_first_use_is_refused():
     assert cvest.is_initialized()
     with pytest.raises(ValueError, match="already initialized"):
         cvest.initialize(threads=1)
+
+
+def test_bench_server_times_on_its_own_arrays():
+    server = cvest.BenchServer(dates=3, ids=5000, cols=5, strategies=["flat"], layouts=["right", "left"])
+    assert "checked" in server.describe()
+    reply = server.time("flat", "left")
+    assert reply["seconds"] > 0 and reply["layout"] == "left"
+    assert server.roof()["copy_GBps"] > 0
+    with pytest.raises(ValueError, match="unknown strategy"):
+        server.time("fastest", "right")
+    # kept alive to the end of the process: released before Kokkos finalizes
+    test_bench_server_times_on_its_own_arrays.kept = server
+
+
+@pytest.mark.parametrize("layout", ["right", "left"])
+@pytest.mark.parametrize("types", [("f8", "f8"), ("f4", "f4"), ("f4", "f8")])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 999, 5), (300, 4, 3)])
+def test_staged_through_the_block_pipeline(layout, types, shape):
+    # The path NumPy arrays take on a Cuda build (host staging, copies in and
+    # out, the layout's transposes), run on the host.
+    m, d = inputs(*shape, *types)
+    for strategy in ("flat", "per_date"):
+        assert identical(cvest.multiply(m, d, strategy=strategy, layout=layout, staged=True), m[None] * d)
+    out = np.empty(d.shape, np.result_type(m, d))
+    assert cvest.multiply(m, np.asfortranarray(d), out=out, staged=True) is out and identical(out, m[None] * d)
+    fortran_out = np.asfortranarray(out)
+    if not fortran_out.flags["C_CONTIGUOUS"]:  # (a (1, 1, 1) array is both)
+        with pytest.raises(ValueError, match="C-contiguous for the block pipeline"):
+            cvest.multiply(m, d, out=fortran_out, staged=True)
