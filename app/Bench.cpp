@@ -21,6 +21,13 @@ namespace detail {
 using Space = ExecSpace;
 using Mem = Space::memory_space;
 
+// Host arrays on huge pages, as NumPy's are (core/Spaces.hpp says why).
+template <class View>
+void huge_pages(const View& v) {
+  if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename View::memory_space>::accessible)
+    advise_huge_pages(v.data(), v.span() * sizeof(typename View::value_type));
+}
+
 template <class Scalar, class Layout>
 Operands<Scalar, Layout, Mem> make_operands(Space const& space, Index T, Index N, Index K) {
   const std::string tag = std::string(to_string(layout_kind<Layout>())) + "_" +
@@ -28,6 +35,7 @@ Operands<Scalar, Layout, Mem> make_operands(Space const& space, Index T, Index N
   Table<Scalar, Layout, Mem> m(Kokkos::view_alloc("cvest::bench::multBy_" + tag, Kokkos::WithoutInitializing), N, K);
   Cube<Scalar, Layout, Mem> d(Kokkos::view_alloc("cvest::bench::discount_" + tag, Kokkos::WithoutInitializing), T, N, K);
   Cube<Scalar, Layout, Mem> cv(Kokkos::view_alloc("cvest::bench::cv_" + tag, Kokkos::WithoutInitializing), T, N, K);
+  huge_pages(d), huge_pages(cv);
   // First touch by the same policy shape the kernels use.
   Kokkos::parallel_for("cvest::bench::fill_multBy", Kokkos::MDRangePolicy<Space, Kokkos::Rank<2>>(space, {0, 0}, {N, K}),
                        KOKKOS_LAMBDA(Index i, Index k) { m(i, k) = multby_value<Scalar>(i, k); });
@@ -141,6 +149,7 @@ struct RoofArrays {
       : a(Kokkos::view_alloc("cvest::bench::roof_a", Kokkos::WithoutInitializing), elements),
         b(Kokkos::view_alloc("cvest::bench::roof_b", Kokkos::WithoutInitializing), elements),
         c(Kokkos::view_alloc("cvest::bench::roof_c", Kokkos::WithoutInitializing), triad ? elements : 0) {
+    huge_pages(a), huge_pages(b), huge_pages(c);
     fill_roof(space, a, b, c);
   }
   double copy(Space const& space, roof::Stores stores) const { return roof::copy<Space, double>(space, a, b, stores); }

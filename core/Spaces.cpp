@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <fstream>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #ifdef KOKKOS_ENABLE_CUDA
 #include <cuda_runtime.h>
 #endif
@@ -59,6 +63,17 @@ BuildFacts build_facts() {
 nlohmann::json machine_json(const BuildFacts& facts) {
   return {{"host", facts.host}, {"cpu", facts.cpu}, {"cpus", facts.cpus}, {"memory_bytes", facts.memory_bytes},
           {"gpu", facts.gpu}};
+}
+
+void advise_huge_pages(const void* data, std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t huge = std::uintptr_t(2) << 20;
+  const auto begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) & ~(huge - 1);
+  const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) & ~(huge - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);  // advice: failure is harmless
+#else
+  (void)data, (void)bytes;
+#endif
 }
 
 }  // namespace cvest

@@ -126,6 +126,7 @@ void Journal::written(const Block& block, std::size_t bytes) {
   pending_bytes_ += bytes;
   static const long kill_after = fault_value("kill_after_blocks");
   if (++written_count_ == kill_after) {
+    const std::lock_guard appending(append_m_);  // no batch half-recorded: the count below is what is on disk
     std::fprintf(stderr, "cvest: fault: killed after %ld blocks written, %ld recorded\n", kill_after, recorded_.load());
     ::raise(SIGKILL);
   }
