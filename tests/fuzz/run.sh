@@ -6,6 +6,9 @@
 # that did it is left in WORK and printed. The mutations follow a fixed seed
 # (CVEST_FUZZ_SEED, default 1; 0 draws one), so a CI run is repeatable: a
 # crash it found is found again; longer runs with other seeds explore more.
+# Memory: 2 GiB resident at most; single allocations up to 8 GiB pass (HDF5
+# sizes its buffers from a damaged file's chunk shape, up to 4 GiB a chunk,
+# and touches only what it reads).
 #   run.sh SOURCE_DIR WORK deck|input [SECONDS]
 # deck:  the deck loader (toml++, cvest's checks, --set); seeds in
 #        tests/fuzz/corpus/deck.
@@ -51,7 +54,7 @@ cd "$work"
 rm -f crash-* leak-* timeout-* oom-*
 log=fuzz-$target.log
 if ! OMP_NUM_THREADS=2 LSAN_OPTIONS=suppressions=$src/tests/fuzz/hdf5-leaks.supp:print_suppressions=0 \
-     ASAN_OPTIONS=allocator_may_return_null=1:suppressions=$src/tests/fuzz/hdf5-asan.supp "$binary" -seed="${CVEST_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "$corpus" > "$log" 2>&1; then
+     ASAN_OPTIONS=allocator_may_return_null=1:suppressions=$src/tests/fuzz/hdf5-asan.supp "$binary" -seed="${CVEST_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=8192 -print_final_stats=1 "$corpus" > "$log" 2>&1; then
   grep -E "ERROR|runtime error|Test unit written|uncaught|SUMMARY|#0|#1 |#2 |#3 " "$log" | head -30
   for f in crash-* leak-* timeout-* oom-*; do [ -f "$f" ] && { echo "input $work/$f:"; od -c "$f" | head -20; }; done
   exit 1
