@@ -178,6 +178,27 @@ std::string chunk_text(const std::string& shown, int rank, const std::array<Inde
          "ids " + std::to_string(i) + "-" + std::to_string(i + chunk[1] - 1) + ")";
 }
 
+// The origins (dates, ids, columns) of the chunks of extent `chunk` that a
+// block of a dataset with K columns touches, in the file's order.
+std::vector<std::array<Index, 3>> chunk_origins(const Block& b, const std::array<Index, 3>& chunk, Index K) {
+  const auto [ct, ci, ck] = chunk;
+  std::vector<std::array<Index, 3>> origins;
+  for (Index tc = b.dates.begin - b.dates.begin % ct; tc < b.dates.end; tc += ct)
+    for (Index ic = b.ids.begin - b.ids.begin % ci; ic < b.ids.end; ic += ci)
+      for (Index kc = 0; kc < K; kc += ck) origins.push_back({tc, ic, kc});
+  return origins;
+}
+
+// HDF5's record of the chunk at `origin` of a dataset of `rank` (2: ids and
+// columns only); false where it is not stored.
+bool chunk_record(hid_t ds, int rank, const std::array<Index, 3>& origin, unsigned& mask, haddr_t& addr,
+                  hsize_t& stored) {
+  const hsize_t coord3[3] = {hsize_t(origin[0]), hsize_t(origin[1]), hsize_t(origin[2])};
+  addr = HADDR_UNDEF;
+  return H5Dget_chunk_info_by_coord(ds, rank == 3 ? coord3 : coord3 + 1, &mask, &addr, &stored) >= 0 &&
+         addr != HADDR_UNDEF;
+}
+
 // A chunk's record in the chunk index, checked before anything reads it: it
 // must lie inside the file and, when nothing filtered it (`plain_bytes` > 0),
 // hold exactly a chunk's bytes. HDF5 1.10.8 trusts both: a damaged record
@@ -468,10 +489,7 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
   const std::size_t chunk_bytes = this->chunk_bytes();
   auto* out = static_cast<unsigned char*>(buffer);
-  std::vector<std::array<Index, 3>> chunks;  // the origins of the chunks the block touches
-  for (Index tc = b.dates.begin - b.dates.begin % ct; tc < b.dates.end; tc += ct)
-    for (Index ic = b.ids.begin - b.ids.begin % ci; ic < b.ids.end; ic += ci)
-      for (Index kc = 0; kc < K_; kc += ck) chunks.push_back({tc, ic, kc});
+  const auto chunks = chunk_origins(b, chunk_, K_);
   // Decodes one chunk and copies its part of the block; false when it is not
   // in the file. Scratch buffers are per thread.
   const auto decode = [&](const std::array<Index, 3>& origin) {
@@ -479,13 +497,10 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
     const Index tc = origin[0], ic = origin[1], kc = origin[2];
     const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
     quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
-    const hsize_t coord3[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
-    const hsize_t* coord = rank_ == 3 ? coord3 : coord3 + 1;
     unsigned mask = 0;
     haddr_t addr = HADDR_UNDEF;
     hsize_t stored = 0;
-    if (H5Dget_chunk_info_by_coord(ds_, coord, &mask, &addr, &stored) < 0 || addr == HADDR_UNDEF || stored == 0)
-      return false;
+    if (!chunk_record(ds_, rank_, origin, mask, addr, stored) || stored == 0) return false;
     check_chunk_record(where, addr, stored, file_bytes_, 0);  // (its decoders check the sizes they produce)
     packed.resize(stored);
     read_at(fd_, packed.data(), stored, off_t(chunk_base_ + addr), where());
@@ -645,21 +660,15 @@ void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
 
 void CubeReader::check_chunk_records(const Block& b) const {
   if (chunk_[0] == 0) return;
-  const auto [ct, ci, ck] = chunk_;
   const std::string shown = path_ + ": dataset '" + name_ + "'";
-  for (Index tc = b.dates.begin - b.dates.begin % ct; tc < b.dates.end; tc += ct)
-    for (Index ic = b.ids.begin - b.ids.begin % ci; ic < b.ids.end; ic += ci)
-      for (Index kc = 0; kc < K_; kc += ck) {
-        const hsize_t coord3[3] = {hsize_t(tc), hsize_t(ic), hsize_t(kc)};
-        unsigned mask = 0;
-        haddr_t addr = HADDR_UNDEF;
-        hsize_t stored = 0;
-        if (H5Dget_chunk_info_by_coord(ds_.get(), rank_ == 3 ? coord3 : coord3 + 1, &mask, &addr, &stored) < 0 ||
-            addr == HADDR_UNDEF)
-          continue;  // not stored (fill values), or HDF5's read reports it
-        check_chunk_record([&] { return chunk_text(shown, rank_, {tc, ic, kc}, chunk_); }, addr, stored, file_bytes_,
-                           plain_chunk_bytes_);
-      }
+  for (const auto& origin : chunk_origins(b, chunk_, K_)) {
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t stored = 0;
+    if (!chunk_record(ds_.get(), rank_, origin, mask, addr, stored)) continue;  // not stored, or HDF5's read reports it
+    check_chunk_record([&] { return chunk_text(shown, rank_, origin, chunk_); }, addr, stored, file_bytes_,
+                       plain_chunk_bytes_);
+  }
 }
 
 std::string decoders_text() {
