@@ -524,7 +524,10 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
       BlockPlan plan = whole_plan;
       const Range mine = rep.rank_blocks[std::size_t(&whole_plan - rep.plans.data())][std::size_t(ranks.rank())];
       plan.blocks.assign(whole_plan.blocks.begin() + mine.begin, whole_plan.blocks.begin() + mine.end);
-      const std::pair<Index, int> roof_key{plan.block_dates * plan.block_ids * shape.K, job.pipeline_threads};
+      // The roof's working set is what one kernel call computes: a block, or
+      // a LayoutLeft tile of one in the per-thread pipeline.
+      job.kernel_ids = kernel_ids(plan, layout, job.pipeline_threads, plan.block_dates);
+      const std::pair<Index, int> roof_key{plan.block_dates * job.kernel_ids * shape.K, job.pipeline_threads};
       // Buffers kept from the last job stay only where this job's (and a
       // roof's arrays) fit the budget beside them: a deck alternating layouts
       // keeps both sets of small blocks, blocks as large as the budget allows
@@ -854,6 +857,13 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
              to_string(p));
 }
 
+// A job's block shape; "/ids" where its kernels ran a tile of the block at a time.
+static std::string block_text(const BlockPlan& plan, Index kernel_ids) {
+  std::string text = fmt::format("{}x{}", plan.block_dates, plan.block_ids);
+  if (kernel_ids > 0 && kernel_ids < plan.block_ids) text += fmt::format("/{}", kernel_ids);
+  return text;
+}
+
 void print_run_table(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}\n", rep.deck, rep.T, rep.N,
              rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
@@ -861,7 +871,7 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
   for (const auto& p : rep.plans)
     fmt::print(out, "{} blocks: {} of up to {} dates x {} ids\n", kokkos_name(p.layout),
                p.blocks.size(), p.block_dates, p.block_ids);
-  fmt::print(out, "\n{:<15} {:<6} {:<7} {:<12} {:>10} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9}  {}\n",
+  fmt::print(out, "\n{:<15} {:<6} {:<7} {:<12} {:>12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9}  {}\n",
              "strategy", "layout", "prec", "pipeline", "block", "total s", "read", "h2d", "kernel", "d2h", "write",
              "GB/s in", "roof", "k.roof", "peak RSS", "output");
   bool above_roof = false;
@@ -872,9 +882,9 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
     const std::string pipeline = j.pipeline == PipelineKind::per_thread
                                      ? fmt::format("per_thread:{}", j.pipeline_threads)
                                      : std::string(to_string(j.pipeline));
-    fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>10} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.1f} {:>7.2f} {:>9}  {}\n",
+    fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>12} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.1f} {:>7.2f} {:>9}  {}\n",
                to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline,
-               fmt::format("{}x{}", plan.block_dates, plan.block_ids), st.total_s, st.seconds[int(Phase::read)],
+               block_text(plan, j.kernel_ids), st.total_s, st.seconds[int(Phase::read)],
                st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)], st.seconds[int(Phase::d2h)],
                st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9, j.roof.best(), j.kernel_roof_fraction,
                format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
@@ -898,8 +908,9 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                                       : std::string());
     }
   }
-  fmt::print(out, "\nblock: dates x ids per block; roof: GB/s of a copy of the job's own block-sized working set, in "
-                  "cache, on the threads its kernels ran on (same run); k.roof: the kernel's GB/s over it\n");
+  fmt::print(out, "\nblock: dates x ids per block (/ids: computed a tile of that many ids at a time, LayoutLeft in the "
+                  "per-thread pipeline); roof: GB/s of a copy of the working set of one kernel call, in cache, on the "
+                  "threads its kernels ran on (same run); k.roof: the kernel's GB/s over it\n");
   if (above_roof)
     fmt::print(out, "k.roof above 1: that kernel outran a copy of the same working set; kernels are timed per block "
                     "and the roof as the median of short repeats, and this machine's bandwidth varies within seconds, "
@@ -1015,10 +1026,11 @@ nlohmann::json to_json(const RunReport& rep) {
     jj["peak_rss_bytes"] = job.peak_rss_bytes;
     jj["kernel_roof_fraction"] = job.kernel_roof_fraction;
     jj["roof"] = {{"copy_GBps", job.roof.copy_GBps}, {"copy_streaming_GBps", job.roof.copy_streaming_GBps},
-                  {"working_set", "the job's block, in cache, on the threads its kernels ran on"}};
+                  {"working_set", "one kernel call's (a block, or a LayoutLeft tile: kernel_ids), in cache, on the threads its kernels ran on"}};
     const BlockPlan& plan = rep.plan(job.layout);
     jj["block_dates"] = plan.block_dates;
     jj["block_ids"] = plan.block_ids;
+    jj["kernel_ids"] = job.kernel_ids;
     jj["blocks"] = plan.blocks.size();
     jj["seconds"]["total"] = job.stats.total_s;
     for (int p = 0; p < phase_count; ++p) {
@@ -1058,7 +1070,7 @@ std::string to_csv(const RunReport& rep) {
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_s";
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_bytes";
   s << ",peak_rss_bytes,kernel_roof_fraction,roof_GBps,dates,ids,cols,blocks,block_dates,block_ids,pipeline,"
-       "pipeline_threads,ranks,slowest_rank,load_balance\n";
+       "pipeline_threads,ranks,slowest_rank,load_balance,kernel_ids\n";
   for (const auto& j : rep.jobs) {
     s << to_string(j.strategy) << ',' << to_string(j.layout) << ',' << to_string(j.precision) << ','
       << (j.wrote_output ? "true" : "false") << ',' << fmt::format("{:.6f}", j.stats.total_s);
@@ -1069,7 +1081,7 @@ std::string to_csv(const RunReport& rep) {
       << fmt::format("{:.3f}", j.roof.best()) << ',' << rep.T << ',' << rep.N << ',' << rep.K << ','
       << plan.blocks.size() << ',' << plan.block_dates << ',' << plan.block_ids << ',' << to_string(j.pipeline) << ','
       << j.pipeline_threads << ',' << rep.ranks << ',' << j.slowest_rank() << ',' << fmt::format("{:.3f}", j.load_balance())
-      << '\n';
+      << ',' << j.kernel_ids << '\n';
   }
   return s.str();
 }

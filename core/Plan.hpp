@@ -86,7 +86,7 @@ std::vector<Range> split_blocks(const BlockPlan& plan, int parts, MayStart&& may
 // blocks ran 0.52 s with 20 KiB pieces (100 dates a block), 0.38 s with
 // 80 KiB (25 dates), 0.39 s with 160 KiB (12 dates, where the kernel's runs
 // of 12 dates start to cost); LayoutRight 0.19 s.
-inline constexpr std::size_t left_min_run_bytes = std::size_t(64) << 10;
+inline constexpr std::size_t left_min_run_bytes = std::size_t(128) << 10;
 
 // Makes every allocation of 1 MiB or more its own mapping, returned to the
 // system when freed. glibc otherwise raises its mapping threshold to the

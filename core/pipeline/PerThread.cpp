@@ -25,8 +25,17 @@ namespace cvest {
 double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
   const double block = double(plan.block_dates * plan.block_ids * plan.K) * double(plan.element_size);
   const double row = double(plan.block_ids * plan.K) * double(plan.element_size);
+  // LayoutLeft: the transposed-back result goes where the block was read.
   const bool left = layout == LayoutKind::left;
-  return (left ? 5 : 3) * block + (left ? 2 : 1) * row;
+  return (left ? 4 : 3) * block + (left ? 2 : 1) * row;
+}
+
+Index kernel_ids(const BlockPlan& plan, LayoutKind layout, int per_thread_threads, Index dates) {
+  if (layout != LayoutKind::left || per_thread_threads <= 0) return plan.block_ids;
+  const double id_bytes = double(std::max<Index>(dates, 1) * plan.K) * double(plan.element_size);
+  Index ids = std::max<Index>(1, Index(double(left_tile_bytes) / id_bytes));
+  if (ids > 16) ids -= ids % 16;
+  return std::min(ids, plan.block_ids);
 }
 
 int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy strategy, LayoutKind layout,
@@ -108,6 +117,10 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
       Index m_ids = -1, m_compute_ids = -1;
     };
     std::vector<Buffers> buffers(static_cast<std::size_t>(threads));
+    // A LayoutLeft block is transposed out of its compute buffers into the
+    // buffer it was read into (free once transposed in): one block buffer
+    // less per thread, and one less for the caches to hold.
+    const bool transpose_out_to_read_buffer = !right && !io.discount_at && !io.cv_at;
     const auto alloc = [&](const std::string& label, std::size_t n) {
       if (options.buffers) return options.buffers->get<Scalar, Mem>(label, n);
       return Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
@@ -116,7 +129,7 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
       const std::string tag = std::to_string(w);
       Buffers& buf = buffers[std::size_t(w)];
       buf.d = alloc("cvest::per_thread::discount" + tag, io.discount_at ? 0 : cube_elems);
-      buf.cv = alloc("cvest::per_thread::cv" + tag, io.cv_at ? 0 : cube_elems);
+      buf.cv = alloc("cvest::per_thread::cv" + tag, io.cv_at || transpose_out_to_read_buffer ? 0 : cube_elems);
       buf.m = alloc("cvest::per_thread::multBy" + tag, io.multby_at ? 0 : row_elems);
       buf.d_compute = alloc("cvest::per_thread::discount_left" + tag, right ? 0 : cube_elems);
       buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : cube_elems);
@@ -141,7 +154,7 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
           });
           const Scalar* m = io.multby_at ? io.multby_at(blk.ids) : buf.m.data();
           const Scalar* d = io.discount_at ? io.discount_at(blk) : buf.d.data();
-          Scalar* cv = io.cv_at ? io.cv_at(blk) : buf.cv.data();
+          Scalar* cv = io.cv_at ? io.cv_at(blk) : transpose_out_to_read_buffer ? buf.d.data() : buf.cv.data();
           const double kernel_bytes = block_kernel_bytes(blk, K, esize);
           if constexpr (right) {  // computes in the I/O buffers: h2d and d2h are empty
             rec.nothing(b, Phase::h2d);
@@ -156,36 +169,55 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
             });
             rec.nothing(b, Phase::d2h);
           } else {
-            // C-order file data <-> LayoutLeft compute buffers. multBy is
-            // transposed as a (1, ids, K) cube: the bytes of the (ids, K) table.
-            Cube<Scalar, Layout, Mem> d_left(buf.d_compute.data(), tb, nb, K), cv_left(buf.cv_compute.data(), tb, nb, K);
+            // C-order file data <-> LayoutLeft compute buffers, a tile of
+            // ids at a time (see left_tile_bytes): each tile's slice of the
+            // block is transposed in, computed and transposed back. multBy's
+            // rows are transposed once per id range, tile by tile, each as a
+            // (1, tile ids, K) cube at its tile's offset, reused by the id
+            // range's later blocks: tiles are sized for the plan's dates, so
+            // a shorter last date block has the same tiles.
+            const Index tile = kernel_ids(plan, LayoutKind::left, threads, plan.block_dates);
             const bool stage_m = buf.m_compute_ids != blk.ids.begin;
-            launch([&] {
-              rec.time(b, Phase::h2d, bytes + (stage_m ? double(nb * K) * esize : 0.0), [&] {
-                transpose(space, Cube<const Scalar, Kokkos::LayoutRight, Mem>(d, tb, nb, K), d_left,
-                          "cvest::per_thread::transpose_in");
-                if (stage_m) {
-                  transpose(space, Cube<const Scalar, Kokkos::LayoutRight, Mem>(m, 1, nb, K),
-                            Cube<Scalar, Layout, Mem>(buf.m_compute.data(), 1, nb, K),
-                            "cvest::per_thread::transpose_in");
-                  buf.m_compute_ids = blk.ids.begin;
-                }
+            double h2d_s = 0, kernel_s = 0, d2h_s = 0, h2d_begin = -1, kernel_begin = -1, d2h_begin = -1;
+            const auto timed = [&](double& sum, double& first, auto&& step) {
+              const double t0 = rec.now();
+              step();
+              if (first < 0) first = t0;
+              sum += rec.now() - t0;
+            };
+            for (Index s0 = 0; s0 < nb; s0 += tile) {
+              const Index ns = std::min(tile, nb - s0);
+              Cube<Scalar, Layout, Mem> d_left(buf.d_compute.data(), tb, ns, K), cv_left(buf.cv_compute.data(), tb, ns, K);
+              Scalar* m_left = buf.m_compute.data() + s0 * K;
+              launch([&] {
+                timed(h2d_s, h2d_begin, [&] {
+                  transpose_host<true>(space, const_cast<Scalar*>(d) + s0 * K, nb * K, d_left.data(), tb, ns, K,
+                                       "cvest::per_thread::transpose_in");
+                  if (stage_m)
+                    transpose_host<true>(space, const_cast<Scalar*>(m) + s0 * K, nb * K, m_left, 1, ns, K,
+                                         "cvest::per_thread::transpose_in");
+                });
               });
-            });
-            launch([&] {
-              rec.time(b, Phase::kernel, kernel_bytes, [&] {
-                multiply(options.strategy, space,
-                         Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(buf.m_compute.data(), nb, K),
-                                                       d_left, cv_left},
-                         CvNext::cache);
+              launch([&] {
+                timed(kernel_s, kernel_begin, [&] {
+                  multiply(options.strategy, space,
+                           Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m_left, ns, K), d_left, cv_left},
+                           CvNext::cache);
+                });
               });
-            });
-            launch([&] {
-              rec.time(b, Phase::d2h, bytes, [&] {
-                transpose(space, Cube<const Scalar, Layout, Mem>(cv_left.data(), tb, nb, K),
-                          Cube<Scalar, Kokkos::LayoutRight, Mem>(cv, tb, nb, K), "cvest::per_thread::transpose_out");
+              launch([&] {
+                timed(d2h_s, d2h_begin, [&] {
+                  transpose_host<false>(space, cv + s0 * K, nb * K, cv_left.data(), tb, ns, K,
+                                        "cvest::per_thread::transpose_out");
+                });
               });
-            });
+            }
+            buf.m_compute_ids = blk.ids.begin;
+            // One span per phase: from its first tile's start, as long as its
+            // tiles took together (the phases alternate tile by tile).
+            rec.span(b, Phase::h2d, bytes + (stage_m ? double(nb * K) * esize : 0.0), h2d_begin, h2d_begin + h2d_s);
+            rec.span(b, Phase::kernel, kernel_bytes, kernel_begin, kernel_begin + kernel_s);
+            rec.span(b, Phase::d2h, bytes, d2h_begin, d2h_begin + d2h_s);
           }
           if (options.before_io) options.before_io(Phase::write, b);
           if (!io.cv_at) rec.time(b, Phase::write, bytes, [&] { io.write_cv(blk, cv); });

@@ -276,6 +276,46 @@ TEST_CASE("the per-thread pipeline writes every block once, bit-identical", "[pi
     }
 }
 
+TEST_CASE("the per-thread pipeline computes LayoutLeft blocks tile by tile, bit-identical", "[pipeline][per_thread]") {
+  if (!per_thread_space()) return;
+  // Blocks of many more ids than a tile holds, a last id range and a last
+  // date block shorter than the rest (their tiles must line up with the
+  // multBy tiles kept from the id range's first block), both precisions,
+  // multBy read or in place.
+  const auto check = [](auto scalar, Index T, Index N, Index K, bool multby_in_place, Strategy strategy) {
+    using Scalar = decltype(scalar);
+    CAPTURE(T, N, K, sizeof(Scalar), multby_in_place, to_string(strategy));
+    MemoryFiles<Scalar> files(T, N, K);
+    const auto plan = plan_blocks(T, N, K, sizeof(Scalar), std::size_t(1) << 30, {}, std::size_t(2) << 20,
+                                  LayoutKind::left);
+    REQUIRE(T % plan.block_dates != 0);
+    REQUIRE(N % plan.block_ids != 0);
+    const Index tile = kernel_ids(plan, LayoutKind::left, test_threads, plan.block_dates);
+    REQUIRE(tile * 4 < plan.block_ids);
+    REQUIRE(plan.block_ids % tile != 0);
+    CHECK(kernel_ids(plan, LayoutKind::left, 0, plan.block_dates) == plan.block_ids);  // overlapped: whole blocks
+    CHECK(kernel_ids(plan, LayoutKind::right, test_threads, plan.block_dates) == plan.block_ids);
+    std::mutex m;
+    auto io = concurrent_io(files, plan, m);
+    if (multby_in_place) io.multby_at = [&](Range ids) -> const Scalar* { return files.m.data() + ids.begin * K; };
+    PipelineOptions options;
+    options.strategy = strategy;
+    options.progress = false;
+    options.threads = test_threads;
+    std::ostringstream progress;
+    const auto stats = run_pipeline<Scalar, Kokkos::LayoutLeft>(plan, io, options, progress);
+    CHECK(files.mismatches() == 0);
+    CHECK(files.written_order.size() == plan.blocks.size());
+    CHECK(stats.timeline.size() == 5 * plan.blocks.size());  // a span per phase and block, tiles summed
+    CHECK(stats.bytes[int(Phase::d2h)] == double(T * N * K * Index(sizeof(Scalar))));
+  };
+  for (bool in_place : {false, true}) {
+    check(double{}, 29, 10000, 5, in_place, Strategy::flat);
+    check(float{}, 29, 20000, 5, in_place, Strategy::per_id);
+    check(double{}, 31, 9000, 7, in_place, Strategy::per_date);
+  }
+}
+
 TEST_CASE("a failing write in the per-thread pipeline stops every thread and reaches the caller",
           "[pipeline][per_thread]") {
   if (!per_thread_space()) return;

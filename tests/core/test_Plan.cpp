@@ -136,7 +136,7 @@ TEST_CASE("LayoutLeft blocks hold many dates, id range by id range", "[plan]") {
   const auto right = plan_blocks(200, 200000, 5, 8, budget, {1, 25000}, cap, LayoutKind::right);
   CHECK(left.layout == LayoutKind::left);
   CHECK(right.block_dates == 1);
-  CHECK(left.block_dates >= 16);  // runs of many dates for LayoutLeft's contiguous index
+  CHECK(left.block_dates >= 12);  // runs of many dates for LayoutLeft's contiguous index
   CHECK(double(left.block_dates * left.block_ids) * 5 * 8 <= double(cap));
   CHECK(double(left.block_ids) * 5 * 8 >= double(left_min_run_bytes));  // each date's piece of the file is long
   check_cover(left);
@@ -146,8 +146,8 @@ TEST_CASE("LayoutLeft blocks hold many dates, id range by id range", "[plan]") {
     CHECK((c.ids.begin > p.ids.begin || (c.ids.begin == p.ids.begin && c.dates.begin == p.dates.end)));
   }
   // all dates where a block of them fits the cap with long pieces
-  const auto all = plan_blocks(20, 200000, 5, 8, budget, {1, 1}, cap, LayoutKind::left);
-  CHECK(all.block_dates == 20);
+  const auto all = plan_blocks(12, 200000, 5, 8, budget, {1, 1}, cap, LayoutKind::left);
+  CHECK(all.block_dates == 12);
   check_cover(all);
   // no cap: all dates, and still several blocks so the stages overlap
   const auto uncapped = plan_blocks(20, 4000, 5, 8, std::size_t(64) << 20, {1, 1}, 0, LayoutKind::left);
