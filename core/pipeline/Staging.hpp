@@ -46,10 +46,6 @@ inline constexpr Index max_tile_columns = 256;  // 16 ids of up to 16 columns
 
 #if defined(__x86_64__) && !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
 #define CVEST_TRANSPOSE_AVX2 1
-inline bool cpu_has_avx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
 
 // Dates [0, returned) of the tile, four at a time.
 template <bool ToLeft>
@@ -94,11 +90,24 @@ __attribute__((target("avx2"))) Index transpose_tile_avx2(double* row, Index str
 }
 #endif
 
+inline bool transpose_avx2_available() {
+#ifdef CVEST_TRANSPOSE_AVX2
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
+}
+
+// `avx2`: take the AVX2 steps (tests pass false to check the others alone).
 template <bool ToLeft>
-inline void transpose_tile(double* row, Index stride, double* const* cols, Index J, Index T) {
+inline void transpose_tile(double* row, Index stride, double* const* cols, Index J, Index T,
+                           bool avx2 = transpose_avx2_available()) {
   Index t = 0;
 #ifdef CVEST_TRANSPOSE_AVX2
-  if (cpu_has_avx2()) t = transpose_tile_avx2<ToLeft>(row, stride, cols, J, T);
+  if (avx2) t = transpose_tile_avx2<ToLeft>(row, stride, cols, J, T);
+#else
+  (void)avx2;
 #endif
 #ifdef __SSE2__
   for (; t + 1 < T; t += 2) {
