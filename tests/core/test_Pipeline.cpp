@@ -195,30 +195,42 @@ TEST_CASE("data handed over in place (BlockIO::*_at) is used directly, bit-ident
 }
 
 TEST_CASE("a host transpose tile moves every value, whichever steps it takes", "[pipeline]") {
-  using pipeline_detail::transpose_tile;
-  // Dates and columns that leave every remainder of the 4x4 (AVX2) and 2x2
-  // (SSE2) steps, the rows of the C-order side wider than the tile.
-  for (bool avx2 : {false, pipeline_detail::transpose_avx2_available()})
+  // Dates and columns that leave every remainder of the 4x4 (AVX2 doubles,
+  // SSE floats) and 2x2 (SSE2 doubles) steps, the rows of the C-order side
+  // wider than the tile.
+  const auto check = [](auto scalar, auto&& tile) {
+    using Scalar = decltype(scalar);
     for (Index T : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 25})
       for (Index J : {1, 2, 3, 5, 7, 8, 13, 80}) {
-        CAPTURE(avx2, T, J);
+        CAPTURE(sizeof(Scalar), T, J);
         const Index stride = J + 3;
-        std::vector<double> rows(std::size_t(T * stride)), left(std::size_t(J * T)), back(rows.size(), -1.0);
-        for (std::size_t x = 0; x < rows.size(); ++x) rows[x] = double(x) + 0.5;
-        std::vector<double*> cols(static_cast<std::size_t>(J), nullptr);
+        std::vector<Scalar> rows(std::size_t(T * stride)), left(std::size_t(J * T)), back(rows.size(), Scalar(-1));
+        for (std::size_t x = 0; x < rows.size(); ++x) rows[x] = Scalar(x) + Scalar(0.5);
+        std::vector<Scalar*> cols(static_cast<std::size_t>(J), nullptr);
         for (Index j = 0; j < J; ++j) cols[std::size_t(j)] = left.data() + j * T;
-        transpose_tile<true>(rows.data(), stride, cols.data(), J, T, avx2);
+        tile(std::true_type{}, rows.data(), stride, cols.data(), J, T);
         Index bad = 0;
         for (Index t = 0; t < T; ++t)
           for (Index j = 0; j < J; ++j) bad += cols[std::size_t(j)][t] != rows[std::size_t(t * stride + j)];
         CHECK(bad == 0);
-        transpose_tile<false>(back.data(), stride, cols.data(), J, T, avx2);
+        tile(std::false_type{}, back.data(), stride, cols.data(), J, T);
         bad = 0;
         for (Index t = 0; t < T; ++t)
           for (Index j = 0; j < stride; ++j)  // the columns beyond the tile are untouched
-            bad += back[std::size_t(t * stride + j)] != (j < J ? rows[std::size_t(t * stride + j)] : -1.0);
+            bad += back[std::size_t(t * stride + j)] != (j < J ? rows[std::size_t(t * stride + j)] : Scalar(-1));
         CHECK(bad == 0);
       }
+  };
+  using pipeline_detail::transpose_tile;
+  for (bool avx2 : {false, pipeline_detail::transpose_avx2_available()}) {
+    CAPTURE(avx2);
+    check(double{}, [avx2](auto to_left, double* row, Index stride, double* const* cols, Index J, Index T) {
+      transpose_tile<decltype(to_left)::value>(row, stride, cols, J, T, avx2);
+    });
+  }
+  check(float{}, [](auto to_left, float* row, Index stride, float* const* cols, Index J, Index T) {
+    transpose_tile<decltype(to_left)::value>(row, stride, cols, J, T);
+  });
 }
 
 // --- the per-thread pipeline ------------------------------------------------
