@@ -390,6 +390,11 @@ bool OutputFile::adopt_killed_run() {
       fmt::print(stderr, "cvest: not resuming {} (left by a run that stopped): {}; starting over\n", candidate, why);
       continue;
     }
+    if (done.empty()) {  // stopped before its first block was recorded: nothing to continue from
+      fmt::print(stderr, "cvest: not resuming {} (left by a run that stopped): it recorded no finished blocks; "
+                         "starting over\n", candidate);
+      continue;
+    }
     if (::rename(candidate.c_str(), temp_path_.c_str()) != 0) continue;
     File file(H5Fopen(temp_path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     Dataset ds(file ? H5Dopen2(file.get(), spec_.dataset.c_str(), H5P_DEFAULT) : H5I_INVALID_HID);

@@ -178,6 +178,19 @@ with tempfile.TemporaryDirectory() as tmp:
             os.remove("out.h5")
         print(f"journals cut at random offsets: {cuts}; damaged: 1")
 
+        # A journal with no records (its run stopped before a block was
+        # recorded): not resumed, saying why, and the run starts over (it
+        # printed "resuming out.h5: 0 blocks (0 B) are on disk" before).
+        journals = killed_run()
+        if journals:
+            with open(journals[0], "r+b") as f:
+                f.truncate(f.read().index(b"\n\n") + 2)
+        p = run("run", "deck.toml")
+        check(p.returncode == 0 and "recorded no finished blocks" in p.stderr and "resuming out.h5" not in p.stderr
+              and same_file("out.h5", "ref.h5") and not leftovers(),
+              "a journal without records: not resumed, says so, starts over, identical bytes, nothing left")
+        os.remove("out.h5")
+
         # The output's temporary file cut at random offsets (its last writes
         # lost): HDF5 refuses a file shorter than its metadata says, and the
         # run starts over; never a block claimed that is not there.
