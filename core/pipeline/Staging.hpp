@@ -25,15 +25,19 @@ namespace cvest::pipeline_detail {
 template <class Scalar, class Layout, class Mem>
 using BlockCube = Cube<Scalar, Layout, Mem>;
 
-// C-order host staging <-> the compute view (layouts may differ): on host
-// spaces transposed in place of a copy, on devices copied as C order and
-// transposed by a device kernel. to(t, i, k) = from(t, i, k) between layouts.
-// On the host each work item takes a tile of `tile` ids over all dates: the
-// C-order side of a tile is T runs of tile*K values, the LayoutLeft side K
-// runs of tile*T; with tile*K values to a few cache lines per date, one
-// tile's lines stay in L1 while every value in them is moved (an
-// element-wise MDRange moved 1.3 GB/s on one-date blocks; 256-id items
-// swept a megabyte per column, 5-10 GB/s).
+inline constexpr Index max_tile_columns = 256;  // 16 ids of up to 16 columns
+
+// Dates [t0, t1) of columns [j0, J), one value at a time: what the vector
+// steps below leave over.
+template <bool ToLeft, class Scalar>
+inline void transpose_values(Scalar* row, Index stride, Scalar* const* cols, Index j0, Index J, Index t0, Index t1) {
+  for (Index t = t0; t < t1; ++t)
+    for (Index j = j0; j < J; ++j) {
+      if constexpr (ToLeft) cols[j][t] = row[t * stride + j];
+      else row[t * stride + j] = cols[j][t];
+    }
+}
+
 // One tile of a C-order <-> LayoutLeft transpose of doubles: `row` is the
 // C-order side (date t's values at row + t*stride, the tile's J columns
 // contiguous), `cols[j]` the LayoutLeft side's column j (its T dates
@@ -43,8 +47,6 @@ using BlockCube = Cube<Scalar, Layout, Mem>;
 // A 4x4 block is four loads and four stores where the element-wise loop
 // made sixteen of each (that loop ran at a third of in-cache copy speed; two
 // by two at about half).
-inline constexpr Index max_tile_columns = 256;  // 16 ids of up to 16 columns
-
 #if defined(__x86_64__) && !defined(__CUDACC__) && (defined(__GNUC__) || defined(__clang__))
 #define CVEST_TRANSPOSE_AVX2 1
 
@@ -81,11 +83,7 @@ __attribute__((target("avx2"))) Index transpose_tile_avx2(double* row, Index str
         _mm256_storeu_pd(r2 + j, o2), _mm256_storeu_pd(r3 + j, o3);
       }
     }
-    for (; j < J; ++j)
-      for (Index u = 0; u < 4; ++u) {
-        if constexpr (ToLeft) cols[j][t + u] = row[(t + u) * stride + j];
-        else row[(t + u) * stride + j] = cols[j][t + u];
-      }
+    transpose_values<ToLeft>(row, stride, cols, j, J, t, t + 4);
   }
   return t;
 }
@@ -126,17 +124,10 @@ inline void transpose_tile(double* row, Index stride, double* const* cols, Index
         _mm_storeu_pd(r1 + j, _mm_unpackhi_pd(a, b));
       }
     }
-    for (; j < J; ++j) {
-      if constexpr (ToLeft) cols[j][t] = r0[j], cols[j][t + 1] = r1[j];
-      else r0[j] = cols[j][t], r1[j] = cols[j][t + 1];
-    }
+    transpose_values<ToLeft>(row, stride, cols, j, J, t, t + 2);
   }
 #endif
-  for (; t < T; ++t)
-    for (Index j = 0; j < J; ++j) {
-      if constexpr (ToLeft) cols[j][t] = row[t * stride + j];
-      else row[t * stride + j] = cols[j][t];
-    }
+  transpose_values<ToLeft>(row, stride, cols, 0, J, t, T);
 }
 
 // The same for floats: four dates by four columns per SSE load and store
@@ -167,18 +158,10 @@ inline void transpose_tile(float* row, Index stride, float* const* cols, Index J
         _mm_storeu_ps(r0 + j, a), _mm_storeu_ps(r1 + j, b), _mm_storeu_ps(r2 + j, c), _mm_storeu_ps(r3 + j, d);
       }
     }
-    for (; j < J; ++j)
-      for (Index u = 0; u < 4; ++u) {
-        if constexpr (ToLeft) cols[j][t + u] = row[(t + u) * stride + j];
-        else row[(t + u) * stride + j] = cols[j][t + u];
-      }
+    transpose_values<ToLeft>(row, stride, cols, j, J, t, t + 4);
   }
 #endif
-  for (; t < T; ++t)
-    for (Index j = 0; j < J; ++j) {
-      if constexpr (ToLeft) cols[j][t] = row[t * stride + j];
-      else row[t * stride + j] = cols[j][t];
-    }
+  transpose_values<ToLeft>(row, stride, cols, 0, J, t, T);
 }
 
 // Host spaces: between a C-order block `c` (date t's N*K values at
@@ -186,7 +169,12 @@ inline void transpose_tile(float* row, Index stride, float* const* cols, Index J
 // LayoutLeft tile is computed from) and a compact LayoutLeft cube `left`
 // (T, N, K). ToLeft: c -> left. Indexed directly, so the inner loops are
 // plain strided copies (a one-date block, T = 1, is an (N, K) <-> (K, N)
-// transpose).
+// transpose). Each work item takes a tile of `tile` ids over all dates: the
+// C-order side of a tile is T runs of tile*K values, the LayoutLeft side K
+// runs of tile*T; with tile*K values to a few cache lines per date, one
+// tile's lines stay in L1 while every value in them is moved (an
+// element-wise MDRange moved 1.3 GB/s on one-date blocks; 256-id items
+// swept a megabyte per column, 5-10 GB/s).
 template <bool ToLeft, class Space, class Scalar>
 void transpose_host(Space const& space, Scalar* c, Index c_stride, Scalar* left, Index T, Index N, Index K,
                     const char* label) {
@@ -226,6 +214,9 @@ void transpose_host(Space const& space, Scalar* c, Index c_stride, Scalar* left,
   });
 }
 
+// C-order staging <-> the compute view (layouts may differ): on host spaces
+// transposed in place of a copy, on devices copied as C order and
+// transposed by a device kernel. to(t, i, k) = from(t, i, k) between layouts.
 template <class Space, class From, class To>
 void transpose(Space const& space, const From& from, const To& to, const char* label) {
   using Layout = typename To::array_layout;
