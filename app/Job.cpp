@@ -526,7 +526,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
       plan.blocks.assign(whole_plan.blocks.begin() + mine.begin, whole_plan.blocks.begin() + mine.end);
       // The roof's working set is what one kernel call computes: a block, or
       // a LayoutLeft tile of one in the per-thread pipeline.
-      job.kernel_ids = kernel_ids(plan, layout, job.pipeline_threads, plan.block_dates);
+      job.kernel_ids = kernel_ids(plan, layout, job.pipeline_threads);
       const std::pair<Index, int> roof_key{plan.block_dates * job.kernel_ids * shape.K, job.pipeline_threads};
       // Buffers kept from the last job stay only where this job's (and a
       // roof's arrays) fit the budget beside them: a deck alternating layouts

@@ -22,20 +22,23 @@
 
 namespace cvest {
 
-double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
-  const double block = double(plan.block_dates * plan.block_ids * plan.K) * double(plan.element_size);
-  const double row = double(plan.block_ids * plan.K) * double(plan.element_size);
-  // LayoutLeft: the transposed-back result goes where the block was read.
-  const bool left = layout == LayoutKind::left;
-  return (left ? 4 : 3) * block + (left ? 2 : 1) * row;
-}
-
-Index kernel_ids(const BlockPlan& plan, LayoutKind layout, int per_thread_threads, Index dates) {
+Index kernel_ids(const BlockPlan& plan, LayoutKind layout, int per_thread_threads) {
   if (layout != LayoutKind::left || per_thread_threads <= 0) return plan.block_ids;
-  const double id_bytes = double(std::max<Index>(dates, 1) * plan.K) * double(plan.element_size);
+  const double id_bytes = double(std::max<Index>(plan.block_dates, 1) * plan.K) * double(plan.element_size);
   Index ids = std::max<Index>(1, Index(double(left_tile_bytes) / id_bytes));
   if (ids > 16) ids -= ids % 16;
   return std::min(ids, plan.block_ids);
+}
+
+double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
+  const double element = double(plan.element_size);
+  const double block = double(plan.block_dates * plan.block_ids * plan.K) * element;
+  const double row = double(plan.block_ids * plan.K) * element;
+  if (layout == LayoutKind::right) return 3 * block + row;
+  // LayoutLeft: the transposed-back result goes where the block was read;
+  // the compute cubes hold one tile each.
+  const double tile = double(plan.block_dates * kernel_ids(plan, layout, 1) * plan.K) * element;
+  return 2 * block + 2 * tile + 2 * row;
 }
 
 int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy strategy, LayoutKind layout,
@@ -92,6 +95,9 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
     const Index K = plan.K;
     const std::size_t cube_elems = std::size_t(plan.block_dates * plan.block_ids * K),
                       row_elems = std::size_t(plan.block_ids * K);
+    // LayoutLeft blocks are computed a tile of ids at a time (see left_tile_bytes).
+    const Index tile = kernel_ids(plan, layout_kind<Layout>(), options.threads);
+    const std::size_t tile_elems = std::size_t(plan.block_dates * tile * K);
     const double esize = sizeof(Scalar);
     const int threads = std::min(options.threads, nblocks);
     Recorder rec(stats);
@@ -131,8 +137,8 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
       buf.d = alloc("cvest::per_thread::discount" + tag, io.discount_at ? 0 : cube_elems);
       buf.cv = alloc("cvest::per_thread::cv" + tag, io.cv_at || transpose_out_to_read_buffer ? 0 : cube_elems);
       buf.m = alloc("cvest::per_thread::multBy" + tag, io.multby_at ? 0 : row_elems);
-      buf.d_compute = alloc("cvest::per_thread::discount_left" + tag, right ? 0 : cube_elems);
-      buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : cube_elems);
+      buf.d_compute = alloc("cvest::per_thread::discount_left" + tag, right ? 0 : tile_elems);
+      buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : tile_elems);
       buf.m_compute = alloc("cvest::per_thread::multBy_left" + tag, right ? 0 : row_elems);
     }
     const auto work = [&](int w) {
@@ -176,7 +182,6 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
             // (1, tile ids, K) cube at its tile's offset, reused by the id
             // range's later blocks: tiles are sized for the plan's dates, so
             // a shorter last date block has the same tiles.
-            const Index tile = kernel_ids(plan, LayoutKind::left, threads, plan.block_dates);
             const bool stage_m = buf.m_compute_ids != blk.ids.begin;
             double h2d_s = 0, kernel_s = 0, d2h_s = 0, h2d_begin = -1, kernel_begin = -1, d2h_begin = -1;
             const auto timed = [&](double& sum, double& first, auto&& step) {

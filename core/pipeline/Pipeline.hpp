@@ -139,8 +139,8 @@ struct PipelineOptions {
 };
 
 // Bytes the per-thread pipeline holds for each of its threads: a discount
-// and a cv block (LayoutLeft: the discount's read buffer, two compute
-// blocks, and the cv transposed back into the read buffer), one more
+// and a cv block (LayoutLeft: the discount's read buffer, which the cv is
+// transposed back into, and two compute cubes of a tile each), one more
 // where its blocks are checked against an earlier job's output, and its
 // multBy rows (twice for LayoutLeft).
 double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout);
@@ -154,11 +154,11 @@ double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout);
 // times over; tiles made the layout deck's transposes and kernel 1.3x faster.
 inline constexpr std::size_t left_tile_bytes = std::size_t(256) << 10;
 
-// Ids per kernel call on blocks of `dates` dates (the plan's: a block with
-// fewer dates keeps its id range's tiles): a tile's (a multiple of the
-// transposes' 16-id tiles where it can be) for LayoutLeft in the per-thread
-// pipeline (`per_thread_threads` > 0), else the plan's block ids.
-Index kernel_ids(const BlockPlan& plan, LayoutKind layout, int per_thread_threads, Index dates);
+// Ids per kernel call: a tile's for LayoutLeft in the per-thread pipeline
+// (`per_thread_threads` > 0; sized for the plan's dates, so a block with
+// fewer dates keeps its id range's tiles; a multiple of the transposes'
+// 16-id tiles where it can be), else the plan's block ids.
+Index kernel_ids(const BlockPlan& plan, LayoutKind layout, int per_thread_threads);
 
 // How many threads the per-thread pipeline runs for this plan: every thread
 // of the host OpenMP space, as far as `budget_bytes` holds each thread's

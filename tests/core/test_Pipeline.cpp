@@ -330,11 +330,11 @@ TEST_CASE("the per-thread pipeline computes LayoutLeft blocks tile by tile, bit-
                                   LayoutKind::left);
     REQUIRE(T % plan.block_dates != 0);
     REQUIRE(N % plan.block_ids != 0);
-    const Index tile = kernel_ids(plan, LayoutKind::left, test_threads, plan.block_dates);
+    const Index tile = kernel_ids(plan, LayoutKind::left, test_threads);
     REQUIRE(tile * 4 < plan.block_ids);
     REQUIRE(plan.block_ids % tile != 0);
-    CHECK(kernel_ids(plan, LayoutKind::left, 0, plan.block_dates) == plan.block_ids);  // overlapped: whole blocks
-    CHECK(kernel_ids(plan, LayoutKind::right, test_threads, plan.block_dates) == plan.block_ids);
+    CHECK(kernel_ids(plan, LayoutKind::left, 0) == plan.block_ids);  // overlapped: whole blocks
+    CHECK(kernel_ids(plan, LayoutKind::right, test_threads) == plan.block_ids);
     std::mutex m;
     auto io = concurrent_io(files, plan, m);
     if (multby_in_place) io.multby_at = [&](Range ids) -> const Scalar* { return files.m.data() + ids.begin * K; };
