@@ -738,6 +738,7 @@ void cross_check_readers(const VerifyOptions& o, const InputFile& input, const C
 
 void names_from_output(VerifyOptions& o) {
   quiet_hdf5_errors();
+  check_metadata_in_child(o.output, {o.dataset});
   const File file = open_input_file(o.output);
   const auto written_by_cvest = [&](const std::string& name) {
     return H5Lexists(file.get(), name.c_str(), H5P_DEFAULT) > 0 &&
@@ -766,6 +767,7 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
   const std::size_t verify_cache = std::size_t(64) << 20;  // InputFile's default
   quiet_hdf5_errors();
   auto input_file = std::make_unique<const InputFile>(o.input, o.multby, o.discount, verify_cache);
+  check_metadata_in_child(o.output, {o.dataset});
   const File out_file = open_input_file(o.output);
   DatasetShape cv;
   const Dataset cv_ds = open_dataset(out_file, o.output, o.dataset, 3, cv);

@@ -6,8 +6,9 @@ namespace cvest::io {
 
 namespace {
 // A job's input, unless a test makes it unreadable (CVEST_FAULT=open_input).
-File open_job_input(const std::string& path) {
+File open_job_input(const std::string& path, const std::string& multby, const std::string& discount) {
   if (fault_injected("open_input")) throw InputError(path + ": cannot be opened for reading");
+  check_metadata_in_child(path, {multby, discount});  // before this process lets HDF5 read any of it
   return open_input_file(path);
 }
 }  // namespace
@@ -15,7 +16,7 @@ File open_job_input(const std::string& path) {
 InputFile::InputFile(const std::string& path, const std::string& multby, const std::string& discount,
                      std::size_t chunk_cache_bytes)
     : path_(path), multby_name_(multby), discount_name_(discount),
-      file_(open_job_input(path)) {
+      file_(open_job_input(path, multby, discount)) {
   DatasetShape m, d;
   multby_ = open_dataset(file_, path, multby, 2, m, chunk_cache_bytes);
   discount_ = open_dataset(file_, path, discount, 3, d, chunk_cache_bytes);

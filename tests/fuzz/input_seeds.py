@@ -3,7 +3,9 @@
 discount (T, N, K) the ways users' tools store them (h5py's defaults,
 contiguous or chunked, gzip/shuffle, lzf, Fletcher32, float32, big-endian,
 a user block, the newest file format), and a few a run must refuse.
-Generated at test time, so the repository holds no binary corpus.
+Generated at test time, so the repository holds no binary corpus, and
+byte for byte the same each time (no creation times in any object header),
+so the fuzzer's fixed seed repeats the same mutations run after run.
 
     input_seeds.py DIRECTORY
 """
@@ -21,8 +23,21 @@ m = rng.random((N, K))
 d = rng.random((T, N, K))
 
 
+def create(path, libver=None, userblock_size=None):
+    """h5py.File(path, "w", ...), without the root group's creation time
+    (which the newest format stores, h5py giving no say)."""
+    fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
+    if libver == "latest":
+        fapl.set_libver_bounds(h5py.h5f.LIBVER_LATEST, h5py.h5f.LIBVER_LATEST)
+    fcpl = h5py.h5p.create(h5py.h5p.FILE_CREATE)
+    fcpl.set_obj_track_times(False)
+    if userblock_size:
+        fcpl.set_userblock(userblock_size)
+    return h5py.File(h5py.h5f.create(path.encode(), h5py.h5f.ACC_TRUNC, fcpl=fcpl, fapl=fapl))
+
+
 def seed(name, discount=None, multby=None, file_kw=None, **kw):
-    with h5py.File(os.path.join(out, name + ".h5"), "w", **(file_kw or {})) as f:
+    with create(os.path.join(out, name + ".h5"), **(file_kw or {})) as f:
         f.create_dataset("multBy", data=m if multby is None else multby, **kw.get("m", {}))
         f.create_dataset("discount", data=d if discount is None else discount, **kw.get("d", {}))
 

@@ -5,11 +5,18 @@
 #include "Scratch.hpp"
 
 #include <catch2/catch.hpp>
+#include <fcntl.h>
 #include <libdeflate.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -356,6 +363,146 @@ TEST_CASE("compact storage whose recorded size is damaged is an input error, not
   CHECK_THROWS_WITH(open_dataset(open_input_file(path.string()), path.string(), "multBy", 2, shape),
                     Catch::Contains("damaged_compact.h5: dataset 'multBy': compact storage of 0 bytes, expected 48 for "
                                     "(3, 2) (damaged)"));
+}
+
+TEST_CASE("a chunk layout claiming chunks HDF5 never writes is an input error, not an overflow", "[io]") {
+  // Found by the input fuzzer: a damaged layout message of (2^24, 2^26,
+  // 2^25) chunks on a (3, 7, 2) dataset, whose byte count overflowed.
+  quiet_hdf5_errors();
+  const auto path = scratch("damaged_layout.h5");
+  {
+    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t dims[3] = {3, 7, 2}, chunk[3] = {1, 7, 2};
+    Dataspace s(H5Screate_simple(3, dims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create.get(), 3, chunk);
+    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+  }
+  DatasetShape shape;
+  CHECK_NOTHROW(open_dataset(open_input_file(path.string()), path.string(), "discount", 3, shape));
+  {  // the layout message's chunk dimensions, 4 bytes each, then the element's size: 1, 7, 2, 8
+    std::vector<char> bytes(std::filesystem::file_size(path));
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    const std::uint32_t dims[4] = {1, 7, 2, 8};
+    const char* pattern = reinterpret_cast<const char*>(dims);
+    const auto at = std::search(bytes.begin(), bytes.end(), pattern, pattern + sizeof dims);
+    REQUIRE(at != bytes.end());
+    // The fuzzer's: 2^78 bytes a chunk, which HDF5's own 64-bit product
+    // wraps to 0 (HDF5 refuses a chunk of 16 GiB; this it opens).
+    const std::uint32_t claimed[3] = {1u << 24, 1u << 26, 1u << 25};
+    std::fseek(f, long(at - bytes.begin()), SEEK_SET);
+    std::fwrite(claimed, sizeof claimed, 1, f);
+    std::fclose(f);
+  }
+  CHECK_THROWS_WITH(open_dataset(open_input_file(path.string()), path.string(), "discount", 3, shape),
+                    Catch::Contains("damaged_layout.h5: dataset 'discount': chunks of (16777216, 67108864, 33554432)") &&
+                        Catch::Contains("at most 4 GiB a chunk (damaged layout)"));
+}
+
+TEST_CASE("a chunk index listing one chunk twice does not let HDF5 write past cvest's buffer", "[io]") {
+  // Found by the input fuzzer: with a user block, cvest reads the first
+  // chunk through H5Dread_chunk to learn where chunk addresses start; in an
+  // index holding chunk (0, 0, 0) twice, every query answers the first
+  // record (112 bytes) and H5Dread_chunk copies the second (2,928).
+  quiet_hdf5_errors();
+  const auto path = scratch("duplicate_chunk.h5");
+  std::vector<double> values(42);
+  for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j);
+  {
+    PropList file_create(H5Pcreate(H5P_FILE_CREATE));
+    H5Pset_userblock(file_create.get(), 512);
+    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, file_create.get(), H5P_DEFAULT));
+    const hsize_t dims[3] = {3, 7, 2}, mdims[2] = {7, 2}, chunk[3] = {1, 7, 2};
+    Dataspace s(H5Screate_simple(3, dims, nullptr)), ms(H5Screate_simple(2, mdims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create.get(), 3, chunk);
+    Dataset m(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
+  }
+  {  // the v1 B-tree node: "TREE", type 1, level, entries, two siblings; then
+     // keys (size, filter mask, 4 offsets) and children (addresses) in turn
+    std::vector<char> bytes(std::filesystem::file_size(path));
+    std::FILE* f = std::fopen(path.c_str(), "r+b");
+    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    const auto at = std::search(bytes.begin(), bytes.end(), std::begin("TREE\x01"), std::end("TREE\x01") - 1);
+    REQUIRE(at != bytes.end());
+    const std::uint32_t key[2] = {2928, 0};
+    const std::uint64_t origin_and_child[5] = {0, 0, 0, 0, 0};  // chunk (0, 0, 0), at the file's start
+    std::fseek(f, long(at - bytes.begin()) + 24 + 48, SEEK_SET);
+    std::fwrite(key, sizeof key, 1, f);
+    std::fwrite(origin_and_child, sizeof origin_and_child, 1, f);
+    std::fclose(f);
+  }
+  // The sanitizer build saw HDF5's write past the buffer; here it must come
+  // to HDF5 reading, and the record left intact read as written.
+  const InputFile input(path.string(), "multBy", "discount");
+  CHECK(input.discount_storage(Precision::f64).read_by == "hdf5");
+  std::vector<double> date2(14);
+  input.read_discount(Block{{2, 3}, {0, 7}}, Precision::f64, date2.data());
+  CHECK(date2 == std::vector<double>(values.begin() + 28, values.end()));
+}
+
+TEST_CASE("metadata HDF5 crashes on is an input error, not a crash, and the reader that crashed is replaced", "[io]") {
+  // Found by the input fuzzer: HDF5 1.10.8 dereferences a group's local heap
+  // whose data address is undefined (H5Lexists -> H5HL_protect -> memcpy
+  // from address 0), before cvest could check anything.
+  quiet_hdf5_errors();
+  const auto good = scratch("metadata_good.h5"), damaged = scratch("metadata_damaged.h5");
+  {  // HDF5's defaults: an old-style root group, its link names in a local heap
+    File f(H5Fcreate(good.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t mdims[2] = {3, 2}, ddims[3] = {2, 3, 2};
+    Dataspace ms(H5Screate_simple(2, mdims, nullptr)), ds(H5Screate_simple(3, ddims, nullptr));
+    Dataset m(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, ds.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  }
+  std::filesystem::copy_file(good, damaged);
+  {  // the heap's prefix: "HEAP", version, 3 reserved, data size, free list, data address
+    std::vector<char> bytes(std::filesystem::file_size(damaged));
+    std::FILE* f = std::fopen(damaged.c_str(), "r+b");
+    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
+    const char heap[] = "HEAP";
+    const auto at = std::search(bytes.begin(), bytes.end(), heap, heap + 4);
+    REQUIRE(at != bytes.end());
+    const std::uint64_t undefined = ~std::uint64_t(0);
+    std::fseek(f, long(at - bytes.begin()) + 24, SEEK_SET);
+    std::fwrite(&undefined, sizeof undefined, 1, f);
+    std::fclose(f);
+  }
+  // Whether this HDF5 crashes on it, asked in a child of this test.
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::signal(SIGSEGV, [](int) { ::_exit(77); });
+    const File f(H5Fopen(damaged.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+    H5Lexists(f.get(), "multBy", H5P_DEFAULT);
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  const bool hdf5_crashes = (WIFEXITED(status) && WEXITSTATUS(status) == 77) || WIFSIGNALED(status);
+  if (!hdf5_crashes) WARN("this HDF5 reports the damaged heap instead of crashing on it");
+  // The output lock a run holds while it opens its input: a reader started
+  // now (each crash starts another) must not keep it once this process lets go.
+  const auto lock_path = scratch("metadata.lock");
+  const int opened = ::open(lock_path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  const int lock = ::fcntl(opened, F_DUPFD_CLOEXEC, 50);  // clear of the few a reader keeps
+  ::close(opened);
+  REQUIRE(::flock(lock, LOCK_EX | LOCK_NB) == 0);
+  for (int round = 0; round < 3; ++round) {
+    CAPTURE(round);
+    if (hdf5_crashes)
+      CHECK_THROWS_WITH(InputFile(damaged.string(), "multBy", "discount"),
+                        Catch::Contains("metadata_damaged.h5: dataset 'multBy': damaged HDF5 metadata: HDF5 ") &&
+                            Catch::Contains(" crashes (SIGSEGV) reading it"));
+    else
+      CHECK_THROWS_AS(InputFile(damaged.string(), "multBy", "discount"), InputError);
+    CHECK_NOTHROW(InputFile(good.string(), "multBy", "discount"));  // read by a new reader
+  }
+  ::close(lock);
+  const int again = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+  CHECK(::flock(again, LOCK_EX | LOCK_NB) == 0);
+  ::close(again);
 }
 
 TEST_CASE("a block's chunks decoded by a team: values, a bad chunk and a missing one reach the caller",
