@@ -361,8 +361,8 @@ Dataset open_dataset(const File& file, const std::string& path, const std::strin
   Dataspace space(H5Dget_space(ds.get()));
   const int found = H5Sget_simple_extent_ndims(space.get());
   shape.dims.assign(std::max(found, 0), 0);
-  std::vector<hsize_t> dims(shape.dims.size());
-  if (found > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  std::vector<hsize_t> dims(shape.dims.size()), max_dims(shape.dims.size());
+  if (found > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), max_dims.data());
   for (std::size_t i = 0; i < dims.size(); ++i) shape.dims[i] = Index(dims[i]);
   if (found != rank)
     throw InputError(where + " has rank " + std::to_string(found) + " " + dims_text(shape.dims) + ", expected rank " +
@@ -388,15 +388,21 @@ Dataset open_dataset(const File& file, const std::string& path, const std::strin
     std::vector<hsize_t> chunk(rank);
     const int chunk_rank = H5Pget_chunk(create.get(), rank, chunk.data());
     shape.chunk.assign(chunk.begin(), chunk.end());
-    // HDF5 writes no chunk of over 4 GiB; a damaged layout message can
-    // claim any (2^56 ids a chunk, found by the input fuzzer), and every
-    // size computed from it would overflow.
+    // HDF5 writes no chunk of over 4 GiB, nor one longer than a dimension
+    // of fixed size; a damaged layout message can claim any (2^78 bytes a
+    // chunk, which overflowed every size computed from it; 8,388,609 dates
+    // a chunk of a 3-date dataset, whose fill HDF5 spent seconds writing:
+    // both found by the input fuzzer).
     double chunk_bytes = double(H5Tget_size(type.get()));
-    for (const hsize_t c : chunk) chunk_bytes *= double(c);
-    if (chunk_rank != rank || chunk_bytes < 1 || chunk_bytes > 4294967295.0)
-      throw InputError(where + ": chunks of " + dims_text(shape.chunk) + " (" + std::to_string(chunk_rank) +
-                       " dimensions), expected " + std::to_string(rank) + " dimensions of at least 1 and at most "
-                       "4 GiB a chunk (damaged layout)");
+    bool within = chunk_rank == rank;
+    for (std::size_t i = 0; i < chunk.size(); ++i) {
+      chunk_bytes *= double(chunk[i]);
+      within = within && (max_dims[i] == H5S_UNLIMITED || chunk[i] <= max_dims[i]);
+    }
+    if (!within || chunk_bytes < 1 || chunk_bytes > 4294967295.0)
+      throw InputError(where + " " + dims_text(shape.dims) + ": chunks of " + dims_text(shape.chunk) + " (" +
+                       std::to_string(chunk_rank) + " dimensions), expected " + std::to_string(rank) +
+                       " dimensions, none longer than a fixed one, at most 4 GiB a chunk (damaged layout)");
   }
   return ds;
 }
