@@ -19,10 +19,38 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <vector>
 
 using namespace cvest;
 using namespace cvest::io;
+
+namespace {
+// Damages a file as a fault would: `size` bytes written at `offset` past the
+// first occurrence of `pattern`, which must be there. Returns the bytes
+// they replaced.
+std::vector<char> overwrite_after(const std::filesystem::path& path, std::string_view pattern, long offset,
+                                  const void* bytes, std::size_t size) {
+  std::vector<char> contents(std::filesystem::file_size(path));
+  std::FILE* f = std::fopen(path.c_str(), "r+b");
+  REQUIRE(f);
+  REQUIRE(std::fread(contents.data(), 1, contents.size(), f) == contents.size());
+  const auto at = std::search(contents.begin(), contents.end(), pattern.begin(), pattern.end());
+  REQUIRE(at != contents.end());
+  const long position = long(at - contents.begin()) + offset;
+  REQUIRE(position >= 0);
+  REQUIRE(std::size_t(position) + size <= contents.size());
+  std::fseek(f, position, SEEK_SET);
+  REQUIRE(std::fwrite(bytes, 1, size, f) == size);
+  std::fclose(f);
+  return {contents.begin() + position, contents.begin() + position + long(size)};
+}
+
+// A chunk index's v1 B-tree node: "TREE", type 1 (chunks), level, entries,
+// two siblings (24 bytes); then keys (the chunk's size, its filter mask, its
+// offsets) and children (addresses) in turn.
+constexpr std::string_view chunk_btree{"TREE\x01", 5};
+}  // namespace
 
 TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would", "[io][deflate]") {
   quiet_hdf5_errors();
@@ -297,16 +325,7 @@ TEST_CASE("a damaged chunk index is an I/O error naming the chunk, before anythi
   };
   // Then the record's size made larger than the file, as damage would.
   const auto enlarge_record = [](const std::filesystem::path& path, std::uint32_t size) {
-    std::vector<char> bytes(std::filesystem::file_size(path));
-    std::FILE* f = std::fopen(path.c_str(), "r+b");
-    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
-    // The v1 B-tree node of the chunk index: "TREE", type 1 (chunks), level,
-    // entries, two siblings; then each key starts with its chunk's size.
-    const auto at = std::search(bytes.begin(), bytes.end(), std::begin("TREE\x01"), std::end("TREE\x01") - 1);
-    REQUIRE(at != bytes.end());
-    std::fseek(f, long(at - bytes.begin()) + 24, SEEK_SET);
-    std::fwrite(&size, sizeof size, 1, f);
-    std::fclose(f);
+    overwrite_after(path, chunk_btree, 24, &size, sizeof size);  // the first key's chunk size
   };
   std::vector<double> buffer(500);
   for (const bool deflate : {false, true}) {
@@ -346,19 +365,11 @@ TEST_CASE("compact storage whose recorded size is damaged is an input error, not
   DatasetShape shape;
   CHECK_NOTHROW(open_dataset(open_input_file(path.string()), path.string(), "multBy", 2, shape));
   {  // the layout message: ..., size (2 bytes), then the data
-    std::vector<char> bytes(std::filesystem::file_size(path));
-    std::FILE* f = std::fopen(path.c_str(), "r+b");
-    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
-    const char* data = reinterpret_cast<const char*>(m.data());
-    const auto at = std::search(bytes.begin(), bytes.end(), data, data + 48);
-    REQUIRE(at != bytes.end());
+    const std::uint16_t zero = 0;
+    const auto was = overwrite_after(path, {reinterpret_cast<const char*>(m.data()), 48}, -2, &zero, 2);
     std::uint16_t size = 0;
-    std::memcpy(&size, &*(at - 2), 2);
+    std::memcpy(&size, was.data(), 2);
     REQUIRE(size == 48);
-    size = 0;
-    std::fseek(f, long(at - bytes.begin()) - 2, SEEK_SET);
-    std::fwrite(&size, 2, 1, f);
-    std::fclose(f);
   }
   CHECK_THROWS_WITH(open_dataset(open_input_file(path.string()), path.string(), "multBy", 2, shape),
                     Catch::Contains("damaged_compact.h5: dataset 'multBy': compact storage of 0 bytes, expected 48 for "
@@ -387,18 +398,10 @@ TEST_CASE("a chunk layout claiming chunks HDF5 never writes is an input error, n
     }
     DatasetShape shape;
     CHECK_NOTHROW(open_dataset(open_input_file(path.string()), path.string(), "discount", 3, shape));
-    {  // the layout message's chunk dimensions, 4 bytes each, then the element's size: 1, 7, 2, 8
-      std::vector<char> bytes(std::filesystem::file_size(path));
-      std::FILE* f = std::fopen(path.c_str(), "r+b");
-      REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
-      const std::uint32_t dims[4] = {1, 7, 2, 8};
-      const char* pattern = reinterpret_cast<const char*>(dims);
-      const auto at = std::search(bytes.begin(), bytes.end(), pattern, pattern + sizeof dims);
-      REQUIRE(at != bytes.end());
-      std::fseek(f, long(at - bytes.begin()), SEEK_SET);
-      std::fwrite(claimed.data(), sizeof(std::uint32_t), claimed.size(), f);
-      std::fclose(f);
-    }
+    // The layout message's chunk dimensions, 4 bytes each, then the element's size: 1, 7, 2, 8.
+    const std::uint32_t dims[4] = {1, 7, 2, 8};
+    overwrite_after(path, {reinterpret_cast<const char*>(dims), sizeof dims}, 0, claimed.data(),
+                    sizeof(std::uint32_t) * claimed.size());
     const std::string chunks = "(" + std::to_string(claimed[0]) + ", " + std::to_string(claimed[1]) + ", " +
                                std::to_string(claimed[2]) + ")";
     CHECK_THROWS_WITH(open_dataset(open_input_file(path.string()), path.string(), "discount", 3, shape),
@@ -428,19 +431,11 @@ TEST_CASE("a chunk index listing one chunk twice does not let HDF5 write past cv
     Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
     REQUIRE(H5Dwrite(d.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()) >= 0);
   }
-  {  // the v1 B-tree node: "TREE", type 1, level, entries, two siblings; then
-     // keys (size, filter mask, 4 offsets) and children (addresses) in turn
-    std::vector<char> bytes(std::filesystem::file_size(path));
-    std::FILE* f = std::fopen(path.c_str(), "r+b");
-    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
-    const auto at = std::search(bytes.begin(), bytes.end(), std::begin("TREE\x01"), std::end("TREE\x01") - 1);
-    REQUIRE(at != bytes.end());
+  {  // the second key (each 40 bytes, then an 8-byte child): 2,928 bytes of chunk (0, 0, 0), at the file's start
     const std::uint32_t key[2] = {2928, 0};
-    const std::uint64_t origin_and_child[5] = {0, 0, 0, 0, 0};  // chunk (0, 0, 0), at the file's start
-    std::fseek(f, long(at - bytes.begin()) + 24 + 48, SEEK_SET);
-    std::fwrite(key, sizeof key, 1, f);
-    std::fwrite(origin_and_child, sizeof origin_and_child, 1, f);
-    std::fclose(f);
+    const std::uint64_t origin_and_child[5] = {0, 0, 0, 0, 0};
+    overwrite_after(path, chunk_btree, 24 + 48, key, sizeof key);
+    overwrite_after(path, chunk_btree, 24 + 48 + sizeof key, origin_and_child, sizeof origin_and_child);
   }
   // The sanitizer build saw HDF5's write past the buffer; here it must come
   // to HDF5 reading, and the record left intact read as written.
@@ -465,18 +460,9 @@ TEST_CASE("metadata HDF5 crashes on is an input error, not a crash, and the read
     Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, ds.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   }
   std::filesystem::copy_file(good, damaged);
-  {  // the heap's prefix: "HEAP", version, 3 reserved, data size, free list, data address
-    std::vector<char> bytes(std::filesystem::file_size(damaged));
-    std::FILE* f = std::fopen(damaged.c_str(), "r+b");
-    REQUIRE(std::fread(bytes.data(), 1, bytes.size(), f) == bytes.size());
-    const char heap[] = "HEAP";
-    const auto at = std::search(bytes.begin(), bytes.end(), heap, heap + 4);
-    REQUIRE(at != bytes.end());
-    const std::uint64_t undefined = ~std::uint64_t(0);
-    std::fseek(f, long(at - bytes.begin()) + 24, SEEK_SET);
-    std::fwrite(&undefined, sizeof undefined, 1, f);
-    std::fclose(f);
-  }
+  // The heap's prefix: "HEAP", version, 3 reserved, data size, free list, data address.
+  const std::uint64_t undefined = ~std::uint64_t(0);
+  overwrite_after(damaged, "HEAP", 24, &undefined, sizeof undefined);
   // Whether this HDF5 crashes on it, asked in a child of this test.
   const pid_t child = ::fork();
   if (child == 0) {
