@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -45,16 +47,38 @@ Dataspace select(const Dataset& ds, const std::vector<Index>& start, const std::
   return space;
 }
 
+// The memory the reader may take beyond what it had when forked. HDF5 reads
+// kilobytes of metadata, megabytes with its caches; a damaged length (a
+// driver info block claiming 4 GiB) had it allocate and zero 4 GiB, 14 s,
+// then open the file as if nothing were wrong.
+constexpr std::uint64_t metadata_memory = std::uint64_t(1) << 30;
+const char* const metadata_memory_text = "1 GiB";
+
+// Whether an HDF5 error stack holds a failed allocation (the metadata
+// cache's is "Object cache: Can't allocate space").
+herr_t note_allocation_failure(unsigned, const H5E_error2_t* error, void* failed) {
+  if (error->min_num == H5E_NOSPACE || error->min_num == H5E_CANTALLOC)
+    *static_cast<bool*>(failed) = true;
+  return 0;
+}
+
+herr_t on_hdf5_error(hid_t stack, void* failed) {
+  H5Ewalk2(stack, H5E_WALK_DOWNWARD, note_allocation_failure, failed);
+  return 0;
+}
+
 // What check_metadata_in_child's child reads, as opening `datasets` would and
 // then some: every chunk record (H5Dget_num_chunks walks the whole index)
 // and every attribute. `step` tells the parent how far it got: -1 the file,
-// else the dataset's index.
-void read_metadata(const std::string& path, const std::vector<std::string>& datasets, volatile int* step) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+// else the dataset's index. Returns whether HDF5 failed to allocate memory
+// (past metadata_memory), leaving `step` where it did.
+bool read_metadata(const std::string& path, const std::vector<std::string>& datasets, volatile int* step) {
+  bool allocation_failed = false;
+  H5Eset_auto2(H5E_DEFAULT, on_hdf5_error, &allocation_failed);
   *step = -1;
   const File file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
-  if (!file) return;
-  for (std::size_t i = 0; i < datasets.size(); ++i) {
+  if (!file) return allocation_failed;
+  for (std::size_t i = 0; i < datasets.size() && !allocation_failed; ++i) {
     *step = int(i);
     const char* name = datasets[i].c_str();
     if (H5Lexists(file.get(), name, H5P_DEFAULT) <= 0) continue;
@@ -76,10 +100,40 @@ void read_metadata(const std::string& path, const std::vector<std::string>& data
     };
     H5Aiterate2(ds.get(), H5_INDEX_NAME, H5_ITER_NATIVE, nullptr, attribute, nullptr);
   }
+  return allocation_failed;
 }
+
+// Caps the reader's data (heap and private mappings, what malloc takes) at
+// what it has now plus metadata_memory, so HDF5's allocation fails instead.
+// Not under AddressSanitizer, whose allocator ends the process on a failed
+// mapping unless told otherwise (GCC says so with __SANITIZE_ADDRESS__,
+// clang with __has_feature).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CVEST_ADDRESS_SANITIZER 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(CVEST_ADDRESS_SANITIZER)
+void limit_reader_memory() {}
+#else
+void limit_reader_memory() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  std::uint64_t data_kib = 0;
+  while (std::getline(status, line))
+    if (line.rfind("VmData:", 0) == 0) data_kib = std::strtoull(line.c_str() + 7, nullptr, 10);
+  rlimit limit{};
+  if (data_kib == 0 || ::getrlimit(RLIMIT_DATA, &limit) != 0) return;
+  const rlim_t wanted = rlim_t(data_kib * 1024 + metadata_memory);
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur <= wanted) return;  // already tighter
+  limit.rlim_cur = wanted;
+  ::setrlimit(RLIMIT_DATA, &limit);
+}
+#endif
 
 constexpr int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int crashed_exit = 64;  // the reader's exit code after a crash: this plus the signal
+constexpr char read_through = 1, read_out_of_memory = 2;  // the reader's answers
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -170,10 +224,12 @@ MetadataReader reader;
   if (::syscall(SYS_close_range, 4u, ~0u, 0u) != 0)
 #endif
     for (int fd = 4; fd < 65536; ++fd) ::close(fd);
+  limit_reader_memory();
   std::vector<std::string> request;
   while (receive_strings(socket, request) && !request.empty()) {
-    read_metadata(request[0], std::vector<std::string>(request.begin() + 1, request.end()), step);
-    const char done = 1;
+    const bool allocation_failed =
+        read_metadata(request[0], std::vector<std::string>(request.begin() + 1, request.end()), step);
+    const char done = allocation_failed ? read_out_of_memory : read_through;
     if (!send_all(socket, &done, 1)) break;
   }
   ::_exit(0);  // the parent closed its end
@@ -237,25 +293,31 @@ void check_metadata_in_child(const std::string& path, const std::vector<std::str
     if (ready >= 0 || errno != EINTR) break;
   }
   char done = 0;
-  if (ready > 0 && receive_all(reader.socket, &done, 1)) return;  // read to the end without a crash
-  if (ready <= 0) {  // still reading after a minute (a slow file system, or HDF5 in a loop): read it here
-    stop_reader(true);
-    return;
-  }
-  const int where = *reader.step, status = stop_reader(false);  // it ended mid-request
   int sig = 0;
-  if (WIFSIGNALED(status)) sig = WTERMSIG(status);
-  else if (WIFEXITED(status) && WEXITSTATUS(status) > crashed_exit) sig = WEXITSTATUS(status) - crashed_exit;
-  if (std::find(std::begin(crash_signals), std::end(crash_signals), sig) == std::end(crash_signals)) return;
+  const int where = *reader.step;
+  if (ready > 0 && receive_all(reader.socket, &done, 1)) {
+    if (done == read_through) return;
+    stop_reader(true);  // HDF5 failed mid-open there: the next file gets a fresh reader
+  } else {
+    if (ready <= 0) {  // still reading after a minute (a slow file system, or HDF5 in a loop): read it here
+      stop_reader(true);
+      return;
+    }
+    const int status = stop_reader(false);  // it ended mid-request
+    if (WIFSIGNALED(status)) sig = WTERMSIG(status);
+    else if (WIFEXITED(status) && WEXITSTATUS(status) > crashed_exit) sig = WEXITSTATUS(status) - crashed_exit;
+    if (std::find(std::begin(crash_signals), std::end(crash_signals), sig) == std::end(crash_signals)) return;
+  }
   unsigned major = 0, minor = 0, release = 0;
   H5get_libversion(&major, &minor, &release);
   const std::string hdf5 = "HDF5 " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
   const bool in_dataset = where >= 0 && std::size_t(where) < datasets.size();
+  const std::string what = sig ? " crashes (" + signal_name(sig) + ") reading it"
+                               : std::string(" asks for over ") + metadata_memory_text + " of memory reading it";
   throw InputError(path + (in_dataset ? ": dataset '" + datasets[std::size_t(where)] + "'" : std::string()) +
-                   ": damaged HDF5 metadata: " + hdf5 + " crashes (" + signal_name(sig) + ") reading it" +
-                   (in_dataset ? "" : " (opening the file)") +
-                   " (cvest reads it first in a separate process); h5py and other tools on this HDF5 may crash on the "
-                   "file too");
+                   ": damaged HDF5 metadata: " + hdf5 + what + (in_dataset ? "" : " (opening the file)") +
+                   " (cvest reads it first in a separate process" + (sig ? "" : ", with that limit") +
+                   "); h5py and other tools on this HDF5 may " + (sig ? "crash on the file" : "take that memory") + " too");
 }
 
 std::string dims_text(const std::vector<Index>& dims) {

@@ -87,8 +87,10 @@ File open_input_file(const std::string& path);
 // opening `datasets` reads (the superblock, the groups on their paths, each
 // dataset's object header, type, dataspace, filters and attributes, its
 // whole chunk index) is read first in a child process. InputError naming the
-// file, the dataset and the signal when that child dies; errors HDF5 reports
-// there are left to the caller's own checks. Where no child can be made, or
+// file, the dataset and the signal when that child dies, or when HDF5 fails
+// to allocate memory there (the child may take 1 GiB more than it had: a
+// damaged length made HDF5 allocate and zero 4 GiB); other errors HDF5
+// reports there are left to the caller's own checks. Where no child can be made, or
 // one is still reading after a minute, the file is read here as before.
 void check_metadata_in_child(const std::string& path, const std::vector<std::string>& datasets);
 

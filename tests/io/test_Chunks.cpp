@@ -50,6 +50,17 @@ std::vector<char> overwrite_after(const std::filesystem::path& path, std::string
 // two siblings (24 bytes); then keys (the chunk's size, its filter mask, its
 // offsets) and children (addresses) in turn.
 constexpr std::string_view chunk_btree{"TREE\x01", 5};
+
+// multBy (3, 2) and discount (2, 3, 2), unwritten, in a file of HDF5's
+// defaults: superblock version 0, an old-style root group (its link names
+// in a local heap).
+void write_defaults_input(const std::filesystem::path& path) {
+  File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  const hsize_t mdims[2] = {3, 2}, ddims[3] = {2, 3, 2};
+  Dataspace ms(H5Screate_simple(2, mdims, nullptr)), ds(H5Screate_simple(3, ddims, nullptr));
+  Dataset m(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, ds.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+}
 }  // namespace
 
 TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would", "[io][deflate]") {
@@ -452,13 +463,7 @@ TEST_CASE("metadata HDF5 crashes on is an input error, not a crash, and the read
   // from address 0), before cvest could check anything.
   quiet_hdf5_errors();
   const auto good = scratch("metadata_good.h5"), damaged = scratch("metadata_damaged.h5");
-  {  // HDF5's defaults: an old-style root group, its link names in a local heap
-    File f(H5Fcreate(good.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    const hsize_t mdims[2] = {3, 2}, ddims[3] = {2, 3, 2};
-    Dataspace ms(H5Screate_simple(2, mdims, nullptr)), ds(H5Screate_simple(3, ddims, nullptr));
-    Dataset m(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, ds.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-  }
+  write_defaults_input(good);
   std::filesystem::copy_file(good, damaged);
   // The heap's prefix: "HEAP", version, 3 reserved, data size, free list, data address.
   const std::uint64_t undefined = ~std::uint64_t(0);
@@ -496,6 +501,42 @@ TEST_CASE("metadata HDF5 crashes on is an input error, not a crash, and the read
   const int again = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
   CHECK(::flock(again, LOCK_EX | LOCK_NB) == 0);
   ::close(again);
+}
+
+TEST_CASE("metadata that has HDF5 allocate gigabytes is an input error, found with the reader's memory capped", "[io]") {
+#if defined(__SANITIZE_ADDRESS__)
+  WARN("skipped: under AddressSanitizer the metadata reader runs without its memory cap");
+  return;
+#endif
+  // Found by the input fuzzer: a superblock whose driver info block address
+  // points at bytes that read as a 4 GiB block. HDF5 1.10.8 allocates and
+  // zeroes 4 GiB (14 s) and then opens the file as if nothing were wrong.
+  quiet_hdf5_errors();
+  const auto good = scratch("memory_good.h5"), damaged = scratch("memory_damaged.h5");
+  write_defaults_input(good);
+  std::filesystem::copy_file(good, damaged);
+  // Superblock version 0: the signature (8 bytes), versions and sizes (8),
+  // B-tree K values and flags (8), then addresses: base, free space
+  // (undefined: eight 0xff), end of file, driver info block.
+  const std::uint64_t base_high_bytes = 28;  // a block there: version 0, 3 reserved, then 0xffffffff bytes of info
+  const std::vector<char> driver_info =
+      overwrite_after(damaged, "\x89HDF\r\n\x1a\n", 48, &base_high_bytes, sizeof base_high_bytes);
+  CHECK(driver_info == std::vector<char>(8, char(0xff)));  // undefined before
+  std::vector<char> head(40);
+  std::FILE* f = std::fopen(damaged.c_str(), "rb");
+  REQUIRE(f);
+  REQUIRE(std::fread(head.data(), 1, head.size(), f) == head.size());
+  std::fclose(f);
+  REQUIRE(head[8] == 0);  // superblock version 0
+  REQUIRE(std::vector<char>(head.begin() + 28, head.begin() + 32) == std::vector<char>(4, 0));
+  REQUIRE(std::vector<char>(head.begin() + 32, head.end()) == std::vector<char>(8, char(0xff)));
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    CHECK_THROWS_WITH(InputFile(damaged.string(), "multBy", "discount"),
+                      Catch::Contains("memory_damaged.h5: damaged HDF5 metadata: HDF5 ") &&
+                          Catch::Contains(" asks for over 1 GiB of memory reading it (opening the file)"));
+    CHECK_NOTHROW(InputFile(good.string(), "multBy", "discount"));  // by a fresh reader
+  }
 }
 
 TEST_CASE("a block's chunks decoded by a team: values, a bad chunk and a missing one reach the caller",
