@@ -1,7 +1,8 @@
 #pragma once
 // The kernel benchmark: every strategy x layout x precision on in-memory data,
-// interleaved and repeated, judged against the copy roof measured in the same
-// run on arrays of the same size.
+// interleaved and repeated, each judged against a copy of its own discount
+// into its own cv in the same repeats (and the machine's copy roof on
+// separate arrays, reported beside them).
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
 #include "core/Types.hpp"
@@ -46,7 +47,8 @@ struct Result {
   bool streaming = false;  // wrote cv with streaming stores
   double median_s = 0, min_s = 0, max_s = 0;
   double GBps = 0;           // (read d + write cv + read multBy once) / median
-  double roof_fraction = 0;  // GBps / roof.best()
+  double roof_GBps = 0;      // the faster copy of discount into cv on this row's arrays, in the same repeats
+  double roof_fraction = 0;  // GBps / roof_GBps
 };
 
 struct Report {
