@@ -48,7 +48,7 @@ struct Result {
   double median_s = 0, min_s = 0, max_s = 0;
   double GBps = 0;           // (read d + write cv + read multBy once) / median
   double roof_GBps = 0;      // the faster copy of discount into cv on this row's arrays, in the same repeats
-  double roof_fraction = 0;  // GBps / roof_GBps
+  double roof_fraction = 0;  // the median over repeats of GB/s over that repeat's roof (roof_fraction())
 };
 
 struct Report {
@@ -80,6 +80,15 @@ double median(std::vector<double> v);
 // pass of microseconds is mostly launch overhead, and noisy).
 std::string unsteady_roof(const std::vector<double>& regular_s, const std::vector<double>& streaming_s, double bytes,
                           bool beyond_caches);
+
+// A row's fraction of its roof: in each repeat, the kernel's GB/s (`moved`
+// bytes in kernel_s) over the faster of the copies (`copied` bytes in
+// regular_s or streaming_s) timed just before it; the median of those. Pairs
+// from one repeat meet the same moment of a machine whose bandwidth swings
+// within seconds, where the ratio of two medians may pair a fast moment of
+// one with a slow moment of the other.
+double roof_fraction(const std::vector<double>& kernel_s, double moved, const std::vector<double>& regular_s,
+                     const std::vector<double>& streaming_s, double copied);
 
 // Bytes one pass moves: read d, write cv, read multBy once.
 double bytes_moved(Index T, Index N, Index K, Precision precision);
