@@ -48,6 +48,7 @@ struct Result {
   double median_s = 0, min_s = 0, max_s = 0;
   double GBps = 0;           // (read d + write cv + read multBy once) / median
   double roof_GBps = 0;      // the faster copy of discount into cv on this row's arrays, in the same repeats
+  double roof_copy_GBps = 0, roof_copy_streaming_GBps = 0;  // each kind of that copy (medians)
   double roof_fraction = 0;  // the median over repeats of GB/s over that repeat's roof (roof_fraction())
 };
 
