@@ -100,15 +100,17 @@ Report run(const Config& config, std::ostream& progress);
 
 // The benchmark as a server, for bench/compare to interleave cvest with
 // programs in other processes repeat by repeat: allocates and checks every
-// strategy x layout (the config's first precision) and the copy roof's
-// arrays, then answers one line per command read from `in`, as JSON on `out`:
+// strategy x layout (the config's first precision), then answers one line
+// per command read from `in`, as JSON on `out`:
 //   warm SECONDS          every variant and the roof in turn until SECONDS
 //                         have passed (memory a process has just touched
 //                         stays slow for seconds on a VM)
 //                         -> {"warmed_s", "passes"}
 //   time STRATEGY LAYOUT  one fenced pass -> {"strategy", "layout", "seconds", "GBps", "streaming_stores"}
 //   roof                  one copy with regular and one with streaming stores
-//                         -> {"copy_GBps", "copy_streaming_GBps"}
+//                         of the first layout's discount into its cv (the
+//                         kernels' own arrays)
+//                         -> {"copy_GBps", "copy_streaming_GBps", "arrays"}
 //   touch                 every array once (untimed use: after the process
 //                         sat idle while another ran) -> {"touched_s"}
 //   quit (or end of input)

@@ -528,7 +528,8 @@ this process, so a script can interleave cvest's own timing with others'.)")
              return bench_command(s, "time " + strategy + " " + layout);
            }, py::arg("strategy"), py::arg("layout"), "One fenced pass: {strategy, layout, seconds, GBps, streaming_stores}.")
       .def("roof", [](BenchServer& s) { return bench_command(s, "roof"); },
-           "One copy with regular and one with streaming stores: {copy_GBps, copy_streaming_GBps}.")
+           "One copy with regular and one with streaming stores of the first layout's discount into its cv: "
+           "{copy_GBps, copy_streaming_GBps, arrays}.")
       .def("touch", [](BenchServer& s) { return bench_command(s, "touch"); }, "Every array once, untimed use.");
 
   module.def("bench", &run_bench, py::arg("dates") = 100, py::arg("ids") = 400000, py::arg("cols") = 5,
