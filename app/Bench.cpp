@@ -143,19 +143,19 @@ void fill_roof(Space const& space, const roof::Flat<double, Mem>& a, const roof:
   Kokkos::parallel_for("cvest::bench::fill_roof", policy::range(space, a.extent(0)), KOKKOS_LAMBDA(Index j) {
     a(j) = 0;
     b(j) = double(j % 1000);
-    if (c.extent(0) > 0) c(j) = double(j % 77);
+    c(j) = double(j % 77);
   });
   space.fence();
 }
 
-// The roof's arrays: the cube's element count, in double; `c` (the triad's
-// third) only where asked for.
+// The machine's roof arrays: the cube's element count, in double; `c` is
+// the triad's third.
 struct RoofArrays {
   roof::Flat<double, Mem> a, b, c;
-  RoofArrays(Space const& space, Index elements, bool triad)
+  RoofArrays(Space const& space, Index elements)
       : a(Kokkos::view_alloc("cvest::bench::roof_a", Kokkos::WithoutInitializing), elements),
         b(Kokkos::view_alloc("cvest::bench::roof_b", Kokkos::WithoutInitializing), elements),
-        c(Kokkos::view_alloc("cvest::bench::roof_c", Kokkos::WithoutInitializing), triad ? elements : 0) {
+        c(Kokkos::view_alloc("cvest::bench::roof_c", Kokkos::WithoutInitializing), elements) {
     huge_pages(a), huge_pages(b), huge_pages(c);
     fill_roof(space, a, b, c);
   }
@@ -206,6 +206,10 @@ double roof_fraction(const std::vector<double>& kernel_s, double moved, const st
   return median(fractions);
 }
 
+double bytes_copied(Index elements, Precision precision) {
+  return 2.0 * double(elements) * double(element_size(precision));
+}
+
 double bytes_moved(Index T, Index N, Index K, Precision precision) {
   return (2.0 * double(T) * double(N) * double(K) + double(N) * double(K)) * double(element_size(precision));
 }
@@ -219,13 +223,13 @@ Report run(const Config& config_in, std::ostream& progress) {
 
   const Index elements = config.dates * config.ids * config.cols;
   double bytes = 3.0 * double(elements) * 8;  // roof arrays
-  for (auto p : config.precisions) bytes += config.layouts.size() * 2.0 * double(elements) * double(element_size(p));
+  for (auto p : config.precisions) bytes += double(config.layouts.size()) * bytes_copied(elements, p);
   fmt::print(progress, "cvest bench: {} x {} x {} on {} ({} threads), {:.2f} GiB of arrays\n", config.dates,
              config.ids, config.cols, report.build.backend, report.build.threads, bytes / double(1 << 30));
 
   // Warm-up: one pass of everything, each output checked against m * d.
   std::vector<Variant> variants = checked_variants(space, config, config.precisions);
-  const RoofArrays roof_arrays(space, elements, true);
+  const RoofArrays roof_arrays(space, elements);
   const double roof_bytes = 2.0 * double(elements) * 8, triad_bytes = 3.0 * double(elements) * 8;
   auto time_roof = [&](int which) {
     switch (which) {
@@ -281,23 +285,26 @@ Report run(const Config& config_in, std::ostream& progress) {
       !problem.empty())
     throw UnsteadyRoof(problem + "; the machine was busy or its memory still cold, and fractions of such a roof would "
                                  "mislead; run again (a longer --warm helps)");
-  for (std::size_t vi = 0; vi < variants.size(); ++vi)
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    const Precision precision = variants[vi].precision;
+    const double copied = bytes_copied(elements, precision);
+    const double moved = bytes_moved(config.dates, config.ids, config.cols, precision);
+    const auto& [regular_s, streaming_s] = own_roof_times[vi];
     for (std::size_t si = 0; si < config.strategies.size(); ++si) {
       const auto& t = times[vi * config.strategies.size() + si];
-      Result res{config.strategies[si], variants[vi].layout, variants[vi].precision};
-      const double copy_bytes = 2.0 * double(elements) * double(element_size(res.precision));
-      res.roof_copy_GBps = copy_bytes / median(own_roof_times[vi][0]) / 1e9;
-      res.roof_copy_streaming_GBps = copy_bytes / median(own_roof_times[vi][1]) / 1e9;
+      Result res{config.strategies[si], variants[vi].layout, precision};
+      res.roof_copy_GBps = copied / median(regular_s) / 1e9;
+      res.roof_copy_streaming_GBps = copied / median(streaming_s) / 1e9;
       res.roof_GBps = std::max(res.roof_copy_GBps, res.roof_copy_streaming_GBps);
       res.streaming = variants[vi].streaming(res.strategy);
       res.median_s = median(t);
       res.min_s = *std::min_element(t.begin(), t.end());
       res.max_s = *std::max_element(t.begin(), t.end());
-      res.GBps = bytes_moved(config.dates, config.ids, config.cols, res.precision) / res.median_s / 1e9;
-      res.roof_fraction = roof_fraction(t, bytes_moved(config.dates, config.ids, config.cols, res.precision),
-                                        own_roof_times[vi][0], own_roof_times[vi][1], copy_bytes);
+      res.GBps = moved / res.median_s / 1e9;
+      res.roof_fraction = roof_fraction(t, moved, regular_s, streaming_s, copied);
       report.results.push_back(res);
     }
+  }
   return report;
 }
 
@@ -311,7 +318,7 @@ struct Server::State {
   explicit State(const Config& c)
       : config(completed(c)), precision(config.precisions.front()),
         variants(checked_variants(space, config, {precision})),
-        roof_bytes(2.0 * double(config.dates * config.ids * config.cols) * double(element_size(precision))),
+        roof_bytes(bytes_copied(config.dates * config.ids * config.cols, precision)),
         moved(bytes_moved(config.dates, config.ids, config.cols, precision)) {}
 
   // On the first layout's own arrays (its discount copied into its cv), as

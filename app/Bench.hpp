@@ -91,6 +91,9 @@ std::string unsteady_roof(const std::vector<double>& regular_s, const std::vecto
 double roof_fraction(const std::vector<double>& kernel_s, double moved, const std::vector<double>& regular_s,
                      const std::vector<double>& streaming_s, double copied);
 
+// Bytes a copy of one cube into another moves (a row's own roof): read and write.
+double bytes_copied(Index elements, Precision precision);
+
 // Bytes one pass moves: read d, write cv, read multBy once.
 double bytes_moved(Index T, Index N, Index K, Precision precision);
 
