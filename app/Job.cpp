@@ -1089,21 +1089,7 @@ std::string to_csv(const RunReport& rep) {
 }
 
 void write_report_file(const std::string& path, const std::string& text) {
-  const std::string temp = path + ".tmp";
-  const io::TempFileGuard guard(temp);
-  {
-    std::ofstream out(temp);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      std::filesystem::remove(temp, ec);
-      throw IoError(path + ": cannot write report");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) throw IoError(path + ": cannot write report: " + ec.message());
+  io::write_whole_file(path, text, "report");
 }
 
 }  // namespace cvest::app

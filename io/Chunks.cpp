@@ -1,5 +1,7 @@
 #include "io/Chunks.hpp"
 
+#include "io/TempFiles.hpp"
+
 #include "io/Faults.hpp"
 
 #include <fmt/format.h>
@@ -337,8 +339,9 @@ std::unique_ptr<RawCube> RawCube::open_placed(const std::string& path, const std
     for (std::size_t c = 0; c < chunks; ++c) raw->chunk_addresses_[c].store(haddr_t(p[7 + c]), std::memory_order_relaxed);
   }
   raw->path_ = shown;
-  raw->fd_ = ::open(path.c_str(), (writable ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
-  if (raw->fd_ < 0) throw IoError(shown + ": cannot open " + path + ": " + std::strerror(errno));
+  std::string why;  // another process's temporary file of this run: ours, and never through a link
+  raw->fd_ = open_own_file(path, writable ? O_WRONLY : O_RDONLY, why);
+  if (raw->fd_ < 0) throw IoError(shown + ": cannot open " + path + ": it is " + why);
   return raw;
 }
 

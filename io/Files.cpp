@@ -34,17 +34,46 @@ void clean_up_after_killed_runs(const std::string& path) {
 
 namespace {
 
-// Creates `path` (truncating) as a new HDF5 file. IoError when it can't.
+// Creates a new HDF5 file at a fresh temporary name beside `path`
+// (temp_path_for; H5F_ACC_EXCL: never an existing name, and so never through
+// a link planted there), registered with `guard`, and checks that what HDF5
+// holds open is a regular file of ours at that name. `temp` is the name to
+// try first (empty: a fresh one) and, on return, the name used.
 // `page` > 0: objects of a page or more (an output's chunks) start on a page
 // boundary, so the ranks of a distributed run, which split the output at
 // chunk boundaries, never write into the same page (which NFS clients may
 // write back whole, and Lustre locks).
-File create_file(const std::string& path, const std::string& shown, hsize_t page = 0) {
+File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, hsize_t page = 0) {
   const PropList access(H5Pcreate(H5P_FILE_ACCESS));
   if (page > 0) H5Pset_alignment(access.get(), page, page);
-  File file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, access.get()));
-  if (!file) throw IoError(shown + ": cannot create (directory missing or not writable?)");
-  return file;
+  constexpr int attempts = 16;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    if (attempt > 0 || temp.empty()) {
+      temp = temp_path_for(path);
+      guard.retarget(temp);
+    }
+    struct stat st {};
+    if (::lstat(temp.c_str(), &st) == 0) continue;  // taken (a clash, or a name planted there): another name
+    File file(H5Fcreate(temp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()));
+    if (!file) {
+      std::string why;
+      if (::lstat(temp.c_str(), &st) != 0) throw IoError(path + ": cannot create (directory missing or not writable?)");
+      if (!own_regular_file(temp, why)) continue;  // planted meanwhile: left alone, another name
+      ::unlink(temp.c_str());  // HDF5 created it, then failed
+      throw IoError(path + ": cannot create " + temp + " (disk full?)");
+    }
+    void* handle = nullptr;
+    struct stat held {}, named {};
+    if (H5Fget_vfd_handle(file.get(), access.get(), &handle) < 0 || !handle ||
+        ::fstat(*static_cast<const int*>(handle), &held) != 0 || ::lstat(temp.c_str(), &named) != 0 ||
+        !S_ISREG(held.st_mode) || held.st_uid != ::geteuid() || held.st_dev != named.st_dev ||
+        held.st_ino != named.st_ino)
+      throw IoError(path + ": " + temp + " is not the file this run just created there (replaced by another "
+                           "process?); left as it is");
+    return file;
+  }
+  throw IoError(path + ": cannot create a temporary file beside it: " + std::to_string(attempts) +
+                " fresh names were all taken");
 }
 
 // What h5py's lzf filter records with it: its revision, liblzf's API
@@ -85,10 +114,11 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
   return ds;
 }
 
-// fsync of the file or directory at `path`; IoError (never retried: a failed
-// fsync may have dropped the pages it could not write) naming `shown`.
-void sync_file(const std::string& path, const std::string& shown) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// fsync of the file or directory at `path` (a file: never through a link);
+// IoError (never retried: a failed fsync may have dropped the pages it could
+// not write) naming `shown`.
+void sync_file(const std::string& path, const std::string& shown, bool directory = false) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : O_NOFOLLOW));
   if (fd < 0) throw IoError(shown + ": cannot open " + path + " to sync it: " + std::strerror(errno));
   const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(fd);
   const int error = errno;
@@ -96,29 +126,8 @@ void sync_file(const std::string& path, const std::string& shown) {
   if (rc != 0) throw IoError(shown + ": sync failed: " + std::strerror(error));
 }
 
-// Renames `temp` onto `path` where nothing is there: RENAME_NOREPLACE, or a
-// hard link and unlink where the file system lacks it (both fail where a
-// file appeared). False with errno EEXIST when something is at `path`.
-bool rename_without_replacing(const std::string& temp, const std::string& path) {
-#ifdef SYS_renameat2
-  if (::syscall(SYS_renameat2, AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), 1u /* RENAME_NOREPLACE */) == 0)
-    return true;
-  if (errno != EINVAL && errno != ENOSYS) return false;
-#endif
-  if (::link(temp.c_str(), path.c_str()) == 0) {
-    ::unlink(temp.c_str());
-    return true;
-  }
-  if (errno == EEXIST) return false;
-  // Neither (a file system without hard links): the check and the rename
-  // are two steps; the output lock (OutputLock) still keeps cvest runs apart.
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) return errno = EEXIST, false;
-  return ::rename(temp.c_str(), path.c_str()) == 0;
-}
-
 void rename_into_place(const std::string& temp, const std::string& path, const FileIdentity& found, bool overwrite) {
-  const FileIdentity now = FileIdentity::of(path);
+  const FileIdentity now = FileIdentity::at(path);
   if (now.exists && (!overwrite || !found.exists || now != found))
     throw IoError(path + (found.exists ? ": was replaced by another process while this run wrote its output; left as "
                                          "it is, this run's output discarded"
@@ -161,6 +170,12 @@ fs::path existing_ancestor(fs::path dir) {
 
 void check_output_path(const std::string& path, bool overwrite, bool create_dir, const std::string& to_replace) {
   std::error_code ec;
+  // A result is put in place by renaming onto its path, which replaces a
+  // link rather than the file it points at: refused, so neither happens unasked.
+  if (fs::is_symlink(path, ec))
+    throw InputError(path + ": output is a symbolic link (to " + fs::read_symlink(path, ec).string() +
+                     "); cvest puts a finished file in place by renaming, which would replace the link, not write "
+                     "where it points: give the target's own path, or remove the link");
   if (fs::exists(path, ec) && !overwrite) throw InputError(path + ": output exists; " + to_replace + " to replace it");
   if (fs::is_directory(path, ec)) throw InputError(path + ": output is a directory");
   const fs::path dir = output_dir(path);
@@ -175,24 +190,88 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir,
     throw IoError(path + ": output directory " + writable.string() + " is not writable");
 }
 
+void write_whole_file(const std::string& path, const std::string& text, const std::string& what) {
+  std::string temp = temp_path_for(path);
+  TempFileGuard guard(temp);
+  int fd = -1;
+  for (int attempt = 1;; ++attempt) {
+    fd = create_exclusive(temp, O_WRONLY);
+    if (fd >= 0 || errno != EEXIST || attempt == 16) break;
+    temp = temp_path_for(path);
+    guard.retarget(temp);
+  }
+  if (fd < 0) throw IoError(path + ": cannot write " + what + ": " + std::strerror(errno));
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t put = ::write(fd, text.data() + done, text.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) break;
+    done += std::size_t(put);
+  }
+  const int error = done < text.size() ? (errno ? errno : EIO) : 0;
+  if (::close(fd) != 0 || error != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
+    const int why = error ? error : errno;
+    ::unlink(temp.c_str());
+    throw IoError(path + ": cannot write " + what + ": " + std::strerror(why));
+  }
+}
+
 FileIdentity FileIdentity::of(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return {};
   return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
 }
 
+FileIdentity FileIdentity::at(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {};
+  return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
+}
+
+namespace {
+// Opens the lock file at `lock` for OutputLock: created new (exclusive, ours)
+// or, where one is there, opened without following a link and checked to be
+// a regular file. `owned`: the running user's, so its holder line may be
+// written and the file removed; another user's is only locked (flock
+// changes no byte of it). IoError naming what is there otherwise.
+int open_lock_file(const std::string& path, const std::string& lock, bool& owned) {
+  int fd = create_exclusive(lock, O_RDWR);
+  if (fd >= 0) return owned = true, fd;
+  if (errno == EEXIST) {
+    fd = ::open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == EACCES) fd = ::open(lock.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  }
+  if (fd < 0 && errno == ENOENT) return -1;  // its holder removed it meanwhile: try again
+  if (fd < 0 && errno == ELOOP)
+    throw IoError(path + ": the lock file " + lock + " is a symbolic link, which cvest does not follow; left as it "
+                         "is: remove it (someone else may have planted it), or write elsewhere");
+  if (fd < 0) throw IoError(path + ": cannot create the lock file " + lock + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IoError(path + ": the lock file " + lock + " is not a regular file; left as it is: remove it, or write "
+                         "elsewhere");
+  }
+  owned = st.st_uid == ::geteuid();
+  return fd;
+}
+}  // namespace
+
 OutputLock::OutputLock(const std::string& path) {
   const fs::path p(path);
   lock_path_ = (output_dir(path) / ("." + p.filename().string() + ".lock")).string();
+  bool owned = false;
   for (int attempt = 0;; ++attempt) {
-    fd_ = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw IoError(path + ": cannot create the lock file " + lock_path_ + ": " + std::strerror(errno));
+    if (attempt > 100) throw IoError(path + ": cannot take the lock " + lock_path_ + " (it keeps being replaced)");
+    fd_ = open_lock_file(path, lock_path_, owned);
+    if (fd_ < 0) continue;
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int error = errno;
       if (error != EWOULDBLOCK) {  // no locks on this file system: say so, go on
         fmt::print(stderr, "cvest: warning: {}: cannot lock {} ({}): two runs writing it at once will not be told "
                            "apart until the end\n", path, lock_path_, std::strerror(error));
         ::close(fd_);
+        if (owned) ::unlink(lock_path_.c_str());
         fd_ = -1;
         lock_path_.clear();
         return;
@@ -209,13 +288,14 @@ OutputLock::OutputLock(const std::string& path) {
     // The last holder may have removed the file between our open and lock:
     // then this lock guards nothing; take the file now at the path.
     struct stat held {}, at_path {};
-    if (::fstat(fd_, &held) == 0 && ::stat(lock_path_.c_str(), &at_path) == 0 && held.st_ino == at_path.st_ino &&
+    if (::fstat(fd_, &held) == 0 && ::lstat(lock_path_.c_str(), &at_path) == 0 && held.st_ino == at_path.st_ino &&
         held.st_dev == at_path.st_dev)
       break;
     ::close(fd_);
     fd_ = -1;
-    if (attempt > 100) throw IoError(path + ": cannot take the lock " + lock_path_ + " (it keeps being replaced)");
   }
+  owned_ = owned;
+  if (!owned_) return;  // another user's file: locked, never written or removed
   guard_ = std::make_unique<TempFileGuard>(lock_path_);  // a signal removes it too
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
@@ -227,7 +307,7 @@ OutputLock::OutputLock(const std::string& path) {
 
 OutputLock::~OutputLock() {
   if (fd_ < 0) return;
-  ::unlink(lock_path_.c_str());  // while still locked: a run waiting on this file retries on the path
+  if (owned_) ::unlink(lock_path_.c_str());  // while still locked: a run waiting on this file retries on the path
   ::close(fd_);
 }
 
@@ -291,14 +371,14 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
   if (spec.dates <= 0 || spec.ids <= 0 || spec.cols <= 0)
     throw InputError(path + ": generate needs positive dates, ids and cols");
   check_output_path(path, overwrite, true, "pass --overwrite");  // a deck's input is generated only where missing
-  const FileIdentity found = FileIdentity::of(path);
+  const FileIdentity found = FileIdentity::at(path);
   clean_up_after_killed_runs(path);
   check_free_space(path, generated_bytes(spec));
-  const std::string temp = temp_path_for(path);
-  const TempFileGuard guard(temp);
+  std::string temp = temp_path_for(path);
+  TempFileGuard guard(temp);
+  File file = create_temp_file(path, temp, guard);
   try {
     const auto chunk = cube_chunk(spec.ids, spec.cols, element_size(spec.precision));
-    File file = create_file(temp, path);
     const hsize_t T = spec.dates, N = spec.ids, K = spec.cols;
     Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, Compression::none, 0, path);
     Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, Compression::none, 0, path);
@@ -329,6 +409,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
     file.reset();
     rename_into_place(temp, path, found, overwrite);
   } catch (...) {
+    file.reset();
     std::error_code ec;
     fs::remove(temp, ec);
     throw;
@@ -356,7 +437,9 @@ std::size_t journal_batch_bytes() {
 std::string journal_path(const std::string& temp, int rank) { return temp + ".journal-" + std::to_string(rank); }
 
 namespace {
-// The journals beside the temporary file `temp`, of every rank.
+// The journals beside the temporary file `temp`, of every rank: regular
+// files of the running user's only (a link or another user's file at such a
+// name is neither read nor removed).
 std::vector<std::string> journals_of(const std::string& temp) {
   std::vector<std::string> found;
   const fs::path t(temp);
@@ -364,7 +447,9 @@ std::vector<std::string> journals_of(const std::string& temp) {
   std::error_code ec;
   for (fs::directory_iterator it(output_dir(temp), ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.compare(0, prefix.size(), prefix) == 0 && name.find(".new") == std::string::npos)
+    std::string why;
+    if (name.compare(0, prefix.size(), prefix) == 0 && name.find(".new") == std::string::npos &&
+        own_regular_file(it->path().string(), why))
       found.push_back(it->path().string());
   }
   return found;
@@ -379,7 +464,7 @@ bool OutputFile::adopt_killed_run() {
     std::string why;
     bool matches = true;
     for (const std::string& j : journals) {
-      const auto blocks = Journal::read(j, spec_.fingerprint, why);
+      const auto blocks = Journal::read(j, candidate, spec_.fingerprint, why);
       if (!blocks) {
         matches = false;
         break;
@@ -395,7 +480,17 @@ bool OutputFile::adopt_killed_run() {
                          "starting over\n", candidate);
       continue;
     }
-    if (::rename(candidate.c_str(), temp_path_.c_str()) != 0) continue;
+    // Taken over under this run's own (fresh) name, and only the file its
+    // journals named: one swapped in meanwhile is left where it now is.
+    const FileIdentity named = FileIdentity::at(candidate);
+    if (!rename_without_replacing(candidate, temp_path_)) continue;
+    if (FileIdentity::at(temp_path_) != named) {
+      fmt::print(stderr, "cvest: not resuming {}: it was replaced while this run took it over; left as {}, starting "
+                         "over\n", candidate, temp_path_);
+      temp_path_ = temp_path_for(spec_.path);
+      temp_guard_.retarget(temp_path_);
+      return false;
+    }
     File file(H5Fopen(temp_path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     Dataset ds(file ? H5Dopen2(file.get(), spec_.dataset.c_str(), H5P_DEFAULT) : H5I_INVALID_HID);
     if (!ds) {
@@ -418,7 +513,7 @@ bool OutputFile::adopt_killed_run() {
 
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
   check_output_path(spec.path, spec.overwrite);
-  found_ = FileIdentity::of(spec.path);  // all that overwrite = true may replace
+  found_ = FileIdentity::at(spec.path);  // all that overwrite = true may replace
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
                               : cube_chunk(spec.N, spec.K, element_size(spec.precision));
   const bool journaled = spec.compression == Compression::none && !spec.fingerprint.empty();
@@ -430,7 +525,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   if (!adopted) {
     clean_up_after_killed_runs(spec.path);
     if (const double bytes = output_bytes(spec); bytes > 0) check_free_space(spec.path, bytes);
-    file_ = create_file(temp_path_, spec.path, output_page_bytes);
+    file_ = create_temp_file(spec.path, temp_path_, temp_guard_, output_page_bytes);
     try {
       ds_ = create_dataset(file_, spec.dataset, spec.precision, {hsize_t(spec.T), hsize_t(spec.N), hsize_t(spec.K)},
                            {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])}, spec.compression,
@@ -657,8 +752,9 @@ std::vector<std::uint64_t> OutputFile::share() const {
 }
 
 void OutputFile::store_part(const std::string& part) {
-  const int fd = ::open(part.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw IoError(part + ": cannot open another rank's chunks: " + std::strerror(errno));
+  std::string why;
+  const int fd = open_own_file(part, O_RDONLY, why);
+  if (fd < 0) throw IoError(part + ": cannot open another rank's chunks: it is " + why);
   const std::unique_ptr<int, void (*)(int*)> closing(new int(fd), [](int* f) { ::close(*f), delete f; });
   std::vector<unsigned char> data;
   for (off_t at = 0;;) {
@@ -694,10 +790,22 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
     }
     return;
   }
+  // A fresh name, created exclusively (retried on a clash): never through a
+  // link, never another file.
   part_path_ = temp_path_for(spec.path);
   guard_ = std::make_unique<TempFileGuard>(part_path_);
-  fd_ = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw IoError(spec.path + ": cannot create " + part_path_ + ": " + std::strerror(errno));
+  for (int attempt = 1;; ++attempt) {
+    fd_ = create_exclusive(part_path_, O_WRONLY);
+    if (fd_ >= 0 || errno != EEXIST || attempt == 16) break;
+    part_path_ = temp_path_for(spec.path);
+    guard_->retarget(part_path_);
+  }
+  if (fd_ < 0) {
+    const int error = errno;
+    const std::string tried = part_path_;
+    part_path_.clear();  // not ours: the destructor leaves it
+    throw IoError(spec.path + ": cannot create " + tried + ": " + std::strerror(error));
+  }
 }
 
 OutputShare::~OutputShare() {
@@ -767,7 +875,7 @@ void OutputFile::commit(const std::map<std::string, std::string>& attributes, hi
   sync_file(temp_path_, spec_.path);
   if (fault_injected("kill_at_commit")) ::raise(SIGKILL);
   rename_into_place(temp_path_, spec_.path, found_, spec_.overwrite);
-  sync_file(output_dir(spec_.path).string(), spec_.path);
+  sync_file(output_dir(spec_.path).string(), spec_.path, true);
   committed_ = true;
 }
 

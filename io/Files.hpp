@@ -58,7 +58,8 @@ std::string journal_path(const std::string& temp, int rank);
 struct FileIdentity {
   bool exists = false;
   std::uint64_t device = 0, inode = 0;
-  static FileIdentity of(const std::string& path);
+  static FileIdentity of(const std::string& path);  // what the path leads to (stat)
+  static FileIdentity at(const std::string& path);  // the name itself, a link not followed (lstat)
   bool operator!=(const FileIdentity& o) const {
     return exists != o.exists || device != o.device || inode != o.inode;
   }
@@ -69,7 +70,9 @@ struct FileIdentity {
 // SIGKILL included) and the file removed with it. A second run of the same
 // output is refused at its start with IoError naming the holder (its pid
 // and host, which the lock file holds). Where the file system has no locks,
-// a warning, and no lock.
+// a warning, and no lock. The lock file is never followed through a link
+// (refused, named); one another user left there is locked as it is, never
+// written or removed.
 class OutputLock {
  public:
   explicit OutputLock(const std::string& path);
@@ -80,6 +83,7 @@ class OutputLock {
  private:
   std::string lock_path_;
   int fd_ = -1;
+  bool owned_ = false;  // the running user's file: its holder line written, removed at the end
   std::unique_ptr<TempFileGuard> guard_;
 };
 
@@ -171,8 +175,16 @@ class OutputShare {
   off_t part_bytes_ = 0;  // the part file's length so far (appended under append_)
 };
 
-// Refuses to proceed when `path` exists and overwrite is false, or when its
-// directory cannot be written. InputError / IoError naming the path. Makes
+// Writes `text` to `path` whole: to a fresh temporary file beside it
+// (created exclusively, io/TempFiles.hpp), renamed onto `path`, replacing
+// what is there (a link there is replaced, not followed). IoError naming
+// the path and `what` ("report") on failure, the temporary file removed.
+void write_whole_file(const std::string& path, const std::string& text, const std::string& what);
+
+// Refuses to proceed when `path` exists and overwrite is false, when it is
+// a symbolic link (a finished file is renamed onto its path, which would
+// replace the link, not write where it points), or when its directory
+// cannot be written. InputError / IoError naming the path. Makes
 // the directory unless create_dir is false (then the nearest existing one
 // above must be writable).
 // `to_replace` says how to allow replacing it (a deck key, a flag).

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace cvest::io {
@@ -44,6 +45,13 @@ std::string header(const Fingerprint& fingerprint) {
   return text + "\n";
 }
 
+// The header field naming the output's temporary file: device and inode,
+// which its rename on resuming keeps.
+std::string identity_of(const struct stat& st) {
+  return "device " + std::to_string(std::uint64_t(st.st_dev)) + ", inode " + std::to_string(std::uint64_t(st.st_ino));
+}
+constexpr char temporary_field[] = "temporary";
+
 void sync_or_throw(int fd, const std::string& path) {
   // An fsync error is never retried: the pages it failed on may be gone, and
   // a second fsync would report success.
@@ -55,31 +63,45 @@ void sync_or_throw(int fd, const std::string& path) {
 Journal::Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
                  const std::vector<Block>& done, std::size_t batch_bytes)
     : path_(path), data_path_(data_path), batch_bytes_(batch_bytes) {
-  // Written whole to a temporary name, synced, renamed: a journal is either
-  // the old one or the complete new one.
+  std::string why;
+  data_fd_ = open_own_file(data_path, O_WRONLY, why);
+  if (data_fd_ < 0) throw IoError(path + ": cannot open the output " + data_path + " to sync it: it is " + why);
+  struct stat data {};
+  if (::fstat(data_fd_, &data) != 0) {
+    ::close(data_fd_);
+    throw IoError(data_path + ": cannot stat: " + std::strerror(errno));
+  }
+  Fingerprint named = fingerprint;
+  named[temporary_field] = identity_of(data);
+  // Written whole to a new name, synced, moved into place: a journal is
+  // either absent or complete. Both names are new (the temporary file's own
+  // is random): one taken is refused, never followed or replaced.
   const std::string temp = path + ".new";
   const TempFileGuard guard(temp);  // a signal meanwhile removes it (the journal is not there yet)
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(path + ": cannot create the resume journal: " + std::strerror(errno));
+  fd_ = create_exclusive(temp, O_WRONLY);
+  if (fd_ < 0) {
+    const int error = errno;
+    ::close(data_fd_);
+    throw IoError(path + ": cannot create the resume journal " + temp + ": " + std::strerror(error));
+  }
   try {
-    const std::string text = header(fingerprint);
-    write_all(fd, text.data(), text.size(), path);
+    const std::string text = header(named);
+    write_all(fd_, text.data(), text.size(), path);
     for (const Block& b : done) {
       Record r{b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, 0};
       r.check = checksum(r);
-      write_all(fd, &r, sizeof r, path);
+      write_all(fd_, &r, sizeof r, path);
     }
-    sync_or_throw(fd, path);
+    sync_or_throw(fd_, path);
+    if (!rename_without_replacing(temp, path))
+      throw IoError(path + ": cannot move the resume journal into place: " + std::strerror(errno));
   } catch (...) {
-    ::close(fd);
+    ::close(fd_);
+    ::close(data_fd_);
     ::unlink(temp.c_str());
     throw;
   }
-  ::close(fd);
-  if (::rename(temp.c_str(), path.c_str()) != 0) throw IoError(path + ": cannot rename the resume journal into place");
-  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  data_fd_ = ::open(data_path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd_ < 0 || data_fd_ < 0) throw IoError(path + ": cannot open the resume journal: " + std::strerror(errno));
+  // Records are appended through the same descriptor, now at the header's end.
   syncer_ = std::thread([this] {
     std::unique_lock lock(pending_m_);
     while (!stopping_) {  // a batch when it is full, or a second after the last
@@ -157,15 +179,23 @@ void Journal::sync() {
   recorded_ += long(records.size());
 }
 
-std::optional<std::vector<Block>> Journal::read(const std::string& path, const Fingerprint& fingerprint,
-                                                std::string& why_not) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return why_not = "no journal", std::nullopt;
+std::optional<std::vector<Block>> Journal::read(const std::string& path, const std::string& data_path,
+                                                const Fingerprint& fingerprint, std::string& why_not) {
+  std::string why;
+  const int fd = open_own_file(path, O_RDONLY, why);
+  if (fd < 0) return why_not = "its journal " + path + " is " + why, std::nullopt;
+  struct stat data {};
+  if (::lstat(data_path.c_str(), &data) != 0) {
+    ::close(fd);
+    return why_not = "it is gone", std::nullopt;
+  }
+  Fingerprint named = fingerprint;
+  named[temporary_field] = identity_of(data);
   std::string bytes;
   char buffer[1 << 16];
   for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) bytes.append(buffer, std::size_t(got));
   ::close(fd);
-  const std::string expected = header(fingerprint);
+  const std::string expected = header(named);
   if (bytes.compare(0, std::strlen(magic), magic) != 0) return why_not = "not a cvest journal", std::nullopt;
   const std::size_t end = bytes.find("\n\n");
   if (end == std::string::npos) return why_not = "its journal is cut short", std::nullopt;
@@ -177,7 +207,10 @@ std::optional<std::vector<Block>> Journal::read(const std::string& path, const F
       if (eq < line_end) found[bytes.substr(at, eq - at)] = bytes.substr(eq + 1, line_end - eq - 1);
       at = line_end + 1;
     }
-    for (const auto& [key, value] : fingerprint)
+    if (found[temporary_field] != named[temporary_field])
+      return why_not = "its journal names another file (" + found[temporary_field] + ", not " +
+                       named[temporary_field] + ")", std::nullopt;
+    for (const auto& [key, value] : named)
       if (found[key] != value)
         return why_not = key + " changed (" + (found[key].empty() ? "none" : found[key]) + " then, " + value + " now)",
                std::nullopt;

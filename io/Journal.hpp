@@ -14,6 +14,10 @@
 // Records carry a checksum: a journal cut short (power loss) ends at its
 // last whole record, and one whose bytes are damaged ends before them; a
 // block not recorded is simply written again.
+// Its header names the output's temporary file (device and inode, which a
+// rename keeps) besides the job's fingerprint: a journal resumes only the
+// file it was written for, and only a regular file of the running user's is
+// read (io/TempFiles.hpp: shared folders).
 #include "core/Plan.hpp"
 
 #include <atomic>
@@ -35,7 +39,9 @@ using Fingerprint = std::map<std::string, std::string>;
 class Journal {
  public:
   // Starts the journal at `path` for the output at `data_path` (synced):
-  // its fingerprint, then `done` (blocks an earlier run left on disk).
+  // its fingerprint and the output's identity, then `done` (blocks an
+  // earlier run left on disk). Created exclusively at `path`.new and moved
+  // to `path` without replacing anything: IoError where either name is taken.
   Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
           const std::vector<Block>& done = {}, std::size_t batch_bytes = std::size_t(256) << 20);
   ~Journal();
@@ -53,10 +59,11 @@ class Journal {
   int syncs() const { return syncs_; }
 
   // The blocks the journal at `path` records as on disk, where its
-  // fingerprint is `fingerprint`; nullopt, with the reason in `why_not`
-  // (the field that changed, or that it cannot be read), otherwise.
-  static std::optional<std::vector<Block>> read(const std::string& path, const Fingerprint& fingerprint,
-                                                std::string& why_not);
+  // fingerprint is `fingerprint` and it names the file at `data_path`;
+  // nullopt, with the reason in `why_not` (the field that changed, or that
+  // it cannot be read or is not the running user's), otherwise.
+  static std::optional<std::vector<Block>> read(const std::string& path, const std::string& data_path,
+                                                const Fingerprint& fingerprint, std::string& why_not);
 
  private:
   std::string path_, data_path_;

@@ -1,13 +1,19 @@
 #include "io/TempFiles.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <algorithm>
 #include <filesystem>
+#include <fcntl.h>
 #include <fstream>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace cvest::io {
@@ -64,12 +70,86 @@ bool zombie(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z';
 }
 
+constexpr std::size_t token_length = 12;
+
+// Letters and digits from the kernel's random source: what makes a
+// temporary name unpredictable. A clock and the pid where getrandom fails
+// (never on Linux >= 3.17); creation stays exclusive either way.
+std::string random_token() {
+  static constexpr char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  unsigned char bytes[token_length] = {};
+  if (::getrandom(bytes, sizeof bytes, 0) != ssize_t(sizeof bytes)) {
+    std::uint64_t z = std::uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^ std::uint64_t(::getpid());
+    for (unsigned char& b : bytes) b = static_cast<unsigned char>((z = z * 6364136223846793005ull + 1442695040888963407ull) >> 56);
+  }
+  std::string token(token_length, 'x');
+  for (std::size_t i = 0; i < token_length; ++i) token[i] = alphabet[bytes[i] % (sizeof alphabet - 1)];
+  return token;
+}
+
+bool is_token(const std::string& text) {
+  return text.size() == token_length &&
+         std::all_of(text.begin(), text.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; });
+}
+
+std::string describe(const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (!S_ISREG(st.st_mode)) return S_ISDIR(st.st_mode) ? "a directory" : "not a regular file";
+  return "owned by another user (uid " + std::to_string(st.st_uid) + ")";
+}
+
 }  // namespace
 
 std::string temp_path_for(const std::string& path) {
   const std::filesystem::path p(path);
-  return (p.parent_path() / ("." + p.filename().string() + ".tmp-" + host_tag() + "-" + std::to_string(::getpid())))
+  return (p.parent_path() / ("." + p.filename().string() + ".tmp-" + host_tag() + "-" + std::to_string(::getpid()) +
+                             "-" + random_token()))
       .string();
+}
+
+int create_exclusive(const std::string& path, int flags) {
+  return ::open(path.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+}
+
+int open_own_file(const std::string& path, int flags, std::string& why) {
+  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    why = errno == ELOOP ? "a symbolic link" : errno == ENOENT ? "missing" : std::strerror(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    why = describe(st);
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool own_regular_file(const std::string& path, std::string& why) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return why = errno == ENOENT ? "missing" : std::strerror(errno), false;
+  if (S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) return true;
+  why = describe(st);
+  return false;
+}
+
+bool rename_without_replacing(const std::string& temp, const std::string& path) {
+#ifdef SYS_renameat2
+  if (::syscall(SYS_renameat2, AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), 1u /* RENAME_NOREPLACE */) == 0)
+    return true;
+  if (errno != EINVAL && errno != ENOSYS) return false;
+#endif
+  if (::link(temp.c_str(), path.c_str()) == 0) {
+    ::unlink(temp.c_str());
+    return true;
+  }
+  if (errno == EEXIST) return false;
+  // Neither (a file system without hard links): the check and the rename
+  // are two steps; the output lock (OutputLock) still keeps cvest runs apart.
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) return errno = EEXIST, false;
+  return ::rename(temp.c_str(), path.c_str()) == 0;
 }
 
 std::vector<std::string> stale_temp_files(const std::string& path, bool with_companions) {
@@ -82,13 +162,20 @@ std::vector<std::string> stale_temp_files(const std::string& path, bool with_com
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string rest = name.substr(prefix.size());
+    std::string rest = name.substr(prefix.size());
     const std::size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
-    // The temporary file itself, or (with_companions) its journals: ".journal-R", ".journal-R.new".
-    if (digits == 0 || digits > 9 || (digits < rest.size() && (!with_companions || rest[digits] != '.'))) continue;
+    if (digits == 0 || digits > 9) continue;
     const pid_t pid = pid_t(std::stol(rest.substr(0, digits)));
+    rest.erase(0, digits);
+    // "-TOKEN" (earlier versions wrote none), then nothing (the temporary
+    // file itself) or, with_companions, its journals: ".journal-R", ".journal-R.new".
+    if (rest.size() > token_length && rest[0] == '-' && is_token(rest.substr(1, token_length)))
+      rest.erase(0, 1 + token_length);
+    if (!rest.empty() && (!with_companions || rest[0] != '.')) continue;
     if (pid <= 0 || pid == ::getpid() || (::kill(pid, 0) == 0 && !zombie(pid)) || (errno != ESRCH && errno != 0))
       continue;  // running, or not ours to judge
+    std::string why;
+    if (!own_regular_file(it->path().string(), why)) continue;  // planted, or another user's: left alone
     stale.push_back(it->path().string());
   }
   std::sort(stale.begin(), stale.end());
@@ -132,6 +219,14 @@ TempFileGuard::TempFileGuard(const std::string& path) {
 
 void TempFileGuard::keep_on_terminate(bool keep) {
   if (slot_ >= 0) table[slot_].keep_on_terminate.store(keep);
+}
+
+void TempFileGuard::retarget(const std::string& path) {
+  if (slot_ < 0 || path.size() >= sizeof(Slot::path)) return;
+  // Off the table while the path changes: a handler never sees half a name.
+  table[slot_].state.store(busy);
+  std::memcpy(table[slot_].path, path.c_str(), path.size() + 1);
+  table[slot_].state.store(registered_slot);
 }
 
 TempFileGuard::~TempFileGuard() {

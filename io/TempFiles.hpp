@@ -1,5 +1,14 @@
 #pragma once
-// Temporary files removed when a signal stops the process.
+// Temporary files: unpredictable names, created exclusively, removed when a
+// signal stops the process.
+//
+// Users share folders (group-writable, often without the sticky bit): a name
+// another user can predict, opened with O_CREAT or O_TRUNC, lets them plant
+// a symbolic link there and have cvest write through it. So every file cvest
+// creates beside an output has a random component in its name and is
+// created with O_CREAT | O_EXCL | O_NOFOLLOW (HDF5's H5F_ACC_EXCL), and what
+// cvest removes or takes over (a killed run's files) is a regular file owned
+// by the running user, looked at with lstat, never through a link.
 //
 // Outputs, generated inputs and reports are written to a temporary file and
 // renamed into place on success (io/Files.cpp, app/main.cpp); a failure
@@ -20,15 +29,36 @@ namespace cvest::io {
 // Call once, early in main.
 void remove_temp_files_on_signals();
 
-// Where the output or generated input `path` is written until it is
-// complete: `.NAME.tmp-HOST-PID` beside it (the host too: a folder may be
-// shared between machines, whose process ids mean nothing here).
+// A fresh name where the output or generated input `path` (or a report, an
+// MPI rank's part file) is written until it is complete:
+// `.NAME.tmp-HOST-PID-TOKEN` beside it. The host because a folder may be
+// shared between machines, whose process ids mean nothing here; the pid so
+// a later run can tell a killed run's file; TOKEN, 12 random letters and
+// digits, so no one can plant a link at the name before it is created.
 std::string temp_path_for(const std::string& path);
+
+// Creates `path` as a new file (O_CREAT | O_EXCL | O_NOFOLLOW, mode 0644, plus
+// `flags`: O_WRONLY or O_RDWR): never through a link, never an existing
+// file. The descriptor, or -1 with errno (EEXIST where any name is there).
+int create_exclusive(const std::string& path, int flags);
+// Opens an existing file of ours at `path` (O_NOFOLLOW | O_NONBLOCK plus
+// `flags`), checked with fstat to be a regular file owned by the running
+// user. The descriptor, or -1 with `why` saying what was found instead.
+int open_own_file(const std::string& path, int flags, std::string& why);
+// Whether `path` itself (lstat: a link is not followed) is a regular file
+// owned by the running user; `why` says what it is otherwise.
+bool own_regular_file(const std::string& path, std::string& why);
+
+// Renames `temp` onto `path` where nothing is there: RENAME_NOREPLACE, or a
+// hard link and unlink where the file system lacks it (both fail where a
+// name appeared). False with errno EEXIST when something is at `path`.
+bool rename_without_replacing(const std::string& temp, const std::string& path);
 
 // The temporary files of `path` that a process of this host left behind and
 // that no longer runs (killed, crashed), sorted; with_companions, their
-// resume journals too. Those of running processes and of other hosts are
-// not listed.
+// resume journals too. Only regular files owned by the running user are
+// listed: those of running processes, of other hosts and of other users, and
+// links or anything else at such names, are not.
 std::vector<std::string> stale_temp_files(const std::string& path, bool with_companions);
 // Removes them all (journals included) and returns their paths.
 std::vector<std::string> remove_stale_temp_files(const std::string& path);
@@ -42,6 +72,8 @@ class TempFileGuard {
   TempFileGuard(const TempFileGuard&) = delete;
   TempFileGuard& operator=(const TempFileGuard&) = delete;
   bool registered() const { return slot_ >= 0; }
+  // Registers `path` instead (a temporary name retried after a clash).
+  void retarget(const std::string& path);
   // SIGTERM (a scheduler's time limit) leaves this file in place: a
   // resumable output and its journal, which the next run continues.
   // SIGINT and SIGHUP still remove it.

@@ -197,28 +197,6 @@ TEST_CASE("an output never committed leaves nothing behind", "[io]") {
     CHECK(entry.path().filename().string().find("abandoned") == std::string::npos);
 }
 
-TEST_CASE("temporary files of killed runs on this host are removed by the next run", "[io]") {
-  quiet_hdf5_errors();
-  const auto path = scratch("killed.h5");
-  const std::string ours = temp_path_for(path.string());
-  const std::string prefix = ours.substr(0, ours.rfind('-') + 1);  // .killed.h5.tmp-HOST-
-  REQUIRE(prefix.find(".killed.h5.tmp-") != std::string::npos);
-  const pid_t child = ::fork();  // a process id that no longer runs
-  if (child == 0) ::_exit(0);
-  REQUIRE(child > 0);
-  ::waitpid(child, nullptr, 0);
-  const std::string dead = prefix + std::to_string(child), running = prefix + std::to_string(::getppid());
-  const std::string other_host = (path.parent_path() / ".killed.h5.tmp-elsewhere-1").string();
-  const std::string unrelated = (path.parent_path() / ".killed.h5.tmp-notes").string();
-  for (const auto& f : {dead, running, other_host, unrelated}) std::ofstream(f) << "half-written";
-  { OutputFile out({path.string(), "cv", 1, 10, 3, Precision::f64, Compression::none, 4, 0, true, {}, true, 0}); }
-  CHECK_FALSE(fs::exists(dead));
-  CHECK(fs::exists(running));     // another run of the same output, still going
-  CHECK(fs::exists(other_host));  // its process id means nothing here
-  CHECK(fs::exists(unrelated));
-  for (const auto& f : {running, other_host, unrelated}) fs::remove(f);
-}
-
 TEST_CASE("output paths are checked before any work", "[io]") {
   const auto existing = scratch("exists.h5");
   std::ofstream(existing) << "x";
