@@ -302,6 +302,9 @@ Report run(const Config& config_in, std::ostream& progress) {
       res.max_s = *std::max_element(t.begin(), t.end());
       res.GBps = moved / res.median_s / 1e9;
       res.roof_fraction = roof_fraction(t, moved, regular_s, streaming_s, copied);
+      res.kernel_s = t;
+      res.roof_regular_s = regular_s;
+      res.roof_streaming_s = streaming_s;
       report.results.push_back(res);
     }
   }
@@ -460,7 +463,10 @@ nlohmann::json to_json(const Report& report) {
                             {"roof_GBps", res.roof_GBps},
                             {"roof_copy_GBps", res.roof_copy_GBps},
                             {"roof_copy_streaming_GBps", res.roof_copy_streaming_GBps},
-                            {"roof_fraction", res.roof_fraction}});
+                            {"roof_fraction", res.roof_fraction},
+                            {"seconds", res.kernel_s},
+                            {"roof_regular_seconds", res.roof_regular_s},
+                            {"roof_streaming_seconds", res.roof_streaming_s}});
   return j;
 }
 

@@ -50,6 +50,9 @@ struct Result {
   double roof_GBps = 0;      // the faster copy of discount into cv on this row's arrays, in the same repeats
   double roof_copy_GBps = 0, roof_copy_streaming_GBps = 0;  // each kind of that copy (medians)
   double roof_fraction = 0;  // the median over repeats of GB/s over that repeat's roof (roof_fraction())
+  // Each repeat's seconds: the kernel's pass, and the two copies of this
+  // row's own discount into its own cv timed just before it.
+  std::vector<double> kernel_s, roof_regular_s, roof_streaming_s;
 };
 
 struct Report {

@@ -720,6 +720,7 @@ void OutputFile::write(const Block& b, const void* buffer) {
       journal_->written(b, std::size_t(b.dates.size() * b.ids.size() * spec_.K) * element_size(spec_.precision));
     return;
   }
+  if (fault_injected("slow_write")) ::usleep(300000);  // as RawCube::write: tests overlap runs with it
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
   const bool aligned = b.ids.begin % chunk_[1] == 0 && (b.ids.end % chunk_[1] == 0 || b.ids.end == spec_.N);
   if (!aligned) {

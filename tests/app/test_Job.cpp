@@ -211,7 +211,7 @@ TEST_CASE("verify reads a sample through HDF5 too, so a reader that finds the wr
                                     "at dates [0, 1), ids [0, "));
 }
 
-TEST_CASE("a NaN matches any NaN (IEEE leaves a NaN x NaN payload open); nothing else is loosened", "[job]") {
+TEST_CASE("a NaN matches any NaN (IEEE leaves a NaN x NaN payload open), and nothing else is loosened", "[job]") {
   quiet_hdf5_errors();
   const auto dir = fresh_dir("nan");
   const auto in = (dir / "in.h5").string(), out = (dir / "cv.h5").string();

@@ -293,16 +293,21 @@ with tempfile.TemporaryDirectory() as tmp:
                   and not leftovers(), f"a write fails ({says}): exit 3, one line, the existing output untouched ({lines})")
         os.remove("out.h5")
 
-        # Compressed output: says it starts over.
-        p = start("run", "deck.toml", "--set", "output.compression=gzip")
-        while not glob.glob(".out.h5.tmp-*") and p.poll() is None:
+        # Compressed output: killed mid-run (0.3 s a block), the next run says
+        # it starts over, finishes with the right data, leaves nothing.
+        p = start("run", "deck.toml", "--set", "output.compression=gzip", fault="slow_write")
+        deadline = time.monotonic() + 60
+        while not glob.glob(".out.h5.tmp-*") and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
-        time.sleep(0.05)
+        time.sleep(0.5)
         p.send_signal(signal.SIGKILL)
         p.wait()
+        check(p.returncode == -signal.SIGKILL and len(glob.glob(".out.h5.tmp-*")) == 1 and not os.path.exists("out.h5"),
+              f"a compressed run killed mid-run leaves its temporary file ({p.returncode}, {glob.glob('.out.h5.tmp-*')})")
         p = run("run", "deck.toml", "--set", "output.compression=gzip")
-        check(p.returncode == 0 and ("compressed output is not resumed" in p.stderr or not glob.glob(".out.h5.tmp-*"))
-              and not leftovers(), "a killed compressed run: the next says it starts over and finishes")
+        check(p.returncode == 0 and "compressed output is not resumed" in p.stderr and "resuming" not in p.stderr
+              and same_file("out.h5", "ref.h5") and not leftovers(),
+              "the next run says it starts over, and finishes with identical data, nothing left")
     else:
         check(False, f"unknown case {case}")
 

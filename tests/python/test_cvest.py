@@ -124,7 +124,19 @@ def test_run_of_the_seed_deck_reports_as_the_command_does(tmp_path):
     with open(tmp_path / "command" / "report.json") as f:
         command = json.load(f)
     assert command.keys() == report.keys()
-    assert [j["strategy"] for j in command["jobs"]] == [j["strategy"] for j in report["jobs"]]
+    # Everything but timings and paths is the same: the plan, each job's
+    # choices and bytes, the verification; and the outputs are the same bits.
+    for key in ("shape", "block_plans", "backend", "threads", "memory_budget_bytes", "output_chunk_ids",
+                "output_compression", "ranks", "verified", "cvest_version", "kokkos_version"):
+        assert command[key] == report[key], key
+    same = ("strategy", "layout", "precision", "pipeline", "pipeline_threads", "blocks", "block_dates", "block_ids",
+            "kernel_ids", "bytes", "runs", "wrote_output", "resumed_blocks")
+    assert len(command["jobs"]) == len(report["jobs"]) == 8
+    for c, r in zip(command["jobs"], report["jobs"]):
+        assert {k: c[k] for k in same} == {k: r[k] for k in same}
+        assert c["seconds"].keys() == r["seconds"].keys() and len(c["timeline"]) == len(r["timeline"])
+    with h5py.File(over["output.file"], "r") as a, h5py.File(tmp_path / "command" / "cv.h5", "r") as b:
+        assert a["cv"].shape == (100, 4000, 5) and np.array_equal(a["cv"][...].view(np.uint8), b["cv"][...].view(np.uint8))
     plan = cvest.run(deck, set=dict(over, **{"output.file": str(tmp_path / "planned.h5")}), plan=True)
     assert plan["jobs"] and not (tmp_path / "planned.h5").exists()
 
