@@ -1,5 +1,6 @@
 #include "app/Bench.hpp"
 
+#include "core/Interrupt.hpp"
 #include "core/Multiply.hpp"
 #include "core/Roof.hpp"
 
@@ -244,6 +245,7 @@ Report run(const Config& config_in, std::ostream& progress) {
   // (nor the roof) meets memory the process has only just touched.
   Kokkos::Timer warm;
   while (warm.seconds() < config.warm_seconds) {
+    throw_if_interrupted();
     for (int w = 0; w < 2; ++w) time_roof(w);
     for (auto& v : variants) {
       for (auto stores : {roof::Stores::regular, roof::Stores::streaming}) v.copy_once(stores);
@@ -260,6 +262,7 @@ Report run(const Config& config_in, std::ostream& progress) {
   std::vector<std::vector<double>> roof_times(3), times(variants.size() * config.strategies.size());
   std::vector<std::array<std::vector<double>, 2>> own_roof_times(variants.size());
   for (int r = 0; r < config.repeats; ++r) {
+    throw_if_interrupted();
     for (int w = 0; w < 3; ++w) roof_times[w].push_back(time_roof(w));
     for (std::size_t vi = 0; vi < variants.size(); ++vi) {
       own_roof_times[vi][0].push_back(variants[vi].copy_once(roof::Stores::regular));

@@ -52,7 +52,7 @@ struct Result {
   double roof_fraction = 0;  // the median over repeats of GB/s over that repeat's roof (roof_fraction())
   // Each repeat's seconds: the kernel's pass, and the two copies of this
   // row's own discount into its own cv timed just before it.
-  std::vector<double> kernel_s, roof_regular_s, roof_streaming_s;
+  std::vector<double> kernel_s{}, roof_regular_s{}, roof_streaming_s{};
 };
 
 struct Report {

@@ -387,7 +387,7 @@ bool RawCube::read(const Block& b, void* buffer) const {
 void RawCube::write(const Block& b, const void* buffer) const {
   const auto* in = static_cast<const char*>(buffer);
   if (fault_injected("kill")) ::raise(SIGKILL);
-  if (fault_injected("slow_write")) ::usleep(300000);
+  slow_write_if_injected();
   const bool complete = for_each_run(
       b, [&](off_t at, std::size_t bytes, std::size_t from) { write_at(fd_, in + from, bytes, at, path_); });
   if (!complete) throw IoError(path_ + ": output chunk not allocated");

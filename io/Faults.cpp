@@ -1,6 +1,7 @@
 #include "io/Faults.hpp"
 
 #include <cstdlib>
+#include <unistd.h>
 #include <string>
 
 namespace cvest::io {
@@ -43,6 +44,12 @@ long fault_value(std::string_view point) {
   std::string_view where, value;
   if (!fault_here(where, value) || where != point || value.empty()) return -1;
   return std::atol(std::string(value).c_str());
+}
+
+void slow_write_if_injected() {
+  if (!fault_injected("slow_write")) return;
+  const long ms = fault_value("slow_write");
+  ::usleep(useconds_t(ms > 0 ? ms : 300) * 1000);
 }
 
 }  // namespace cvest::io

@@ -7,7 +7,7 @@
 //   write       the output's first write fails with ENOSPC (disk full);
 //   write_eio   the same with EIO (a failing disk);
 //   kill        the process is killed (SIGKILL) as it writes its first block;
-//   slow_write  every block write of an uncompressed output waits 0.3 s
+//   slow_write  every block write waits 0.3 s (slow_write=MS: MS milliseconds)
 //               first (so a test can act while a run is under way);
 //   kill_before_journal  killed after a batch of blocks is synced to disk,
 //               before the journal records it;
@@ -25,6 +25,10 @@ namespace cvest::io {
 bool fault_injected(std::string_view point);
 // N of a fault given as POINT=N (on this rank); -1 when not injected.
 long fault_value(std::string_view point);
+
+// slow_write[=MS]: sleeps MS milliseconds (300 without a value) before a
+// block's write, so that tests overlap runs or catch one mid-run.
+void slow_write_if_injected();
 
 // This process's rank as its launcher's environment gives it; 0 without one.
 int launcher_rank();

@@ -1,5 +1,6 @@
 #include "io/Files.hpp"
 
+#include "core/Interrupt.hpp"
 #include "io/Faults.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -399,9 +400,11 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
       return f64 ? static_cast<const void*>(vd.data()) : static_cast<const void*>(vf.data());
     };
     write_hyperslab(m, native_type(spec.precision), {0, 0}, {spec.ids, spec.cols}, fill(0, 0), path + ": dataset 'multBy'");
-    for (Index t = 0; t < spec.dates; ++t)
+    for (Index t = 0; t < spec.dates; ++t) {
+      slow_write_if_injected();
       write_hyperslab(d, native_type(spec.precision), {t, 0, 0}, {1, spec.ids, spec.cols}, fill(1, t * NK),
                       path + ": dataset 'discount'");
+    }
     write_string_attribute(d.get(), "generator", "cvest generate seed=" + std::to_string(spec.seed));
     d.reset();
     m.reset();
@@ -714,13 +717,14 @@ struct PartRecord {
 }  // namespace
 
 void OutputFile::write(const Block& b, const void* buffer) {
+  throw_if_interrupted();
   if (raw_) {
     raw_->write(b, buffer);
     if (journal_)
       journal_->written(b, std::size_t(b.dates.size() * b.ids.size() * spec_.K) * element_size(spec_.precision));
     return;
   }
-  if (fault_injected("slow_write")) ::usleep(300000);  // as RawCube::write: tests overlap runs with it
+  slow_write_if_injected();
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
   const bool aligned = b.ids.begin % chunk_[1] == 0 && (b.ids.end % chunk_[1] == 0 || b.ids.end == spec_.N);
   if (!aligned) {
@@ -830,6 +834,7 @@ void OutputShare::close() {
 }
 
 void OutputShare::write(const Block& b, const void* buffer) {
+  throw_if_interrupted();
   if (raw_) {
     raw_->write(b, buffer);
     if (journal_)

@@ -1,5 +1,6 @@
 #include "io/Input.hpp"
 
+#include "core/Interrupt.hpp"
 #include "io/Faults.hpp"
 
 namespace cvest::io {
@@ -36,6 +37,7 @@ void InputFile::read_multby(Range ids, Precision precision, void* buffer) const 
 }
 
 void InputFile::read_discount(const Block& b, Precision precision, void* buffer) const {
+  throw_if_interrupted();
   discount_reader_->read(b, precision, buffer);
 }
 

@@ -9,6 +9,7 @@
 #include "core/Spaces.hpp"
 #include "core/Version.hpp"
 #include "core/pipeline/Pipeline.hpp"
+#include "python/KokkosThread.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <pybind11/numpy.h>
@@ -20,6 +21,7 @@
 #include <type_traits>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -31,6 +33,7 @@
 
 namespace py = pybind11;
 using namespace cvest;
+using cvest::python::on_kokkos_thread;
 
 namespace {
 
@@ -78,9 +81,14 @@ void ensure_initialized() {
 struct BenchServer;
 void release_bench_servers();
 
+// Kokkos stops (and the bench servers' views go) on the Kokkos thread,
+// which then ends: at interpreter exit, or when called.
 void finalize() {
-  release_bench_servers();
-  if (Kokkos::is_initialized()) Kokkos::finalize();
+  on_kokkos_thread([] {
+    release_bench_servers();
+    if (Kokkos::is_initialized()) Kokkos::finalize();
+  });
+  python::KokkosThread::get().stop();
 }
 
 // --- multiply ------------------------------------------------------------
@@ -123,7 +131,6 @@ void multiply_views(Strategy strategy, const py::array& m, const py::array& d, p
       Cube<const Scalar, Layout, Space::memory_space>(static_cast<const Scalar*>(d.data()), T, N, K),
       Cube<Scalar, Layout, Space::memory_space>(static_cast<Scalar*>(cv.mutable_data()), T, N, K)};
   check_operands(ops);
-  py::gil_scoped_release release;
   multiply(strategy, Space(), ops, CvNext::memory);
   Space().fence();
 }
@@ -157,7 +164,6 @@ void multiply_staged(Strategy strategy, const py::array& m, const py::array& d, 
   options.progress = false;
   options.force_staging = true;  // host builds: the same copies a device build makes
   std::ostream null_out(nullptr);
-  py::gil_scoped_release release;
   run_pipeline<Scalar, Layout>(plan, io, options, null_out);
 }
 
@@ -204,7 +210,6 @@ void multiply_on_device(Strategy strategy, const DeviceArray& m, const DeviceArr
   Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(static_cast<const Scalar*>(m.data), N, K),
                                     Cube<const Scalar, Layout, Mem>(static_cast<const Scalar*>(d.data), T, N, K),
                                     Cube<Scalar, Layout, Mem>(static_cast<Scalar*>(cv.data), T, N, K)};
-  py::gil_scoped_release release;
   Kokkos::fence();  // the arrays' producers, on whatever stream, are done
   multiply(strategy, Kokkos::Cuda(), ops, CvNext::memory);
   Kokkos::fence();
@@ -253,9 +258,12 @@ py::object multiply_device_arrays(const DeviceArray& d, const py::object& multby
   if (!(right ? cv->c_order : cv->f_order))
     throw py::value_error(std::string("out must be ") + (right ? "C" : "Fortran") + "-contiguous for Layout" +
                           (right ? "Right" : "Left") + " (cvest writes it in place)");
-  with_types(d.typestr == "<f8" ? Precision::f64 : Precision::f32, layout, [&](auto scalar, auto layout_tag) {
-    multiply_on_device<decltype(scalar), decltype(layout_tag)>(strategy, *m, d, *cv);
-    return 0;
+  on_kokkos_thread([&] {
+    ensure_initialized();
+    with_types(d.typestr == "<f8" ? Precision::f64 : Precision::f32, layout, [&](auto scalar, auto layout_tag) {
+      multiply_on_device<decltype(scalar), decltype(layout_tag)>(strategy, *m, d, *cv);
+      return 0;
+    });
   });
   return result;
 }
@@ -264,7 +272,6 @@ py::object multiply_device_arrays(const DeviceArray& d, const py::object& multby
 py::object multiply_arrays(const py::object& multby, const py::object& discount, const py::object& out,
                            const std::string& strategy_name, const std::optional<std::string>& layout_name,
                            bool staged) {
-  ensure_initialized();
   constexpr bool on_device = !std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>;
 #ifdef KOKKOS_ENABLE_CUDA
   if (const auto d = device_array(discount))
@@ -315,10 +322,15 @@ py::object multiply_arrays(const py::object& multby, const py::object& discount,
                                                                                       : "LayoutLeft") +
                             " (cvest writes it in place)");
   }
-  with_types(f64 ? Precision::f64 : Precision::f32, layout, [&](auto scalar, auto layout_tag) {
-    if (staged) multiply_staged<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
-    else if constexpr (!on_device) multiply_views<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
-    return 0;
+  // The arrays are only read and written through their data here, on the
+  // Kokkos thread; the caller keeps them alive (and holds no GIL) meanwhile.
+  on_kokkos_thread([&] {
+    ensure_initialized();
+    with_types(f64 ? Precision::f64 : Precision::f32, layout, [&](auto scalar, auto layout_tag) {
+      if (staged) multiply_staged<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
+      else if constexpr (!on_device) multiply_views<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
+      return 0;
+    });
   });
   return std::move(cv);
 }
@@ -339,25 +351,23 @@ std::vector<std::string> overrides_of(const py::dict& set) {
 }
 
 py::object run_deck_file(const std::string& deck_path, const py::dict& set, bool plan, bool no_resume) {
-  ensure_initialized();
   Deck deck = load_deck(deck_path, overrides_of(set));
   if (no_resume) deck.output.resume = false;
-  app::RunReport report;
-  {
-    py::gil_scoped_release release;
-    report = app::run_deck(deck, std::cerr, plan);
+  const app::RunReport report = on_kokkos_thread([&] {
+    ensure_initialized();
+    app::RunReport r = app::run_deck(deck, std::cerr, plan);
     if (!plan) {
-      if (!deck.report.json.empty()) app::write_report_file(deck.report.json, app::to_json(report).dump(2) + "\n");
-      if (!deck.report.csv.empty()) app::write_report_file(deck.report.csv, app::to_csv(report));
+      if (!deck.report.json.empty()) app::write_report_file(deck.report.json, app::to_json(r).dump(2) + "\n");
+      if (!deck.report.csv.empty()) app::write_report_file(deck.report.csv, app::to_csv(r));
     }
-  }
+    return r;
+  });
   return json_to_python(app::to_json(report));
 }
 
 bool run_verify(const std::string& output, const std::optional<std::string>& input, const std::optional<std::string>& deck_path,
             const std::optional<std::string>& memory_budget) {
   if (!input && !deck_path) throw py::value_error("verify needs the input file (input=...) or the deck that wrote the output (deck=...)");
-  ensure_initialized();
   app::VerifyOptions options;
   options.output = output;
   if (input) options.input = *input;
@@ -368,12 +378,13 @@ bool run_verify(const std::string& output, const std::optional<std::string>& inp
     options.discount = deck.input.discount;
     options.memory_budget = deck.run.memory_budget;
     if (!input) options.input = deck.input.file;
-  } else {
-    app::names_from_output(options);
   }
   if (memory_budget) options.memory_budget = parse_bytes(*memory_budget);
-  py::gil_scoped_release release;
-  app::verify_output(options, std::cerr);
+  on_kokkos_thread([&] {
+    if (!deck_path) app::names_from_output(options);
+    ensure_initialized();
+    app::verify_output(options, std::cerr);
+  });
   return true;
 }
 
@@ -393,15 +404,13 @@ bench::Config bench_config(Index dates, Index ids, Index cols, const std::option
 py::object run_bench(Index dates, Index ids, Index cols, const std::optional<std::vector<std::string>>& strategies,
                  const std::vector<std::string>& layouts, const std::vector<std::string>& precisions, int repeats,
                  double warm_seconds) {
-  ensure_initialized();
   bench::Config config = bench_config(dates, ids, cols, strategies, layouts, precisions);
   config.repeats = repeats;
   config.warm_seconds = warm_seconds;
-  bench::Report report;
-  {
-    py::gil_scoped_release release;
-    report = bench::run(config, std::cerr);
-  }
+  const bench::Report report = on_kokkos_thread([&] {
+    ensure_initialized();
+    return bench::run(config, std::cerr);
+  });
   return json_to_python(bench::to_json(report));
 }
 
@@ -414,34 +423,39 @@ struct BenchServer {
   explicit BenchServer(std::unique_ptr<bench::Server> s);
   ~BenchServer();
 };
+std::mutex live_bench_servers_m;  // Python threads make and drop them; finalize() walks them
 std::set<BenchServer*> live_bench_servers;
-BenchServer::BenchServer(std::unique_ptr<bench::Server> s) : server(std::move(s)) { live_bench_servers.insert(this); }
-BenchServer::~BenchServer() { live_bench_servers.erase(this); }
+BenchServer::BenchServer(std::unique_ptr<bench::Server> s) : server(std::move(s)) {
+  const std::lock_guard lock(live_bench_servers_m);
+  live_bench_servers.insert(this);
+}
+BenchServer::~BenchServer() {
+  {
+    const std::lock_guard lock(live_bench_servers_m);
+    live_bench_servers.erase(this);
+  }
+  if (server) on_kokkos_thread([&] { server.reset(); });  // its views go where Kokkos runs
+}
 
 std::unique_ptr<BenchServer> make_bench_server(Index dates, Index ids, Index cols,
                                                  const std::optional<std::vector<std::string>>& strategies,
                                                  const std::vector<std::string>& layouts, const std::string& precision) {
-  ensure_initialized();
   const bench::Config config = bench_config(dates, ids, cols, strategies, layouts, {precision});
-  std::unique_ptr<bench::Server> server;
-  {
-    py::gil_scoped_release release;
-    server = std::make_unique<bench::Server>(config);
-  }
+  std::unique_ptr<bench::Server> server = on_kokkos_thread([&] {
+    ensure_initialized();
+    return std::make_unique<bench::Server>(config);
+  });
   return std::make_unique<BenchServer>(std::move(server));
 }
 
 void release_bench_servers() {
+  const std::lock_guard lock(live_bench_servers_m);
   for (BenchServer* s : live_bench_servers) s->server.reset();
 }
 
 py::object bench_command(BenchServer& s, const std::string& command) {
   if (!s.server) throw py::value_error("this BenchServer's arrays were released when cvest finalized");
-  nlohmann::json reply;
-  {
-    py::gil_scoped_release release;
-    reply = s.server->handle(command);
-  }
+  const nlohmann::json reply = on_kokkos_thread([&] { return s.server->handle(command); });
   if (reply.contains("error")) throw py::value_error(reply["error"].get<std::string>());
   return json_to_python(reply);
 }
@@ -458,7 +472,9 @@ PYBIND11_MODULE(_cvest, module) {
   py::register_exception<IoError>(module, "IoError", PyExc_OSError);
   py::register_exception<VerifyError>(module, "VerifyError", PyExc_RuntimeError);
 
-  module.def("initialize", &initialize, py::arg("threads") = std::nullopt,
+  module.def("initialize", [](std::optional<int> threads, const std::vector<std::string>& kokkos_args) {
+    on_kokkos_thread([&] { initialize(threads, kokkos_args); });
+  }, py::arg("threads") = std::nullopt,
              py::arg("kokkos_args") = std::vector<std::string>{},
              R"(Starts Kokkos for this process. Optional: the first cvest call does it
 with defaults. threads: host threads (OpenMP builds); kokkos_args: Kokkos'
@@ -466,8 +482,10 @@ own settings, e.g. ["--kokkos-tools-libs=..."]. Only before any other call.)");
   module.def("finalize", &finalize, "Stops Kokkos (registered to run at interpreter exit).");
   module.def("is_initialized", [] { return Kokkos::is_initialized(); });
   module.def("threads", [] {
-    ensure_initialized();
-    return Kokkos::DefaultHostExecutionSpace().concurrency();
+    return on_kokkos_thread([] {
+      ensure_initialized();
+      return Kokkos::DefaultHostExecutionSpace().concurrency();
+    });
   }, "The host threads cvest's kernels run on (starts Kokkos if needed).");
 
   module.def("multiply", &multiply_arrays, py::arg("multby"), py::arg("discount"), py::arg("out") = py::none(),
@@ -486,7 +504,8 @@ layout: "right" (C order) or "left" (Fortran order); None: discount's
 Arrays already in the layout's order and the result's type are used in
 place (no copy); others (strided views, the other order, the narrower
 type of a mixed pair) are copied first. The GIL is released while the
-kernel runs. Raises ValueError for shapes, types, a read-only or
+kernel runs. Any thread may call it; calls from several threads at once run
+one after another (all Kokkos work runs on one thread of cvest's). Raises ValueError for shapes, types, a read-only or
 mismatched out, and an unknown strategy or layout.
 staged: run through the block pipeline (host staging slots, copies in and
   out, as a file-to-file run): what NumPy arrays take on a Cuda build (C

@@ -35,6 +35,24 @@ def strategies(rows, roof, title, path):
     """Bars of effective bandwidth per strategy, one per layout, with the
     copy roofs measured in the same run. rows: dicts with strategy, layout,
     GBps, streaming_stores (a cvest bench result or bench/compare's)."""
+    fig = strategies_figure(rows, roof, title)
+    _save(fig, path)
+    names = list(dict.fromkeys(x["strategy"] for x in rows))
+    layouts = [l for l in ("right", "left") if any(x["layout"] == l for x in rows)]
+    best = max(rows, key=lambda x: x["GBps"])
+    return (f"{os.path.basename(path)}: {len(rows)} bars ({len(names)} strategies x {len(layouts)} layouts), "
+            f"best {best['strategy']}/{best['layout']} {best['GBps']:.1f} GB/s")
+
+
+def _save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _pyplot().close(fig)
+
+
+def strategies_figure(rows, roof, title):
+    """The figure strategies() saves: one axes, a bar container per layout
+    (labelled LayoutRight, LayoutLeft) in strategy order, the two roofs."""
     plt = _pyplot()
     names = list(dict.fromkeys(x["strategy"] for x in rows))
     layouts = [l for l in ("right", "left") if any(x["layout"] == l for x in rows)]
@@ -56,23 +74,31 @@ def strategies(rows, roof, title, path):
     ax.set_ylabel("effective bandwidth (GB/s)")
     ax.set_title(f"{title} (NT = streaming stores)")
     ax.legend(loc="upper left", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    best = max(rows, key=lambda x: x["GBps"])
-    return (f"{os.path.basename(path)}: {len(rows)} bars ({len(names)} strategies x {len(layouts)} layouts), "
-            f"best {best['strategy']}/{best['layout']} {best['GBps']:.1f} GB/s")
+    return fig
 
 
 def timeline(spans, title, path, zoom_blocks=24):
     """The pipeline's spans (block, phase, begin_s, end_s) as lanes per
     phase: the whole run, and its first blocks enlarged."""
+    fig = timeline_figure(spans, title, zoom_blocks)
+    _save(fig, path)
+    return (f"{os.path.basename(path)}: {len(spans)} spans over {max(s['block'] for s in spans) + 1} blocks, "
+            f"{max(s['end_s'] for s in spans):.3f} s, lanes {', '.join(timeline_lanes(spans))}")
+
+
+def timeline_lanes(spans):
+    # Lanes only for phases that did something: on the host a LayoutRight
+    # block is computed where it was read, so its h2d and d2h take no time.
+    return [p for p in PHASES if any(s["phase"] == p and s["end_s"] > s["begin_s"] for s in spans)]
+
+
+def timeline_figure(spans, title, zoom_blocks=24):
+    """The figure timeline() saves: the whole run (axes 0, a bar per span of
+    a lane that did something) and its first blocks (axes 1)."""
     plt = _pyplot()
     nblocks = max(s["block"] for s in spans) + 1
     zoom = min(nblocks, zoom_blocks)
-    # Lanes only for phases that did something: on the host a LayoutRight
-    # block is computed where it was read, so its h2d and d2h take no time.
-    lanes = [p for p in PHASES if any(s["phase"] == p and s["end_s"] > s["begin_s"] for s in spans)]
+    lanes = timeline_lanes(spans)
     fig, axes = plt.subplots(2, 1, figsize=(12, 6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, limit, part in ((axes[0], nblocks, f"whole run, {nblocks} blocks"), (axes[1], zoom, f"first {zoom} blocks")):
@@ -85,17 +111,26 @@ def timeline(spans, title, path, zoom_blocks=24):
         ax.invert_yaxis()
         ax.set_xlabel("time since the pipeline started (s)")
         ax.set_title(f"{title} ({part}); one color per block: bars stacked in time overlap")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return (f"{os.path.basename(path)}: {len(spans)} spans over {nblocks} blocks, "
-            f"{max(s['end_s'] for s in spans):.3f} s, lanes {', '.join(lanes)}")
+    return fig
 
 
 def jobs(report, path):
     """A cvest run report's jobs side by side: wall seconds (with the
     seconds each phase was busy, which overlap and so may sum to more), and
     the kernel's fraction of the block-sized copy roof."""
+    fig = jobs_figure(report)
+    _save(fig, path)
+    js = report["jobs"]
+    fastest = min(js, key=lambda j: j["seconds"]["total"])
+    return (f"{os.path.basename(path)}: {len(js)} jobs ("
+            + ", ".join(f"{j['strategy']}/{j['layout']}/{j['precision']} {j['seconds']['total']:.3f} s" for j in js)
+            + f"); fastest {fastest['strategy']}/{fastest['layout']}")
+
+
+def jobs_figure(report):
+    """The figure jobs() saves: axes 0 holds the wall seconds (the first bar
+    container, labelled wall) and the busy seconds per phase; axes 1 the
+    kernel's roof fraction, a bar per job in report order."""
     plt = _pyplot()
     js = report["jobs"]
     labels = [f"{j['strategy']}\n{j['layout']}" + (f" {j['precision']}" if len({x['precision'] for x in js}) > 1 else "")
@@ -123,10 +158,4 @@ def jobs(report, path):
     a2.set_xticks(list(x))
     a2.set_xticklabels(labels, fontsize=8)
     a2.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    fastest = min(js, key=lambda j: j["seconds"]["total"])
-    return (f"{os.path.basename(path)}: {len(js)} jobs ("
-            + ", ".join(f"{j['strategy']}/{j['layout']}/{j['precision']} {j['seconds']['total']:.3f} s" for j in js)
-            + f"); fastest {fastest['strategy']}/{fastest['layout']}")
+    return fig

@@ -9,7 +9,9 @@
 
 Built by the project's CMake into build/<backend>/python (scripts/cvest
 python runs Python with it on the path). Kokkos starts at the first call
-(cvest.initialize(threads=...) first to choose) and stops at exit.
+(cvest.initialize(threads=...) first to choose) and stops at exit. Any
+Python thread may call cvest: its Kokkos work runs on one thread of the
+module's, one call after another, the caller waiting with the GIL released.
 """
 import atexit
 

@@ -36,7 +36,7 @@ def check(ok, what):
 
 
 def start(deck, slow=True, *extra):
-    env = dict(os.environ, **({"CVEST_FAULT": "slow_write"} if slow else {}))
+    env = dict(os.environ, **({"CVEST_FAULT": "slow_write" if slow is True else slow} if slow else {}))
     return subprocess.Popen([cvest, "run", deck, *extra], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
 
@@ -80,23 +80,26 @@ with tempfile.TemporaryDirectory() as tmp:
             check(v.returncode == 0, f"round {round_ + 1}: the output is the winner's result")
         check(not glob.glob(".shared.h5.*"), f"round {round_ + 1}: no temporary or lock file left")
 
-    # Refused at the start, naming the other process.
+    # Refused at the start, naming the other process: the first holds each
+    # of its 6 blocks 1 s, and is checked to be still running after the
+    # second was refused (so the refusal was about it).
     os.remove("shared.h5")
-    a = start("s1.toml")
-    if wait_for_temp(tmp, a):
-        b = start("s2.toml", False)
-        cb, lb = finish(b)
-        check(cb == 3 and len(lb) == 1 and f"pid {a.pid}" in lb[0] and "another cvest run is writing it" in lb[0],
-              f"a second run of the same output is refused at once, naming the first ({cb}, {lb})")
+    a = start("s1.toml", "slow_write=1000")
+    check(wait_for_temp(tmp, a), "the first run is writing its output")
+    b = start("s2.toml", False)
+    cb, lb = finish(b)
+    check(cb == 3 and len(lb) == 1 and f"pid {a.pid}" in lb[0] and "another cvest run is writing it" in lb[0],
+          f"a second run of the same output is refused at once, naming the first ({cb}, {lb})")
+    check(a.poll() is None, "the first was still running when the second was refused")
     ca, _ = finish(a)
     check(ca == 0, "the first run still succeeds")
 
     # A file that appears meanwhile stays, overwrite = false.
     os.remove("shared.h5")
     a = start("s1.toml")
-    if wait_for_temp(tmp, a):
-        with open("shared.h5", "w") as f:
-            f.write("another program's file\n")
+    check(wait_for_temp(tmp, a), "the run is writing its output when another file appears")
+    with open("shared.h5", "w") as f:
+        f.write("another program's file\n")
     ca, la = finish(a)
     with open("shared.h5") as f:
         kept = f.read() == "another program's file\n"
@@ -107,10 +110,10 @@ with tempfile.TemporaryDirectory() as tmp:
     # overwrite = true replaces what it found, not a newer file.
     subprocess.run([cvest, "run", "s2.toml", "--set", "output.overwrite=true"], check=True, capture_output=True)
     a = start("s1.toml", True, "--set", "output.overwrite=true")
-    if wait_for_temp(tmp, a):
-        with open("newer.h5", "w") as f:
-            f.write("newer\n")
-        os.replace("newer.h5", "shared.h5")
+    check(wait_for_temp(tmp, a), "the run is writing its output when the file it found is replaced")
+    with open("newer.h5", "w") as f:
+        f.write("newer\n")
+    os.replace("newer.h5", "shared.h5")
     ca, la = finish(a)
     with open("shared.h5") as f:
         kept = f.read() == "newer\n"
@@ -125,9 +128,10 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # SIGKILL: the kernel drops the lock; the next run takes it.
     a = start("s2.toml", True, "--set", "output.overwrite=true")
-    if wait_for_temp(tmp, a):
-        a.send_signal(signal.SIGKILL)
+    check(wait_for_temp(tmp, a) and os.path.exists(".shared.h5.lock"), "the run holds the lock when it is killed")
+    a.send_signal(signal.SIGKILL)
     a.wait()
+    check(a.returncode == -signal.SIGKILL, "killed by SIGKILL")
     c = subprocess.run([cvest, "run", "s2.toml", "--set", "output.overwrite=true"], capture_output=True)
     v = subprocess.run([cvest, "verify", "shared.h5", "--input", "s2.h5"], capture_output=True)
     check(c.returncode == 0 and v.returncode == 0, "after a SIGKILL the next run takes the lock and succeeds")

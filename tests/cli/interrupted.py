@@ -5,7 +5,9 @@ the output's resume journal exists, the temporary file and journal stay,
 and the next run continues), and SIGHUP during
 `cvest generate`, end the process with that signal and leave no temporary
 file, no output and no report. A SIGINT that the parent ignores (nohup, a
-background job) stays ignored: the run finishes and writes its output.
+background job) stays ignored: the run finishes and writes its output. A
+SIGINT, SIGTERM or SIGHUP during a run that would replace an existing
+output leaves that output and its reports as they were.
 SIGKILL cannot be caught: the temporary file it leaves (and its unlocked
 lock file) are removed by the next run to the same output, which then
 completes.
@@ -74,7 +76,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-signal-") as work:
             kept = len(left) == 2 and left[0].startswith(".cv.h5.tmp-") and left[1].endswith(".journal-0")
             check(kept and "run the same deck again" in err, f"run, SIGTERM: the resumable output kept ({left})")
             rerun = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
-            check(rerun.returncode == 0 and sorted(os.listdir(out)) == ["cv.h5", "report.csv", "report.json"],
+            check(rerun.returncode == 0 and "resuming" in rerun.stderr
+                  and sorted(os.listdir(out)) == ["cv.h5", "report.csv", "report.json"],
                   f"run after SIGTERM: resumes and completes ({'resuming' in rerun.stderr}), nothing else left")
             for name in os.listdir(out):
                 os.remove(os.path.join(out, name))
@@ -94,6 +97,17 @@ with tempfile.TemporaryDirectory(prefix="cvest-signal-") as work:
     check(sent and rc == 0, f"run with SIGINT ignored: exit {rc} (expected 0), signal sent: {sent}"
           + (f": {err.strip()[-300:]}" if rc else ""))
     check(left == ["cv.h5", "report.csv", "report.json"], f"run with SIGINT ignored: output and reports written ({left})")
+
+    # A signal during a run that would replace an existing output (and its
+    # reports) leaves them as they were.
+    before = {name: open(os.path.join(out, name), "rb").read() for name in left}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        rc, err, sent = signal_when_temp_appears([cvest, "run", deck, "--set", "output.overwrite=true"], out, sig)
+        kept = {name: open(os.path.join(out, name), "rb").read() for name in before}
+        check(sent and rc == -sig and kept == before,
+              f"run replacing an output, {sig.name}: exit {rc}, the output and reports untouched ({kept == before})")
+        for name in glob.glob(os.path.join(out, ".cv.h5.*")):  # SIGTERM's resumable temporary and journal
+            os.remove(name)
 
     for name in os.listdir(out):
         os.remove(os.path.join(out, name))

@@ -29,7 +29,7 @@ case $target in
   input)
     hdf5_include=$(pkg-config --cflags hdf5-serial 2> /dev/null || echo -I/usr/include/hdf5/serial)
     hdf5_libs=$(pkg-config --libs hdf5-serial 2> /dev/null || echo "-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5")
-    sources=("$src/io/Input.cpp" "$src/io/Chunks.cpp" "$src/io/Hdf5.cpp" "$src/io/Faults.cpp" "$src/io/TempFiles.cpp" "$src/core/Names.cpp"
+    sources=("$src/io/Input.cpp" "$src/io/Chunks.cpp" "$src/io/Hdf5.cpp" "$src/io/Faults.cpp" "$src/io/TempFiles.cpp" "$src/core/Interrupt.cpp" "$src/core/Names.cpp"
              "$src/core/Plan.cpp")
     headers=("$src/io/Input.hpp" "$src/io/Chunks.hpp" "$src/io/Hdf5.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
     flags+=(-fopenmp $hdf5_include)
@@ -64,4 +64,7 @@ if ! OMP_NUM_THREADS=2 LSAN_OPTIONS=suppressions=$src/tests/fuzz/hdf5-leaks.supp
   for f in crash-* leak-* timeout-* oom-*; do [ -f "$f" ] && { echo "input $work/$f:"; od -c "$f" | head -20; }; done
   exit 1
 fi
-echo "fuzz: $what: $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$') $unit in ${seconds} s, no crash"
+executed=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+# A harness that ran nothing (a build or corpus fault) has found nothing either.
+[ "${executed:-0}" -gt 0 ] || { tail -20 "$log"; echo "fuzz: $what: no input was executed" >&2; exit 1; }
+echo "fuzz: $what: $executed $unit in ${seconds} s, no crash"

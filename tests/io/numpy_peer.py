@@ -3,7 +3,8 @@
 edge cases included: NaN payloads, infinities, signed zeros, subnormals,
 overflow and underflow), on files
 written by h5py (contiguous, h5py-chunked and gzip-compressed), for both layouts and
-both precisions; and h5py sees named dimensions and string attributes.
+both precisions; every strategy writing its own output with the edge cases;
+and h5py sees named dimensions and string attributes.
 
     numpy_peer.py CVEST_BINARY
 """
@@ -146,6 +147,40 @@ with tempfile.TemporaryDirectory(prefix="cvest-numpy-") as work:
                 same = got.dtype == expected.dtype and got.tobytes() == expected.tobytes()
                 print(f"{'ok' if same else 'FAIL'} {tag} layout={layout} precision={chosen}: {got.dtype} "
                       f"(NumPy {expected.dtype}), bitwise={same}")
+                failures += not same
+
+    # Every strategy, each writing its own output (a deck's later jobs are
+    # only compared with its first, where any NaN matches a NaN), on both
+    # layouts and precisions, with the edge values in both factors.
+    STRATEGIES = ("one_worker", "per_date", "per_id", "elementwise", "flat", "team", "kokkos_kernels")
+    T, N, K = 5, 1201, 5
+    for dtype in (np.float64, np.float32):
+        m = (rng.uniform(-1, 1, (N, K)) * 2.0 ** rng.integers(-30, 30, (N, K))).astype(dtype)
+        d = (rng.uniform(-1, 1, (T, N, K)) * 2.0 ** rng.integers(-30, 30, (T, N, K))).astype(dtype)
+        sprinkle_special_values(m, rng)
+        sprinkle_special_values(d, rng)
+        with np.errstate(all="ignore"):
+            expected = m[None] * d
+        bits = np.uint64 if dtype == np.float64 else np.uint32
+        both_nan = np.isnan(m)[None] & np.isnan(d)
+        tag = f"every_{np.dtype(dtype).name}"
+        src = os.path.join(work, f"in_{tag}.h5")
+        with h5py.File(src, "w") as f:
+            f["multBy"], f["discount"] = m, d
+        for strategy in STRATEGIES:
+            for layout in ("right", "left"):
+                cases += 1
+                out, error = run_deck(cvest, work, f"{tag}_{strategy}_{layout}", input={"file": src},
+                                      run={"layout": layout, "strategy": strategy, "memory_budget": "1MiB"})
+                if error:
+                    print(f"FAIL {tag} {strategy}/{layout}: {error}")
+                    failures += 1
+                    continue
+                with h5py.File(out, "r") as f:
+                    got = f["cv"][...]
+                same = got.dtype == expected.dtype and bool(
+                    ((got.view(bits) == expected.view(bits)) | (both_nan & np.isnan(got))).all())
+                print(f"{'ok' if same else 'FAIL'} {tag} {strategy}/{layout}: edge values bit for bit={same}")
                 failures += not same
 
 print(f"{cases - failures} passed, {failures} failed")

@@ -227,3 +227,88 @@ def test_staged_through_the_block_pipeline(layout, types, shape):
     if not fortran_out.flags["C_CONTIGUOUS"]:  # (a (1, 1, 1) array is both)
         with pytest.raises(ValueError, match="C-contiguous for the block pipeline"):
             cvest.multiply(m, d, out=fortran_out, staged=True)
+
+
+def with_edge_values(a, rng):
+    """IEEE's edge cases at random places of a: NaNs with distinct payloads
+    (one signalling), both infinities and zeros, subnormals, the largest
+    finite values and tiny normals (products overflow and underflow)."""
+    info = np.finfo(a.dtype)
+    bits = np.uint64 if a.dtype == np.float64 else np.uint32
+    inf_bits, quiet = np.array(np.inf, dtype=a.dtype).view(bits), bits(1) << bits(info.nmant - 1)
+    nans = [np.array(b, dtype=bits).view(a.dtype) for b in (inf_bits | quiet | bits(1), inf_bits | quiet | bits(0x5a5),
+                                                             inf_bits | bits(3))]
+    specials = nans + [np.inf, -np.inf, 0.0, -0.0, info.smallest_subnormal, -info.smallest_subnormal * 7, info.max,
+                       -info.max, info.tiny, -info.tiny * 3]
+    flat = a.reshape(-1)
+    for j, where in enumerate(rng.choice(flat.size, size=len(specials) * 6, replace=False)):
+        flat[where] = specials[j % len(specials)]
+    return a
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("layout", ["right", "left"])
+@pytest.mark.parametrize("dtype", ["f8", "f4"])
+@pytest.mark.parametrize("staged", [False, True])
+def test_edge_values_through_every_variant(strategy, layout, dtype, staged):
+    rng = np.random.default_rng(11)
+    m = with_edge_values((rng.uniform(-1, 1, (301, 5)) * 2.0 ** rng.integers(-30, 30, (301, 5))).astype(dtype), rng)
+    d = with_edge_values((rng.uniform(-1, 1, (7, 301, 5)) * 2.0 ** rng.integers(-30, 30, (7, 301, 5))).astype(dtype),
+                         rng)
+    with np.errstate(all="ignore"):
+        expected = m[None] * d
+    got = cvest.multiply(m, d, strategy=strategy, layout=layout, staged=staged)
+    bits = np.uint64 if dtype == "f8" else np.uint32
+    both_nan = np.isnan(m)[None] & np.isnan(d)  # any NaN will do there: IEEE leaves that payload open
+    assert got.dtype == expected.dtype
+    assert ((got.view(bits) == expected.view(bits)) | (both_nan & np.isnan(got))).all()
+
+
+def test_io_errors_are_typed(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the output's folder would be\n")
+    deck = tmp_path / "deck.toml"
+    deck.write_text('[input]\nfile = "gen.h5"\ngenerate = { dates = 2, ids = 100, cols = 5 }\n'
+                    '[output]\nfile = "file/sub/out.h5"\n')
+    with pytest.raises(cvest.IoError) as e:
+        cvest.run(str(deck))
+    assert isinstance(e.value, OSError) and "file/sub/out.h5" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_gil_is_released_during_a_kernel():
+    # Another Python thread makes progress while multiply runs: ticks
+    # stamped well inside the call prove it. Holding the GIL, the call could
+    # still see ticks in its first switch interval (the ticker asks for the
+    # GIL as the call starts), so that interval is made 1 ms and the window
+    # opens 10 ms in; it closes half-way through the call.
+    import sys
+    import threading
+    import time
+    m, d = inputs(40, 100000, 5)
+    ticks, stop = [], threading.Event()
+
+    def ticker():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.001)
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        calls = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            cvest.multiply(m, d, strategy="one_worker")
+            calls.append((t0, time.perf_counter()))
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+    # The first half of each call (its tail was seen to let the ticker in
+    # even with the GIL held through the kernel: the result's bookkeeping).
+    inside = [sum(a + 0.010 < t < (a + b) / 2 for t in ticks) for a, b in calls if b - a > 0.03]
+    assert inside, "no call took long enough to tell"
+    # A loaded machine may leave the ticker unscheduled through some calls,
+    # never through most.
+    assert sum(n > 0 for n in inside) > len(inside) // 2, inside

@@ -2,8 +2,12 @@
 """scripts/plot on the reports cvest writes: a run report gives the jobs
 figure (every job in it) and the timeline of the job that wrote the output
 (every span of it); a bench report gives one strategies figure per precision
-(every strategy x layout). Each PNG is a real PNG. A file that is not a
-report, and a --job out of range, get exit 2 and one line naming the file.
+(every strategy x layout). Each PNG is a real PNG, and each figure (built
+again through report_plots' *_figure functions, the ones the PNGs are saved
+from) draws the report's own numbers: every job's wall seconds and kernel
+fraction of the roof, every span of the timeline where it ran, every row's
+GB/s. A file that is not a report, and a --job out of range, get exit 2 and
+one line naming the file.
 
     plot_reports.py CVEST_BINARY PLOT_SCRIPT
 """
@@ -14,6 +18,8 @@ import sys
 import tempfile
 
 cvest, plot = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.dirname(os.path.abspath(plot)))
+import report_plots  # noqa: E402
 env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads")
 failures = []
 
@@ -62,6 +68,19 @@ with tempfile.TemporaryDirectory(prefix="cvest-plot-") as work:
               "timeline of a host LayoutRight job has lanes read, kernel, write only")
     for name in ("run.jobs.png", "run.timeline.png"):
         check(is_png(os.path.join(figs, name)), f"{name} is a PNG")
+    # What the figures draw: the report's numbers, bar by bar.
+    fig = report_plots.jobs_figure(report)
+    walls = [b.get_height() for b in fig.axes[0].containers[0]]
+    fractions = [b.get_height() for b in fig.axes[1].patches]
+    check(walls == [j["seconds"]["total"] for j in report["jobs"]], f"jobs figure: each job's wall seconds ({walls})")
+    check(fractions == [j["kernel_roof_fraction"] for j in report["jobs"]],
+          f"jobs figure: each job's kernel fraction of its roof ({fractions})")
+    fig = report_plots.timeline_figure(writer["timeline"], "t")
+    drawn = sorted((round(b.get_x(), 9), round(b.get_width(), 9)) for b in fig.axes[0].patches)
+    lanes = report_plots.timeline_lanes(writer["timeline"])
+    spans_drawn = sorted((round(s["begin_s"], 9), round(max(s["end_s"] - s["begin_s"], 1e-5), 9))
+                         for s in writer["timeline"] if s["phase"] in lanes)
+    check(drawn == spans_drawn and len(drawn) > 0, f"timeline figure: a bar where each of {len(drawn)} spans ran")
 
     bench = os.path.join(work, "bench.json")
     r = run([cvest, "bench", "-T", "4", "-N", "5000", "-K", "5", "--repeats", "1", "--warm", "0", "--precision", "double,float",
@@ -72,6 +91,15 @@ with tempfile.TemporaryDirectory(prefix="cvest-plot-") as work:
     for name in ("bench.strategies.png", "bench.strategies.float.png"):
         check(f"{name}: 6 bars (3 strategies x 2 layouts)" in r.stdout, f"{name} has 3 strategies x 2 layouts")
         check(is_png(os.path.join(figs, name)), f"{name} is a PNG")
+    results = json.load(open(bench))
+    for precision in ("double", "float"):
+        rows = [x for x in results["results"] if x["precision"] == precision]
+        fig = report_plots.strategies_figure(rows, results["roof"], "t")
+        for container, layout in zip(fig.axes[0].containers, ("right", "left")):
+            want = [next(x["GBps"] for x in rows if x["strategy"] == s and x["layout"] == layout)
+                    for s in ("flat", "per_date", "elementwise")]
+            check(container.get_label() == f"Layout{layout.capitalize()}" and [b.get_height() for b in container] == want,
+                  f"strategies figure ({precision}): Layout{layout.capitalize()}'s bars are its rows' GB/s")
 
     not_report = os.path.join(work, "deck.json")
     with open(not_report, "w") as f:
