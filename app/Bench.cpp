@@ -1,5 +1,6 @@
 #include "app/Bench.hpp"
 
+#include "core/FlatRun.hpp"
 #include "core/Interrupt.hpp"
 #include "core/Multiply.hpp"
 #include "core/Roof.hpp"
@@ -409,6 +410,9 @@ void print_table(const Report& report, std::ostream& out) {
   fmt::print(out, "\ncvest bench  {} x {} x {}  backend {} (Kokkos {}, {} threads), median of {}\n",
              report.config.dates, report.config.ids, report.config.cols, report.build.backend,
              report.build.kokkos_version, report.build.threads, report.config.repeats);
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>)
+    fmt::print(out, "flat's runs on the host (and the roofs'): {}; float: {} elements\n", policy::flat_run_text(8),
+               policy::flat_run_elements(4));
   fmt::print(out, "roof (same run, same size, medians (min-max)): copy {:.1f} ({:.1f}-{:.1f}) GB/s, copy with streaming "
                   "stores {:.1f} ({:.1f}-{:.1f}) GB/s, triad {:.1f} GB/s; warmed {:.0f} s first\n\n",
              r.copy_GBps, r.copy_min_GBps, r.copy_max_GBps, r.copy_streaming_GBps, r.copy_streaming_min_GBps,
@@ -446,6 +450,7 @@ nlohmann::json to_json(const Report& report) {
   j["shape"] = {{"dates", report.config.dates}, {"ids", report.config.ids}, {"cols", report.config.cols}};
   j["repeats"] = report.config.repeats;
   j["warm_seconds"] = report.config.warm_seconds;
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>) j["flat_run_bytes"] = policy::flat_run().bytes;
   j["roof"] = {{"copy_GBps", report.roof.copy_GBps},
                {"copy_streaming_GBps", report.roof.copy_streaming_GBps},
                {"triad_GBps", report.roof.triad_GBps},

@@ -1,6 +1,7 @@
 #include "app/Job.hpp"
 
 #include "core/Errors.hpp"
+#include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 #include "core/Roof.hpp"
 #include "core/Version.hpp"
@@ -83,57 +84,6 @@ class CheckBuffers {
 
 std::string_view numpy_name(Precision p) { return p == Precision::f64 ? "float64" : "float32"; }
 std::string_view kokkos_name(LayoutKind layout) { return layout == LayoutKind::right ? "LayoutRight" : "LayoutLeft"; }
-
-// Copy roof for a job's kernel: a copy of the same working set (block-sized
-// arrays, warm in cache as the job's blocks are between read and write), in
-// the same run and on the same threads. threads 0: every thread of the space
-// copies one block (the overlapped pipeline); threads > 0: that many threads
-// at once, each copying its own block on its own (the per-thread pipeline),
-// seconds summed over threads as the job's kernel seconds are.
-bench::Roof measure_roof(Index elements, int threads) {
-  using Space = ExecSpace;
-  using Array = roof::Flat<double, Space::memory_space>;
-  const int copies = std::max(threads, 1);
-  std::vector<Array> from, to;
-  for (int c = 0; c < copies; ++c) {
-    from.emplace_back(Kokkos::view_alloc("cvest::run::roof_a", Kokkos::WithoutInitializing), elements);
-    to.emplace_back("cvest::run::roof_b", elements);
-  }
-  std::vector<double> regular, streaming;
-  // Small blocks take microseconds: repeat enough for a stable median.
-  const int reps = int(std::clamp<Index>((Index(64) << 20) / std::max<Index>(1, elements * 8), 5, 51)) | 1;
-  const auto pass = [&](roof::Stores stores) {
-    if (threads == 0) return roof::copy<Space, double>(Space(), to[0], from[0], stores);
-    std::vector<double> seconds(std::size_t(copies), 0.0);
-    // Plain loops on each thread, as the job's kernels run inline there (not
-    // Kokkos kernels: a loaded Kokkos Tools library expects one at a time).
-    const auto copy_on_this_thread = [&](int w) {
-      Kokkos::Timer timer;
-      roof::copy_here(to[std::size_t(w)].data(), from[std::size_t(w)].data(), std::size_t(elements), stores);
-      seconds[std::size_t(w)] = timer.seconds();
-    };
-#ifdef _OPENMP
-#pragma omp parallel num_threads(copies)
-    copy_on_this_thread(omp_get_thread_num());
-#else
-    copy_on_this_thread(0);
-#endif
-    double sum = 0;
-    for (const double x : seconds) sum += x;
-    return sum / copies;  // per copy, as the job's kernel seconds are per block
-  };
-  for (int r = 0; r < reps + 1; ++r) {  // the first round warms the arrays
-    const double a = pass(roof::Stores::regular), b = pass(roof::Stores::streaming);
-    if (r == 0) continue;
-    regular.push_back(a);
-    streaming.push_back(b);
-  }
-  const double bytes = 2.0 * double(elements) * 8;
-  bench::Roof roof;
-  roof.copy_GBps = bytes / bench::median(regular) / 1e9;
-  roof.copy_streaming_GBps = bytes / bench::median(streaming) / 1e9;
-  return roof;
-}
 
 std::string first_difference(const void* expected, const void* found, const Block& b, Index K, Precision p) {
   const std::size_t n = std::size_t(b.dates.size() * b.ids.size() * K);
@@ -231,9 +181,12 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
   mine.push_back(double(my_plan.blocks.size()));
   mine.push_back(peak_rss_bytes());
   mine.push_back(job.resumed_blocks);
+  mine.push_back(job.kernel_roof_fraction);
+  mine.push_back(job.roof_GBps);
   const auto all = ranks.gather(mine);
   if (!ranks.root()) return;
   job.resumed_blocks = 0;
+  std::vector<double> fractions, roofs;  // each rank's: the job's are their medians
   PipelineStats together;
   together.timeline = std::move(job.stats.timeline);  // rank 0's
   for (const auto& r : all) {
@@ -244,11 +197,15 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
     rs.blocks = int(r[2 * phase_count + 1]);
     rs.peak_rss_bytes = r[2 * phase_count + 2];
     job.resumed_blocks += int(r[2 * phase_count + 3]);
+    fractions.push_back(r[2 * phase_count + 4]);
+    roofs.push_back(r[2 * phase_count + 5]);
     for (int p = 0; p < phase_count; ++p) together.seconds[p] += rs.seconds[p], together.bytes[p] += rs.bytes[p];
     together.total_s = std::max(together.total_s, rs.total_s);
     job.per_rank.push_back(rs);
   }
   job.stats = std::move(together);
+  job.kernel_roof_fraction = bench::median(fractions);
+  job.roof_GBps = bench::median(roofs);
 }
 
 }  // namespace
@@ -494,8 +451,6 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
   }
   const InputFile& input = *input_file;
   const bool multby_resident = rep.plans.front().multby_resident;  // the same for every layout
-  // Roofs by (block elements, threads): jobs of the same shape share one.
-  std::map<std::pair<Index, int>, bench::Roof> roofs;
   // Pipeline and check buffers kept from job to job (and repeat to repeat):
   // the next job's are already mapped (BufferCache); what it does not use
   // is freed when it ends.
@@ -524,23 +479,18 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
       BlockPlan plan = whole_plan;
       const Range mine = rep.rank_blocks[std::size_t(&whole_plan - rep.plans.data())][std::size_t(ranks.rank())];
       plan.blocks.assign(whole_plan.blocks.begin() + mine.begin, whole_plan.blocks.begin() + mine.end);
-      // The roof's working set is what one kernel call computes: a block, or
-      // a LayoutLeft tile of one in the per-thread pipeline.
+      // What one kernel call computes: a block, or a LayoutLeft tile of one
+      // in the per-thread pipeline.
       job.kernel_ids = kernel_ids(plan, layout, job.pipeline_threads);
-      const std::pair<Index, int> roof_key{plan.block_dates * job.kernel_ids * shape.K, job.pipeline_threads};
-      // Buffers kept from the last job stay only where this job's (and a
-      // roof's arrays) fit the budget beside them: a deck alternating layouts
-      // keeps both sets of small blocks, blocks as large as the budget allows
-      // are made anew.
+      // Buffers kept from the last job stay only where this job's fit the
+      // budget beside them: a deck alternating layouts keeps both sets of
+      // small blocks, blocks as large as the budget allows are made anew.
       const double copies = std::max(job.pipeline_threads, 1);
-      const double need = std::max(double(plan.buffer_bytes), copies * per_thread_buffer_bytes(plan, layout)) +
-                          (roofs.count(roof_key) ? 0.0 : 2.0 * copies * double(roof_key.first) * 8);
+      const double need = std::max(double(plan.buffer_bytes), copies * per_thread_buffer_bytes(plan, layout));
       if (double(buffers.kept_bytes() + check_buffers.kept_bytes()) + need > double(deck.run.memory_budget)) {
         buffers.clear();
         check_buffers.clear();
       }
-      if (!roofs.count(roof_key)) roofs[roof_key] = measure_roof(roof_key.first, roof_key.second);
-      job.roof = roofs[roof_key];
       const std::string label = fmt::format("{}/{}", to_string(strategy), to_string(layout));
       std::vector<PipelineStats> runs;
       for (int r = 0; r < deck.run.repeats; ++r) {
@@ -666,12 +616,18 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
       }
       buffers.end_job();
       std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.total_s < b.total_s; });
+      std::vector<double> fractions;  // each run's, for the range beside the median run's
+      for (const PipelineStats& s : runs)
+        if (const double f = s.kernel_roof_fraction(); f > 0) fractions.push_back(f);
+      if (!fractions.empty()) {
+        job.kernel_roof_min = *std::min_element(fractions.begin(), fractions.end());
+        job.kernel_roof_max = *std::max_element(fractions.begin(), fractions.end());
+      }
       job.stats = runs[runs.size() / 2];
+      job.kernel_roof_fraction = job.stats.kernel_roof_fraction();
+      job.roof_GBps = job.stats.roof_GBps();
       if (ranks.size() > 1) gather_rank_stats(ranks, plan, job);
       job.peak_rss_bytes = peak_rss_bytes();
-      const double kernel_s = job.stats.seconds[int(Phase::kernel)];
-      if (kernel_s > 0)
-        job.kernel_roof_fraction = job.stats.bytes[int(Phase::kernel)] / kernel_s / 1e9 / job.roof.best();
       rep.jobs.push_back(job);
     }
 
@@ -870,13 +826,14 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}\n", rep.deck, rep.T, rep.N,
              rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
   fmt::print(out, "input: {}\n", to_text(rep.input_storage));
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>)
+    fmt::print(out, "flat's runs on the host: {}\n", policy::flat_run_text(8));
   for (const auto& p : rep.plans)
     fmt::print(out, "{} blocks: {} of up to {} dates x {} ids\n", kokkos_name(p.layout),
                p.blocks.size(), p.block_dates, p.block_ids);
-  fmt::print(out, "\n{:<15} {:<6} {:<7} {:<12} {:>12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>9}  {}\n",
+  fmt::print(out, "\n{:<15} {:<6} {:<7} {:<12} {:>12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>6} {:>9} {:>9}  {}\n",
              "strategy", "layout", "prec", "pipeline", "block", "total s", "read", "h2d", "kernel", "d2h", "write",
-             "GB/s in", "roof", "k.roof", "peak RSS", "output");
-  bool above_roof = false;
+             "GB/s in", "roof", "k.roof", "(runs)", "peak RSS", "output");
   for (const auto& j : rep.jobs) {
     const auto& st = j.stats;
     const BlockPlan& plan = rep.plan(j.layout);
@@ -884,13 +841,15 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
     const std::string pipeline = j.pipeline == PipelineKind::per_thread
                                      ? fmt::format("per_thread:{}", j.pipeline_threads)
                                      : std::string(to_string(j.pipeline));
-    fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>12} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.1f} {:>7.2f} {:>9}  {}\n",
+    const std::string range = j.runs > 1 && j.kernel_roof_max > 0
+                                  ? fmt::format("{:.2f}-{:.2f}", j.kernel_roof_min, j.kernel_roof_max)
+                                  : std::string("-");
+    fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>12} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.1f} {:>6.2f} {:>9} {:>9}  {}\n",
                to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline,
                block_text(plan, j.kernel_ids), st.total_s, st.seconds[int(Phase::read)],
                st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)], st.seconds[int(Phase::d2h)],
-               st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9, j.roof.best(), j.kernel_roof_fraction,
+               st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9, j.roof_GBps, j.kernel_roof_fraction, range,
                format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
-    above_roof = above_roof || j.kernel_roof_fraction > 1.0;
   }
   if (rep.ranks > 1) {
     fmt::print(out, "\n{} ranks ({} on rank 0's node): each job's time is its slowest rank's, its busy seconds and bytes "
@@ -911,12 +870,11 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
     }
   }
   fmt::print(out, "\nblock: dates x ids per block (/ids: computed a tile of that many ids at a time, LayoutLeft in the "
-                  "per-thread pipeline); roof: GB/s of a copy of the working set of one kernel call, in cache, on the "
-                  "threads its kernels ran on (same run); k.roof: the kernel's GB/s over it\n");
-  if (above_roof)
-    fmt::print(out, "k.roof above 1: that kernel outran a copy of the same working set; kernels are timed per block "
-                    "and the roof as the median of short repeats, and this machine's bandwidth varies within seconds, "
-                    "so treat fractions near 1 as equal\n");
+                  "per-thread pipeline); a kernel call's bytes: its discount and multBy rows read, its cv written; "
+                  "roof: GB/s of the same bytes moved right after every other kernel call, on the thread(s) that ran "
+                  "it: its cv copied into its just-consumed discount buffer with the same stores, its multBy rows "
+                  "read; k.roof: the median over those calls of the kernel's GB/s over its own copy's (the median run), and its "
+                  "range over the job's runs\n");
   // The user's question, answered from the fastest job's own phases: how
   // much of the work a faster kernel (a GPU) could take away at most.
   if (!rep.jobs.empty()) {
@@ -1027,8 +985,13 @@ nlohmann::json to_json(const RunReport& rep) {
     jj["pipeline_threads"] = job.pipeline_threads;
     jj["peak_rss_bytes"] = job.peak_rss_bytes;
     jj["kernel_roof_fraction"] = job.kernel_roof_fraction;
-    jj["roof"] = {{"copy_GBps", job.roof.copy_GBps}, {"copy_streaming_GBps", job.roof.copy_streaming_GBps},
-                  {"working_set", "one kernel call's (a block, or a LayoutLeft tile: kernel_ids), in cache, on the threads its kernels ran on"}};
+    jj["kernel_roof_fraction_min"] = job.kernel_roof_min;
+    jj["kernel_roof_fraction_max"] = job.kernel_roof_max;
+    jj["roof"] = {{"copy_GBps", job.roof_GBps},
+                  {"kernel_calls_copied", job.stats.roof.size()},
+                  {"measured", "right after every other kernel call, on the thread(s) that ran it: its cv copied into "
+                               "its consumed discount buffer with the same stores and its multBy rows read; bytes: "
+                               "discount and multBy rows read + cv written, as the kernel's"}};
     const BlockPlan& plan = rep.plan(job.layout);
     jj["block_dates"] = plan.block_dates;
     jj["block_ids"] = plan.block_ids;
@@ -1080,7 +1043,7 @@ std::string to_csv(const RunReport& rep) {
     for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.0f}", j.stats.bytes[p]);
     const BlockPlan& plan = rep.plan(j.layout);
     s << ',' << fmt::format("{:.0f}", j.peak_rss_bytes) << ',' << fmt::format("{:.4f}", j.kernel_roof_fraction) << ','
-      << fmt::format("{:.3f}", j.roof.best()) << ',' << rep.T << ',' << rep.N << ',' << rep.K << ','
+      << fmt::format("{:.3f}", j.roof_GBps) << ',' << rep.T << ',' << rep.N << ',' << rep.K << ','
       << plan.blocks.size() << ',' << plan.block_dates << ',' << plan.block_ids << ',' << to_string(j.pipeline) << ','
       << j.pipeline_threads << ',' << rep.ranks << ',' << j.slowest_rank() << ',' << fmt::format("{:.3f}", j.load_balance())
       << ',' << j.kernel_ids << '\n';

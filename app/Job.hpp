@@ -37,12 +37,13 @@ struct JobReport {
   Index kernel_ids = 0;  // ids per kernel call: the plan's block ids, or a LayoutLeft per-thread tile's
   PipelineStats stats;        // the median run by total time
   double peak_rss_bytes = 0;
-  // The job's kernel against a copy of the same working set, measured in
-  // this run the way the job's kernels ran: block-sized arrays already in
-  // cache, on every thread of the space (overlapped) or one thread per
-  // block with all threads at once (per_thread).
-  bench::Roof roof;
-  double kernel_roof_fraction = 0;  // kernel GB/s / roof.best()
+  // The job's kernel against a copy of the same bytes: every other kernel
+  // call's cv copied into its consumed discount buffer right after it, on
+  // the thread(s) that ran it, with the stores it used (PipelineStats'
+  // roof). Both count a call's discount read and cv written.
+  double roof_GBps = 0;                   // the copies' GB/s in the median run
+  double kernel_roof_fraction = 0;        // the kernel's GB/s over roof_GBps, median run
+  double kernel_roof_min = 0, kernel_roof_max = 0;  // that fraction's range over the job's runs
   // A distributed run (at rank 0): each rank's part, rank by rank; `stats`
   // then holds the ranks together (busy seconds and bytes summed, total_s
   // the slowest rank's). Empty in one process.

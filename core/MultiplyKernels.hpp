@@ -2,6 +2,7 @@
 // The kernels behind each Strategy. Included by core/Multiply.cpp only, which
 // instantiates them for every execution space of the build.
 #include "core/Multiply.hpp"
+#include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 #include "core/StreamingStores.hpp"
 
@@ -155,8 +156,9 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
   }
 };
 
-// Host path: each work item owns a run of up to host_flat_chunk contiguous
-// elements and streams it with a vector loop.
+// Host path: each work item owns a run of up to `per` contiguous elements
+// (policy::flat_run_elements: from the core's L2, core/FlatRun.hpp) and
+// streams it with a vector loop.
 //  - LayoutRight: chunk c is block b = c / T of date t = c % T's N*K slice, so
 //    a thread walks all dates of one multBy block in turn and that block stays
 //    in its L2 (walking the cube in plain storage order would stream all of
@@ -166,16 +168,17 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 // Stream = false: the same runs with regular stores (CvNext::cache).
 template <class Scalar, class Layout, class MemSpace, bool Stream = true>
 struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
-  using Kernel<Scalar, Layout, MemSpace>::Kernel;
-  static Index chunks(Index T, Index N, Index K) {
-    const Index per = policy::host_flat_chunk;
-    return is_right<Layout> ? T * ((N * K + per - 1) / per) : (T * N * K + per - 1) / per;
+  explicit FlatStreaming(const Operands<Scalar, Layout, MemSpace>& o)
+      : Kernel<Scalar, Layout, MemSpace>(o), per(policy::flat_run_elements(sizeof(Scalar))) {}
+  Index per;
+  Index chunks() const {
+    return is_right<Layout> ? this->T * ((this->N * this->K + per - 1) / per)
+                            : (this->T * this->N * this->K + per - 1) / per;
   }
   void operator()(Index c) const {
     const auto& m = this->ops.m;
     Scalar* out = this->ops.cv.data();
     const Scalar* in = this->ops.d.data();
-    const Index per = policy::host_flat_chunk;
     if constexpr (is_right<Layout>) {
       const Index slice = this->N * this->K;
       const Index t = c % this->T, j = (c / this->T) * per, e = t * slice + j;
@@ -281,11 +284,11 @@ void multiply(Strategy strategy, ExecSpace const& space,
       const Index total = T * N * K;
       if constexpr (stream) {
         if (streams_here) {
-          using Body = FlatStreaming<Scalar, Layout, MemSpace, true>;
-          Kokkos::parallel_for(label, policy::range(space, Body::chunks(T, N, K)), Body(ops));
+          const FlatStreaming<Scalar, Layout, MemSpace, true> body(ops);
+          Kokkos::parallel_for(label, policy::range(space, body.chunks()), body);
         } else {
-          using Body = FlatStreaming<Scalar, Layout, MemSpace, false>;
-          Kokkos::parallel_for(label, policy::range(space, Body::chunks(T, N, K)), Body(ops));
+          const FlatStreaming<Scalar, Layout, MemSpace, false> body(ops);
+          Kokkos::parallel_for(label, policy::range(space, body.chunks()), body);
         }
       } else {
         Kokkos::parallel_for(label, policy::range(space, total), Flat<Scalar, Layout, MemSpace>(ops));

@@ -14,11 +14,6 @@ namespace cvest::policy {
 template <class ExecSpace>
 inline constexpr bool on_host = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
 
-// Contiguous elements handed to one work item by `flat` on the host, so that
-// its body is a vector loop with streaming stores. A multiple of every SIMD
-// width, and large enough to amortise the index arithmetic.
-inline constexpr Index host_flat_chunk = 8192;
-
 // Default cap on one pipeline block's discount buffer: 2 MiB on host spaces
 // (a block stays in cache from the read through the kernel to the write),
 // 64 MiB on devices (enough blocks for copies, kernels and I/O to overlap,

@@ -2,11 +2,16 @@
 // The machine's limits, measured by the same program in the same run as the
 // kernels they judge: copy with regular stores, copy with streaming stores,
 // and STREAM's triad. Each call times one fenced pass over `n` elements.
+#include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 #include "core/StreamingStores.hpp"
 #include "core/Types.hpp"
 
 #include <Kokkos_Timer.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
 
 namespace cvest::roof {
 
@@ -27,6 +32,67 @@ inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stor
   }
 }
 
+// Reads n elements at p once (XOR of their 8-byte words, four independent
+// chains so it runs at load speed, not an add's latency): a kernel's third
+// stream, its multBy rows, in a copy roof of the same bytes. On the calling
+// host thread; the result goes to a sink so the loads are kept.
+inline std::atomic<std::uint64_t> read_sink{0};
+template <class Scalar>
+inline void read_here(const Scalar* p, std::size_t n) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(p);
+  const std::size_t words = n * sizeof(Scalar) / 8;
+  std::uint64_t acc[4] = {};
+  std::size_t w = 0;
+  for (; w + 4 <= words; w += 4)
+    for (int k = 0; k < 4; ++k) {
+      std::uint64_t x;
+      std::memcpy(&x, bytes + 8 * (w + std::size_t(k)), 8);
+      acc[k] ^= x;
+    }
+  for (; w < words; ++w) {
+    std::uint64_t x;
+    std::memcpy(&x, bytes + 8 * w, 8);
+    acc[0] ^= x;
+  }
+  read_sink.fetch_xor(acc[0] ^ acc[1] ^ acc[2] ^ acc[3], std::memory_order_relaxed);
+}
+
+// The copy roof of one kernel call, moving the bytes the call moved: its cv
+// (`src`, n elements) copied into its consumed discount buffer (`dst`), and
+// its multBy rows (`rows`, m elements) read. Returns seconds. Host spaces:
+// every thread of `space` takes contiguous chunks of both, as the flat
+// kernel does; devices: a copy, then a read.
+template <class ExecSpace, class Scalar>
+double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Index n, const Scalar* rows, Index m,
+                     Stores stores) {
+  space.fence();
+  Kokkos::Timer timer;
+  if constexpr (policy::on_host<ExecSpace>) {
+    const Index per = policy::flat_run_elements(sizeof(Scalar)), copy_chunks = (n + per - 1) / per,
+                read_chunks = (m + per - 1) / per;
+    Kokkos::parallel_for("cvest::roof::copy_and_read", policy::range(space, copy_chunks + read_chunks), [=](Index c) {
+      if (c < copy_chunks) {
+        const Index b = c * per, e = std::min(n, b + per);
+        copy_here(dst + b, src + b, std::size_t(e - b), stores);
+      } else {
+        const Index b = (c - copy_chunks) * per, e = std::min(m, b + per);
+        read_here(rows + b, std::size_t(e - b));
+      }
+    });
+  } else {
+    Kokkos::parallel_for("cvest::roof::copy_and_read", policy::range(space, n),
+                         KOKKOS_LAMBDA(Index j) { dst[j] = src[j]; });
+    const auto* words = reinterpret_cast<const unsigned long long*>(rows);
+    unsigned long long folded = 0;
+    Kokkos::parallel_reduce("cvest::roof::copy_and_read", policy::range(space, m * Index(sizeof(Scalar)) / 8),
+                            KOKKOS_LAMBDA(Index j, unsigned long long& acc) { acc ^= words[j]; },
+                            Kokkos::BOr<unsigned long long>(folded));
+    read_sink.fetch_xor(folded, std::memory_order_relaxed);
+  }
+  space.fence();
+  return timer.seconds();
+}
+
 // dst = src. Returns seconds.
 template <class ExecSpace, class Scalar>
 double copy(ExecSpace const& space, Flat<Scalar, typename ExecSpace::memory_space> dst,
@@ -35,11 +101,11 @@ double copy(ExecSpace const& space, Flat<Scalar, typename ExecSpace::memory_spac
   space.fence();
   Kokkos::Timer timer;
   if constexpr (policy::on_host<ExecSpace>) {
-    const Index chunks = (n + policy::host_flat_chunk - 1) / policy::host_flat_chunk;
+    const Index per = policy::flat_run_elements(sizeof(Scalar)), chunks = (n + per - 1) / per;
     Kokkos::parallel_for(
         stores == Stores::streaming ? "cvest::roof::copy_streaming" : "cvest::roof::copy",
         policy::range(space, chunks), [=](Index c) {
-          const Index b = c * policy::host_flat_chunk, e = std::min(n, b + policy::host_flat_chunk);
+          const Index b = c * per, e = std::min(n, b + per);
           copy_here(dst.data() + b, src.data() + b, std::size_t(e - b), stores);
         });
   } else {

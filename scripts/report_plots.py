@@ -151,9 +151,14 @@ def jobs_figure(report):
                  + (f", gzip {report['output_gzip_level']} output" if report.get("output_compression") == "gzip"
                     else ", lzf output" if report.get("output_compression") == "lzf" else "")
                  + input_filters(report) + where(report))
-    a2.bar(list(x), [j["kernel_roof_fraction"] for j in js],
+    fractions = [j["kernel_roof_fraction"] for j in js]
+    # The range over the job's runs, where it ran more than once.
+    low = [f - j.get("kernel_roof_fraction_min", f) if j.get("kernel_roof_fraction_max") else 0 for f, j in zip(fractions, js)]
+    high = [j.get("kernel_roof_fraction_max", f) - f if j.get("kernel_roof_fraction_max") else 0 for f, j in zip(fractions, js)]
+    a2.bar(list(x), fractions, yerr=[low, high], capsize=3,
            color=["tab:blue" if j["layout"] == "right" else "tab:orange" for j in js])
-    a2.axhline(1.0, color="k", linestyle="--", label="copy of the job's own block-sized working set (same run)")
+    a2.axhline(1.0, color="k", linestyle="--",
+               label="a copy of the same bytes: each sampled kernel call's cv into its discount buffer, right after it")
     a2.set_ylabel("kernel GB/s / copy roof")
     a2.set_xticks(list(x))
     a2.set_xticklabels(labels, fontsize=8)

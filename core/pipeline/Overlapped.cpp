@@ -4,12 +4,14 @@
 #include "core/Multiply.hpp"
 #include "core/Policies.hpp"
 #include "core/pipeline/Channel.hpp"
+#include "core/Roof.hpp"
 #include "core/pipeline/Recording.hpp"
 #include "core/pipeline/Staging.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
@@ -31,6 +33,29 @@ std::string_view to_string(Phase phase) {
     case Phase::write: return "write";
   }
   return "?";
+}
+
+namespace {
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+}  // namespace
+
+double PipelineStats::kernel_roof_fraction() const {
+  std::vector<double> ratios;  // the same bytes both ways: GB/s over GB/s is copy seconds over kernel seconds
+  for (const RoofCall& c : roof)
+    if (c.kernel_s > 0 && c.copy_s > 0) ratios.push_back(c.copy_s / c.kernel_s);
+  return median_of(std::move(ratios));
+}
+
+double PipelineStats::roof_GBps() const {
+  std::vector<double> rates;
+  for (const RoofCall& c : roof)
+    if (c.copy_s > 0) rates.push_back(c.bytes / c.copy_s / 1e9);
+  return median_of(std::move(rates));
 }
 
 namespace pipeline_detail {
@@ -199,11 +224,21 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
       const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(multby_of(b, *in), nb, K),
                                               Cube<const Scalar, Layout, Mem>(discount_of(b, *in), tb, nb, K),
                                               Cube<Scalar, Layout, Mem>(cv_of(b, *out), tb, nb, K)};
-      rec.time(b, Phase::kernel, kernel_bytes(b), [&] {
-        // A slot is written to the file next, in-place memory is the result.
-        multiply(options.strategy, space, ops, io.cv_at ? CvNext::memory : CvNext::cache);
-        space.fence();
-      });
+      const double kernel_begin = rec.now();
+      // A slot is written to the file next, in-place memory is the result.
+      multiply(options.strategy, space, ops, io.cv_at ? CvNext::memory : CvNext::cache);
+      space.fence();
+      const double kernel_end = rec.now();
+      rec.span(b, Phase::kernel, kernel_bytes(b), kernel_begin, kernel_end);
+      // The roof: this block's cv copied into its discount slot, which the
+      // kernel has consumed (not where the discount is the caller's memory).
+      if (roof_sampled(b, nblocks) && !io.discount_at) {
+        const Index n = tb * nb * K;
+        rec.roof(kernel_bytes(b), kernel_end - kernel_begin, [&] {
+          roof::copy_and_read(space, const_cast<Scalar*>(discount_of(b, *in)), cv_of(b, *out), n, multby_of(b, *in),
+                              nb * K, io.cv_at ? roof::Stores::streaming : roof::Stores::regular);
+        });
+      }
       in_free.push(*in);
       rec.nothing(b, Phase::d2h);
       out_full.push(*out);
@@ -246,7 +281,10 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
       out_full.push(copy_out.slot);
       copy_out = {};
     };
-    // Returns the block whose kernel finished, or -1.
+    // Returns the block whose kernel finished, or -1. A sampled block's
+    // roof follows: its cv copied into its discount, both in the compute
+    // set (the discount is consumed; the next use of the set is block
+    // done + 2's copy in, issued later), on the kernel's instance.
     const auto retire_kernel = [&] {
       const int done = kernel.block;
       if (done < 0) return done;
@@ -254,6 +292,14 @@ PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, con
       const auto [begin, end] = clock.span(Step::kernel);
       rec.span(done, Phase::kernel, kernel_bytes(done), begin, end);
       kernel = {};
+      if (roof_sampled(done, nblocks)) {
+        const ComputeSet& set = sets[done % 2];
+        const Index n = plan.blocks[done].dates.size() * plan.blocks[done].ids.size() * K;
+        rec.roof(kernel_bytes(done), end - begin, [&] {
+          roof::copy_and_read(inst.compute, set.d.data(), set.cv.data(), n, set.m.data(),
+                              plan.blocks[done].ids.size() * K, roof::Stores::regular);
+        });
+      }
       return done;
     };
 

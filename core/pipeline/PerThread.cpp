@@ -4,6 +4,7 @@
 #include "core/Multiply.hpp"
 #include "core/Policies.hpp"
 #include "core/pipeline/Channel.hpp"
+#include "core/Roof.hpp"
 #include "core/pipeline/Recording.hpp"
 #include "core/pipeline/Staging.hpp"
 
@@ -162,16 +163,26 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
           const Scalar* d = io.discount_at ? io.discount_at(blk) : buf.d.data();
           Scalar* cv = io.cv_at ? io.cv_at(blk) : transpose_out_to_read_buffer ? buf.d.data() : buf.cv.data();
           const double kernel_bytes = block_kernel_bytes(blk, K, esize);
+          const bool sampled = roof_sampled(b, nblocks);
           if constexpr (right) {  // computes in the I/O buffers: h2d and d2h are empty
             rec.nothing(b, Phase::h2d);
             launch([&] {
-              rec.time(b, Phase::kernel, kernel_bytes, [&] {
-                multiply(options.strategy, space,
-                         Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K),
-                                                       Cube<const Scalar, Layout, Mem>(d, tb, nb, K),
-                                                       Cube<Scalar, Layout, Mem>(cv, tb, nb, K)},
-                         io.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
-              });
+              const double kernel_begin = rec.now();
+              multiply(options.strategy, space,
+                       Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K),
+                                                     Cube<const Scalar, Layout, Mem>(d, tb, nb, K),
+                                                     Cube<Scalar, Layout, Mem>(cv, tb, nb, K)},
+                       io.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
+              const double kernel_end = rec.now();
+              rec.span(b, Phase::kernel, kernel_bytes, kernel_begin, kernel_end);
+              // The roof: the block's cv copied into its discount buffer,
+              // which the kernel has consumed (own buffers only).
+              if (sampled && !io.discount_at)
+                rec.roof(kernel_bytes, kernel_end - kernel_begin, [&] {
+                  roof::copy_here(buf.d.data(), cv, std::size_t(tb * nb * K),
+                                  io.cv_at ? roof::Stores::streaming : roof::Stores::regular);
+                  roof::read_here(m, std::size_t(nb * K));
+                });
             });
             rec.nothing(b, Phase::d2h);
           } else {
@@ -204,11 +215,19 @@ PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, c
                 });
               });
               launch([&] {
+                const double tile_kernel_s = kernel_s;
                 timed(kernel_s, kernel_begin, [&] {
                   multiply(options.strategy, space,
                            Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m_left, ns, K), d_left, cv_left},
                            CvNext::cache);
                 });
+                // The roof, tile by tile as the kernel: the tile's cv copied
+                // into its consumed discount cube, before it is transposed out.
+                if (sampled)
+                  rec.roof(kernel_call_bytes(tb, ns, K, esize), kernel_s - tile_kernel_s, [&] {
+                    roof::copy_here(d_left.data(), cv_left.data(), std::size_t(tb * ns * K), roof::Stores::regular);
+                    roof::read_here(m_left, std::size_t(ns * K));
+                  });
               });
               launch([&] {
                 timed(d2h_s, d2h_begin, [&] {

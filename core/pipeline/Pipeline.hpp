@@ -116,7 +116,25 @@ struct PipelineStats {
   double bytes[phase_count] = {};    // bytes moved per phase
   double total_s = 0;                // wall time
   std::vector<PhaseSpan> timeline;
+  // The copy roof, measured in the run on the kernels' own buffers: right
+  // after a sampled block's kernel call (roof_sampled), on the thread(s)
+  // that ran it, the call's cv copied into its (consumed) discount buffer
+  // with the stores the kernel used, the same bytes (block_kernel_bytes).
+  // Not part of any phase; the wall time includes it.
+  struct RoofCall {
+    double bytes, kernel_s, copy_s;
+  };
+  std::vector<RoofCall> roof;
+  // The median over sampled calls of the kernel's GB/s over its own copy's
+  // (pairs meet the same moment of a machine whose bandwidth swings), and
+  // the copies' median GB/s; 0 where none was timed.
+  double kernel_roof_fraction() const;
+  double roof_GBps() const;
 };
+
+// Whether block b of n has its copy roof timed: every other block, and the
+// only block of a one-block plan.
+inline bool roof_sampled(int b, int n) { return b % 2 == 1 || n == 1; }
 
 struct PipelineOptions {
   Strategy strategy = Strategy::flat;

@@ -42,6 +42,16 @@ class Recorder {
     stats_.bytes[int(phase)] += bytes;
     stats_.timeline.push_back({block, phase, begin, end});
   }
+  // The copy roof of a sampled kernel call (roof_sampled) of `bytes` that
+  // took kernel_s, timed by `copy`.
+  template <class F>
+  void roof(double bytes, double kernel_s, F&& copy) {
+    const double b = now();
+    copy();
+    const double s = now() - b;
+    std::lock_guard lock(m_);
+    stats_.roof.push_back({bytes, kernel_s, s});
+  }
 
  private:
   PipelineStats& stats_;
@@ -49,9 +59,14 @@ class Recorder {
   std::mutex m_;
 };
 
-// What a block's kernel moves: discount in, cv out, its multBy rows in.
+// What a kernel call over `dates` x `ids` moves, and its roof alike: its
+// discount read, its cv written and its multBy rows read once (as large as
+// the discount itself for a one-date block).
+inline double kernel_call_bytes(Index dates, Index ids, Index K, double esize) {
+  return double((2 * dates + 1) * ids * K) * esize;
+}
 inline double block_kernel_bytes(const Block& blk, Index K, double esize) {
-  return double(2 * blk.dates.size() * blk.ids.size() * K + blk.ids.size() * K) * esize;
+  return kernel_call_bytes(blk.dates.size(), blk.ids.size(), K, esize);
 }
 
 // A progress line as blocks finish, safe to call from several threads: on a

@@ -405,3 +405,62 @@ TEST_CASE("the per-thread pipeline refuses what it cannot run", "[pipeline][per_
   options.strategy = Strategy::team;
   CHECK_THROWS_AS((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), std::invalid_argument);
 }
+
+TEST_CASE("the roof's copies count the kernel's bytes, call for call, in every pipeline, layout and block shape",
+          "[pipeline][roof]") {
+  // Not a timing: which calls were copied, and that both sides count the
+  // same bytes (a call's discount read and cv written), so k.roof compares
+  // like with like; and that the copies leave the output as it was.
+  const auto check = [](auto scalar, auto layout, Index T, Index N, Index K, std::size_t budget, int threads,
+                        bool force_staging) {
+    using Scalar = decltype(scalar);
+    using Layout = decltype(layout);
+    constexpr bool right = std::is_same_v<Layout, Kokkos::LayoutRight>;
+    CAPTURE(T, N, K, budget, sizeof(Scalar), right, threads, force_staging);
+    MemoryFiles<Scalar> files(T, N, K);
+    const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, {1, 3}, 0, layout_kind<Layout>());
+    std::mutex m;
+    PipelineOptions options;
+    options.progress = false;
+    options.threads = threads;
+    options.force_staging = force_staging;
+    std::ostringstream progress;
+    const auto stats = run_pipeline<Scalar, Layout>(plan, threads ? concurrent_io(files, plan, m) : files.io(plan),
+                                                    options, progress);
+    CHECK(files.mismatches() == 0);
+    const double es = sizeof(Scalar);
+    double kernel_bytes = 0, sampled_bytes = 0;
+    std::size_t sampled = 0;
+    const int n = int(plan.blocks.size());
+    for (int b = 0; b < n; ++b) {
+      // discount read, cv written, multBy rows read once
+      const double bytes = double((2 * plan.blocks[b].dates.size() + 1) * plan.blocks[b].ids.size() * K) * es;
+      kernel_bytes += bytes;
+      if (roof_sampled(b, n)) sampled_bytes += bytes, ++sampled;
+    }
+    CHECK(stats.bytes[int(Phase::kernel)] == kernel_bytes);
+    double roof_bytes = 0;
+    for (const auto& call : stats.roof) {
+      roof_bytes += call.bytes;
+      CHECK(call.kernel_s > 0);
+      CHECK(call.copy_s > 0);
+    }
+    CHECK(roof_bytes == sampled_bytes);
+    if (threads > 0 && !right)  // a LayoutLeft block of the per-thread pipeline is computed, and copied, tile by tile
+      CHECK(stats.roof.size() >= sampled);
+    else
+      CHECK(stats.roof.size() == sampled);
+    CHECK(stats.kernel_roof_fraction() > 0);
+    CHECK(stats.roof_GBps() > 0);
+  };
+  const int per_thread = per_thread_space() ? test_threads : 0;
+  for (const int threads : {0, per_thread}) {
+    check(double{}, Kokkos::LayoutRight{}, 20, 500, 5, 1 << 20, threads, false);
+    check(double{}, Kokkos::LayoutLeft{}, 20, 5000, 5, 1 << 20, threads, false);
+    check(float{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, threads, false);
+    check(float{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, threads, false);
+    check(double{}, Kokkos::LayoutRight{}, 1, 1, 1, 4096, threads, false);  // one block: it is the one copied
+  }
+  check(double{}, Kokkos::LayoutRight{}, 20, 500, 5, 1 << 20, 0, true);  // the staged (device) path
+  check(float{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, 0, true);
+}
