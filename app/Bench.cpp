@@ -168,13 +168,6 @@ struct RoofArrays {
 }  // namespace detail
 using namespace detail;
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 std::string unsteady_roof(const std::vector<double>& regular_s, const std::vector<double>& streaming_s, double bytes,
                           bool beyond_caches) {
   // In cache a pass takes microseconds, launch overheads and all: no roof

@@ -3,6 +3,7 @@
 // interleaved and repeated, each judged against a copy of its own discount
 // into its own cv in the same repeats (and the machine's copy roof on
 // separate arrays, reported beside them).
+#include "core/Roof.hpp"
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
 #include "core/Types.hpp"
@@ -74,8 +75,8 @@ KOKKOS_INLINE_FUNCTION Scalar discount_value(Index t, Index i, Index k) {
   return Scalar(1) / Scalar(1 + t) - Scalar((i + 5 * k) % 97) / Scalar(1024);
 }
 
-// The median of repeated timings (the mean of the middle two for an even count).
-double median(std::vector<double> v);
+// The median of repeated timings (core/Roof.hpp).
+using roof::median;
 
 // Why copy timings (seconds per pass of `bytes`) of arrays beyond the caches
 // cannot serve as a roof, or "" when they can: over a third of either kind's

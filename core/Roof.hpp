@@ -9,11 +9,22 @@
 
 #include <Kokkos_Timer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace cvest::roof {
+
+// The median of repeated timings or ratios (the mean of the middle two for
+// an even count; 0 for none).
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 template <class Scalar, class MemSpace>
 using Flat = Kokkos::View<Scalar*, MemSpace>;
@@ -59,18 +70,20 @@ inline void read_here(const Scalar* p, std::size_t n) {
 
 // The copy roof of one kernel call, moving the bytes the call moved: its cv
 // (`src`, n elements) copied into its consumed discount buffer (`dst`), and
-// its multBy rows (`rows`, m elements) read. Returns seconds. Host spaces:
-// every thread of `space` takes contiguous chunks of both, as the flat
-// kernel does; devices: a copy, then a read.
+// its multBy rows (`rows`, m elements; none: a plain copy) read. Returns
+// seconds. Host spaces: every thread of `space` takes contiguous runs of
+// both, as the flat kernel does; devices: a copy, then a read.
 template <class ExecSpace, class Scalar>
 double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Index n, const Scalar* rows, Index m,
                      Stores stores) {
+  const char* label = m > 0 ? "cvest::roof::copy_and_read"
+                            : stores == Stores::streaming ? "cvest::roof::copy_streaming" : "cvest::roof::copy";
   space.fence();
   Kokkos::Timer timer;
   if constexpr (policy::on_host<ExecSpace>) {
     const Index per = policy::flat_run_elements(sizeof(Scalar)), copy_chunks = (n + per - 1) / per,
                 read_chunks = (m + per - 1) / per;
-    Kokkos::parallel_for("cvest::roof::copy_and_read", policy::range(space, copy_chunks + read_chunks), [=](Index c) {
+    Kokkos::parallel_for(label, policy::range(space, copy_chunks + read_chunks), [=](Index c) {
       if (c < copy_chunks) {
         const Index b = c * per, e = std::min(n, b + per);
         copy_here(dst + b, src + b, std::size_t(e - b), stores);
@@ -80,14 +93,15 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
       }
     });
   } else {
-    Kokkos::parallel_for("cvest::roof::copy_and_read", policy::range(space, n),
-                         KOKKOS_LAMBDA(Index j) { dst[j] = src[j]; });
-    const auto* words = reinterpret_cast<const unsigned long long*>(rows);
-    unsigned long long folded = 0;
-    Kokkos::parallel_reduce("cvest::roof::copy_and_read", policy::range(space, m * Index(sizeof(Scalar)) / 8),
-                            KOKKOS_LAMBDA(Index j, unsigned long long& acc) { acc ^= words[j]; },
-                            Kokkos::BOr<unsigned long long>(folded));
-    read_sink.fetch_xor(folded, std::memory_order_relaxed);
+    Kokkos::parallel_for(label, policy::range(space, n), KOKKOS_LAMBDA(Index j) { dst[j] = src[j]; });
+    if (m > 0) {
+      const auto* words = reinterpret_cast<const unsigned long long*>(rows);
+      unsigned long long folded = 0;
+      Kokkos::parallel_reduce(label, policy::range(space, m * Index(sizeof(Scalar)) / 8),
+                              KOKKOS_LAMBDA(Index j, unsigned long long& acc) { acc ^= words[j]; },
+                              Kokkos::BOr<unsigned long long>(folded));
+      read_sink.fetch_xor(folded, std::memory_order_relaxed);
+    }
   }
   space.fence();
   return timer.seconds();
@@ -97,23 +111,8 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
 template <class ExecSpace, class Scalar>
 double copy(ExecSpace const& space, Flat<Scalar, typename ExecSpace::memory_space> dst,
             Flat<const Scalar, typename ExecSpace::memory_space> src, Stores stores) {
-  const Index n = dst.extent(0);
-  space.fence();
-  Kokkos::Timer timer;
-  if constexpr (policy::on_host<ExecSpace>) {
-    const Index per = policy::flat_run_elements(sizeof(Scalar)), chunks = (n + per - 1) / per;
-    Kokkos::parallel_for(
-        stores == Stores::streaming ? "cvest::roof::copy_streaming" : "cvest::roof::copy",
-        policy::range(space, chunks), [=](Index c) {
-          const Index b = c * per, e = std::min(n, b + per);
-          copy_here(dst.data() + b, src.data() + b, std::size_t(e - b), stores);
-        });
-  } else {
-    Kokkos::parallel_for("cvest::roof::copy", policy::range(space, n),
-                         KOKKOS_LAMBDA(Index j) { dst(j) = src(j); });
-  }
-  space.fence();
-  return timer.seconds();
+  return copy_and_read(space, dst.data(), src.data(), Index(dst.extent(0)), static_cast<const Scalar*>(nullptr),
+                       Index(0), stores);
 }
 
 // a = b + s * c (STREAM triad). Returns seconds.

@@ -194,24 +194,17 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir,
 void write_whole_file(const std::string& path, const std::string& text, const std::string& what) {
   std::string temp = temp_path_for(path);
   TempFileGuard guard(temp);
-  int fd = -1;
-  for (int attempt = 1;; ++attempt) {
-    fd = create_exclusive(temp, O_WRONLY);
-    if (fd >= 0 || errno != EEXIST || attempt == 16) break;
-    temp = temp_path_for(path);
-    guard.retarget(temp);
-  }
+  const int fd = create_exclusive_temp(path, temp, guard);
   if (fd < 0) throw IoError(path + ": cannot write " + what + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t put = ::write(fd, text.data() + done, text.size() - done);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) break;
-    done += std::size_t(put);
+  try {
+    write_at(fd, text.data(), text.size(), 0, path);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
   }
-  const int error = done < text.size() ? (errno ? errno : EIO) : 0;
-  if (::close(fd) != 0 || error != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
-    const int why = error ? error : errno;
+  if (::close(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
+    const int why = errno;
     ::unlink(temp.c_str());
     throw IoError(path + ": cannot write " + what + ": " + std::strerror(why));
   }
@@ -804,12 +797,7 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
   // link, never another file.
   part_path_ = temp_path_for(spec.path);
   guard_ = std::make_unique<TempFileGuard>(part_path_);
-  for (int attempt = 1;; ++attempt) {
-    fd_ = create_exclusive(part_path_, O_WRONLY);
-    if (fd_ >= 0 || errno != EEXIST || attempt == 16) break;
-    part_path_ = temp_path_for(spec.path);
-    guard_->retarget(part_path_);
-  }
+  fd_ = create_exclusive_temp(spec.path, part_path_, *guard_);
   if (fd_ < 0) {
     const int error = errno;
     const std::string tried = part_path_;

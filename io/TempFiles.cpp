@@ -111,6 +111,15 @@ int create_exclusive(const std::string& path, int flags) {
   return ::open(path.c_str(), flags | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 }
 
+int create_exclusive_temp(const std::string& path, std::string& temp, TempFileGuard& guard) {
+  for (int attempt = 1;; ++attempt) {
+    const int fd = create_exclusive(temp, O_WRONLY);
+    if (fd >= 0 || errno != EEXIST || attempt == 16) return fd;
+    temp = temp_path_for(path);
+    guard.retarget(temp);
+  }
+}
+
 int open_own_file(const std::string& path, int flags, std::string& why) {
   const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {

@@ -41,6 +41,12 @@ std::string temp_path_for(const std::string& path);
 // `flags`: O_WRONLY or O_RDWR): never through a link, never an existing
 // file. The descriptor, or -1 with errno (EEXIST where any name is there).
 int create_exclusive(const std::string& path, int flags);
+// create_exclusive at `temp` (O_WRONLY), and on a clash (EEXIST) at fresh
+// temporary names for `path` (up to 16), each registered with `guard`
+// before it is tried; `temp` ends as the name used. The descriptor, or -1
+// with errno from the last try.
+class TempFileGuard;
+int create_exclusive_temp(const std::string& path, std::string& temp, TempFileGuard& guard);
 // Opens an existing file of ours at `path` (O_NOFOLLOW | O_NONBLOCK plus
 // `flags`), checked with fstat to be a regular file owned by the running
 // user. The descriptor, or -1 with `why` saying what was found instead.

@@ -35,27 +35,18 @@ std::string_view to_string(Phase phase) {
   return "?";
 }
 
-namespace {
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-}  // namespace
-
 double PipelineStats::kernel_roof_fraction() const {
   std::vector<double> ratios;  // the same bytes both ways: GB/s over GB/s is copy seconds over kernel seconds
   for (const RoofCall& c : roof)
     if (c.kernel_s > 0 && c.copy_s > 0) ratios.push_back(c.copy_s / c.kernel_s);
-  return median_of(std::move(ratios));
+  return roof::median(std::move(ratios));
 }
 
 double PipelineStats::roof_GBps() const {
   std::vector<double> rates;
   for (const RoofCall& c : roof)
     if (c.copy_s > 0) rates.push_back(c.bytes / c.copy_s / 1e9);
-  return median_of(std::move(rates));
+  return roof::median(std::move(rates));
 }
 
 namespace pipeline_detail {

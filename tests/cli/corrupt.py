@@ -24,16 +24,10 @@ import tempfile
 
 import h5py
 import numpy as np
+from checks import check, failures
 
 cvest = sys.argv[1]
-failures = []
 counts = {}
-
-
-def check(ok, what):
-    print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
-    if not ok:
-        failures.append(what)
 
 
 def product(path, discount):

@@ -24,15 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from checks import check, failures
 
 cvest = sys.argv[1]
-failures = []
-
-
-def check(ok, what):
-    print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
-    if not ok:
-        failures.append(what)
 
 
 def fill(path):

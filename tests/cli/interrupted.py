@@ -21,16 +21,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from checks import check, failures
 
 cvest = sys.argv[1]
 env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads")
-failures = []
-
-
-def check(ok, what):
-    print(f"{'ok' if ok else 'FAIL'}: {what}")
-    if not ok:
-        failures.append(what)
 
 
 def signal_when_temp_appears(cmd, folder, sig, ignore_sigint=False):

@@ -23,10 +23,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from checks import check, failures
 
 cvest, case = sys.argv[1], sys.argv[2]
 mpiexec = shutil.which("mpiexec")
-failures = []
 # OpenMPI in containers and CI: run as root, more ranks than cores, no
 # binding; leak checks off under the sanitizer build (OpenMPI's own
 # allocations live until exit).
@@ -36,12 +36,6 @@ env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 env.pop("OMP_PROC_BIND", None)
 env.pop("OMP_PLACES", None)
 TIMEOUT = 120
-
-
-def check(ok, what):
-    print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
-    if not ok:
-        failures.append(what)
 
 
 def run(args, ranks=None, extra_env=None, expect=0):

@@ -29,17 +29,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from checks import check, failures
 
 cvest, case = sys.argv[1], sys.argv[2]
-failures = []
 env = dict(os.environ, CVEST_JOURNAL_BATCH="1MiB")
 random.seed(int(os.environ.get("CVEST_TEST_SEED", "20261201")))
-
-
-def check(ok, what):
-    print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
-    if not ok:
-        failures.append(what)
 
 
 def run(*args, fault=None, timeout=120):

@@ -33,16 +33,10 @@ import sys
 import tempfile
 import threading
 import time
+from checks import check, failures
 
 cvest = sys.argv[1]
-failures = []
 OTHER_UID = 54321
-
-
-def check(ok, what):
-    print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
-    if not ok:
-        failures.append(what)
 
 
 def run(*args, fault=None, timeout=120):

@@ -1,0 +1,9 @@
+"""What every command-line test script shares: a check that prints its line
+and remembers a failure (`failures`, which the script's exit status reads)."""
+failures = []
+
+
+def check(ok, what):
+    print(f"{'ok' if ok else 'FAIL'}: {what}", flush=True)
+    if not ok:
+        failures.append(what)
