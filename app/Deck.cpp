@@ -292,7 +292,8 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
 
   const auto* output = section("output");
   if (!output) r.fail("[output]", "is missing (it names the output file)");
-  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "chunk", "journal", "resume"});
+  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "chunk", "journal", "resume",
+                                        "direct"});
   if (const auto* n = output->get("file")) deck.output.file = r.path(*n, "[output] file");
   else r.fail("[output] file", "is missing");
   if (const auto* n = output->get("dataset")) deck.output.dataset = r.string(*n, "[output] dataset");
@@ -308,6 +309,10 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
     if (deck.output.gzip_level > 9) r.fail("[output] gzip_level", "must be 1..9");
   }
   if (const auto* n = output->get("chunk")) deck.output.chunk_ids = r.integer(*n, "[output] chunk", 1);
+  if (const auto* n = output->get("direct")) {  // true, false, or "auto"
+    if (n->is_boolean()) deck.output.direct = r.boolean(*n, "[output] direct") ? DirectWrites::on : DirectWrites::off;
+    else deck.output.direct = r.checked("[output] direct", [&] { return direct_writes_from_name(r.string(*n, "[output] direct")); });
+  }
 
   if (const auto* run = section("run")) {
     r.known_keys(*run, "[run]", {"strategy", "layout", "precision", "memory_budget", "max_block", "pipeline", "repeats",

@@ -32,6 +32,8 @@ struct Deck {
     // a kill continues (io/Journal.hpp); resume = false starts over instead.
     bool journal = true;
     bool resume = true;
+    // Uncompressed output's data past the page cache (io/DirectWrites.hpp).
+    DirectWrites direct = DirectWrites::automatic;
   } output;
   struct Run {
     std::vector<Strategy> strategies{Strategy::flat};

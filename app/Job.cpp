@@ -425,6 +425,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
   out_spec.gzip_level = deck.output.gzip_level;
   out_spec.chunk_ids = chunk_ids;
   out_spec.overwrite = deck.output.overwrite;
+  out_spec.direct = deck.output.direct;
   // What a killed run's journal must match to be resumed: the input (its
   // identity on disk), the datasets, the output's shape, type and chunks.
   if (deck.output.journal && !plan_only) {
@@ -607,6 +608,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
                        {"multby_dataset", deck.input.multby},
                        {"discount_dataset", deck.input.discount}},
                       input.discount_dataset().get());
+          rep.output_writes = out->writes_text();
           });
           share.reset();
           written = true;
@@ -826,6 +828,7 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}\n", rep.deck, rep.T, rep.N,
              rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
   fmt::print(out, "input: {}\n", to_text(rep.input_storage));
+  if (!rep.output_writes.empty()) fmt::print(out, "output: written {}\n", rep.output_writes);
   if (policy::on_host<Kokkos::DefaultExecutionSpace>)
     fmt::print(out, "flat's runs on the host: {}\n", policy::flat_run_text(8));
   for (const auto& p : rep.plans)
@@ -949,6 +952,7 @@ nlohmann::json to_json(const RunReport& rep) {
   j["output_compression"] = to_string(rep.output_compression);
   j["output_gzip_level"] = rep.output_gzip_level;
   j["output_chunk_ids"] = rep.output_chunk_ids;
+  j["output_writes"] = rep.output_writes;
   j["input_storage"] = {{"layout", rep.input_storage.layout},
                         {"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)
                                                                    : nlohmann::json(rep.input_storage.chunk)},

@@ -60,6 +60,9 @@ struct RunReport {
   Compression output_compression = Compression::none;
   int output_gzip_level = 0;                // 0 when not compressed
   Index output_chunk_ids = 0;               // ids per (1, ids, K) output chunk
+  // How the output's data reached the disk (io::OutputFile::writes_text):
+  // "past the page cache (O_DIRECT, ...)" or "through the page cache: why".
+  std::string output_writes;
   io::CubeStorage input_storage;               // discount's, and how it is read
   double generated_input_bytes = 0;         // an input [input] generate makes first, else 0
   Index T = 0, N = 0, K = 0;

@@ -21,6 +21,11 @@ enum class Precision { f64, f32 };
 enum class PipelineKind { automatic, overlapped, per_thread };
 // An output's chunks: plain, shuffle + deflate ("gzip"), or shuffle + h5py's lzf.
 enum class Compression { none, gzip, lzf };
+// How an uncompressed output's data reaches the disk: past the page cache
+// (O_DIRECT) where the file system allows it, falling back to the page cache
+// where it does not ("auto"); always past it, else an error ("true"); always
+// through it ("false").
+enum class DirectWrites { automatic, on, off };
 
 // Bytes per element.
 constexpr std::size_t element_size(Precision precision) { return precision == Precision::f64 ? 8 : 4; }
@@ -33,5 +38,7 @@ std::string_view to_string(PipelineKind kind);
 PipelineKind pipeline_from_name(std::string_view name);  // throws std::invalid_argument
 std::string_view to_string(Compression compression);
 Compression compression_from_name(std::string_view name);  // throws std::invalid_argument
+std::string_view to_string(DirectWrites direct);                // "auto", "true", "false"
+DirectWrites direct_writes_from_name(std::string_view name);    // throws std::invalid_argument
 
 }  // namespace cvest

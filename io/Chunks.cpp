@@ -244,7 +244,7 @@ std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {
 // --- raw access -----------------------------------------------------------------
 
 std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
-                                       Index N, Index K) {
+                                       Index N, Index K, DirectWrites direct) {
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
@@ -281,15 +281,18 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& sho
   raw->chunk_base_ = bytes.chunk_base;
   if (!writable) raw->input_bytes_ = bytes.size;
   if (!writable) ::posix_fadvise(raw->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+  if (writable) raw->direct_ = std::make_unique<DirectWriter>(raw->fd_, direct, shown);
   return raw;
 }
 
 RawCube::~RawCube() {
+  direct_.reset();
   if (fd_ >= 0) ::close(fd_);
 }
 
 void RawCube::close() {
   if (fd_ < 0) return;
+  direct_.reset();
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) throw IoError(path_ + ": write failed: " + std::strerror(errno));
@@ -322,7 +325,8 @@ std::vector<std::uint64_t> RawCube::placement() const {
 }
 
 std::unique_ptr<RawCube> RawCube::open_placed(const std::string& path, const std::string& shown,
-                                              const std::vector<std::uint64_t>& p, bool writable) {
+                                              const std::vector<std::uint64_t>& p, bool writable,
+                                              DirectWrites direct) {
   if (p.size() < 7) throw std::logic_error("cvest: a cube placement of fewer than 7 fields");
   std::unique_ptr<RawCube> raw(new RawCube);
   raw->N_ = Index(p[0]);
@@ -342,6 +346,7 @@ std::unique_ptr<RawCube> RawCube::open_placed(const std::string& path, const std
   std::string why;  // another process's temporary file of this run: ours, and never through a link
   raw->fd_ = open_own_file(path, writable ? O_WRONLY : O_RDONLY, why);
   if (raw->fd_ < 0) throw IoError(shown + ": cannot open " + path + ": it is " + why);
+  if (writable) raw->direct_ = std::make_unique<DirectWriter>(raw->fd_, direct, shown);
   return raw;
 }
 
@@ -388,9 +393,25 @@ void RawCube::write(const Block& b, const void* buffer) const {
   const auto* in = static_cast<const char*>(buffer);
   if (fault_injected("kill")) ::raise(SIGKILL);
   slow_write_if_injected();
-  const bool complete = for_each_run(
-      b, [&](off_t at, std::size_t bytes, std::size_t from) { write_at(fd_, in + from, bytes, at, path_); });
+  // Runs that follow each other in the file and in the buffer (a date's
+  // chunks, allocated in order) go as one write: direct writes are
+  // synchronous, and larger ones keep the device busier.
+  off_t run_at = 0;
+  std::size_t run_bytes = 0, run_from = 0;
+  const auto flush = [&] {
+    if (run_bytes > 0) direct_->write(in + run_from, run_bytes, run_at);
+    run_bytes = 0;
+  };
+  const bool complete = for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t from) {
+    if (run_bytes > 0 && at == run_at + off_t(run_bytes) && from == run_from + run_bytes) {
+      run_bytes += bytes;
+      return;
+    }
+    flush();
+    run_at = at, run_bytes = bytes, run_from = from;
+  });
   if (!complete) throw IoError(path_ + ": output chunk not allocated");
+  flush();
 }
 // --- deflated chunks ------------------------------------------------------------
 

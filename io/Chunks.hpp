@@ -5,6 +5,7 @@
 // that applies (CubeReader), falling back to HDF5's H5Dread.
 #include "core/Names.hpp"
 #include "core/Plan.hpp"
+#include "io/DirectWriter.hpp"
 #include "io/Hdf5.hpp"
 
 #include <array>
@@ -27,8 +28,10 @@ class RawCube {
   // The file that holds the dataset is opened again (through an external
   // link, not the one the caller opened); `shown` names it in messages (the
   // final output name rather than its temporary file).
+  // A writable cube's data goes past the page cache as `direct` says
+  // (io/DirectWriter.hpp).
   static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
-                                       Index N, Index K);
+                                       Index N, Index K, DirectWrites direct = DirectWrites::off);
   ~RawCube();
   RawCube(const RawCube&) = delete;
   RawCube& operator=(const RawCube&) = delete;
@@ -48,7 +51,10 @@ class RawCube {
   // a failed write only then, as NFS does).
   void close();
   static std::unique_ptr<RawCube> open_placed(const std::string& path, const std::string& shown,
-                                              const std::vector<std::uint64_t>& placement, bool writable);
+                                              const std::vector<std::uint64_t>& placement, bool writable,
+                                              DirectWrites direct = DirectWrites::off);
+  // How a writable cube's data reached the file (DirectWriter::text).
+  const DirectWriter* writer() const { return direct_.get(); }
 
  private:
   RawCube() = default;
@@ -57,6 +63,7 @@ class RawCube {
   hid_t ds_ = -1;
   std::string path_;
   int fd_ = -1;
+  std::unique_ptr<DirectWriter> direct_;  // a writable cube's
   Index N_ = 0, K_ = 0, chunk_ids_ = 0;
   std::size_t es_ = 8;
   haddr_t contiguous_base_ = HADDR_UNDEF;

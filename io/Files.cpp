@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <libdeflate.h>
 #include <lzf.h>
+#include <mutex>
+#include <set>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -316,6 +318,7 @@ double output_bytes(const OutputSpec& spec) {
 double free_space(const std::string& path) {
   struct statvfs vfs {};
   if (::statvfs(existing_ancestor(output_dir(path)).c_str(), &vfs) != 0) return -1;
+  if (vfs.f_blocks == 0) return -1;  // no size to tell (ramfs, some FUSE and network file systems)
   return double(vfs.f_bavail) * double(vfs.f_frsize);
 }
 
@@ -415,6 +418,17 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
 // --- output -------------------------------------------------------------------
 
 namespace {
+// Once per folder in a process: a run whose output's file system refuses
+// O_DIRECT writes through the page cache (the run table says so each time).
+void say_buffered(const std::string& path, const RawCube& raw) {
+  static std::mutex m;
+  static std::set<std::string> said;
+  const std::string folder = fs::path(path).parent_path().string();
+  const std::lock_guard lock(m);
+  if (said.insert(folder).second)
+    fmt::print(stderr, "cvest: {}: {}; writing the output through the page cache\n", path, raw.writer()->why_buffered());
+}
+
 // The bit of H5Dwrite_chunk's filter mask that says `filter` was skipped for
 // a chunk: its position in the dataset's pipeline.
 unsigned filter_mask_bit(const Dataset& ds, H5Z_filter_t filter) {
@@ -545,7 +559,16 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       fs::remove(temp_path_, ec);
       throw IoError(spec.path + ": cannot allocate the output (disk full?)");
     }
-    raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K);
+    try {
+      raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, spec.direct);
+    } catch (...) {  // direct = true where O_DIRECT is refused
+      ds_.reset();
+      file_.reset();
+      std::error_code ec;
+      fs::remove(temp_path_, ec);
+      throw;
+    }
+    if (raw_ && !raw_->writer()->direct() && spec.direct == DirectWrites::automatic) say_buffered(spec.path, *raw_);
   }
   if (journaled) {
     // Guarded before it exists (it appears whole, renamed into place): a
@@ -567,6 +590,12 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     temp_guard_.keep_on_terminate(true);
     if (adopted) clean_up_after_killed_runs(spec.path);  // the old journals, now that this one holds their blocks
   }
+}
+
+std::string OutputFile::writes_text() const {
+  if (raw_) return raw_->writer()->text();
+  if (!writes_text_.empty()) return writes_text_;
+  return spec_.compression == Compression::none ? "through HDF5 (H5Dwrite)" : "through HDF5 (compressed chunks)";
 }
 
 OutputFile::~OutputFile() {
@@ -784,7 +813,8 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
   chunk_ = {1, Index(description[0]), spec.K};
   lzf_skipped_mask_ = unsigned(description[1]);
   if (description.size() > 2) {
-    raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true);
+    raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true,
+                                spec.direct);
     if (!spec.fingerprint.empty()) {
       journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
       journal_guard_->keep_on_terminate(true);
@@ -853,6 +883,7 @@ void OutputShare::write(const Block& b, const void* buffer) {
 }
 
 void OutputFile::commit(const std::map<std::string, std::string>& attributes, hid_t scales_like) {
+  writes_text_ = writes_text();
   raw_.reset();
   // Metadata changes from here on: a run killed now leaves nothing to resume.
   // A sync the journal's thread saw fail is this run's failure: the pages it

@@ -43,6 +43,7 @@ struct OutputSpec {
   Fingerprint fingerprint;
   bool resume = true;
   int rank = 0;  // whose journal: `.journal-RANK` beside the temporary file
+  DirectWrites direct = DirectWrites::automatic;  // uncompressed data past the page cache (io/DirectWriter.hpp)
 };
 
 // Bytes of blocks the journal records at a time (io/Journal.hpp): 256 MiB,
@@ -101,6 +102,9 @@ class OutputFile {
   Index chunk_ids() const { return chunk_[1]; }
   // Blocks a killed run left on disk that this one resumed: not to be written again.
   const std::vector<Block>& resumed() const { return resumed_; }
+  // How the data reached the file: past the page cache or through it, and
+  // why (DirectWriter::text), or through HDF5 (compressed chunks).
+  std::string writes_text() const;
   // C order (dates, ids, K). May run on several threads at once: uncompressed
   // output goes by pwrite to fixed offsets, gzip chunks are compressed on the
   // calling thread and stored with H5Dwrite_chunk (HDF5 serialises that call).
@@ -137,6 +141,7 @@ class OutputFile {
   std::vector<Block> resumed_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<TempFileGuard> journal_guard_;
+  std::string writes_text_;  // kept as commit closes the raw cube
   // Takes over a killed run's temporary file whose journals match, if any.
   bool adopt_killed_run();
 };

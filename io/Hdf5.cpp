@@ -3,6 +3,7 @@
 #include <H5DSpublic.h>
 
 #include <fcntl.h>
+#include <numeric>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -504,7 +505,13 @@ std::array<Index, 3> cube_chunk(Index N, Index K, std::size_t element_size, std:
   // so the last chunk of a date is not mostly padding.
   const Index target = std::max<Index>(1, Index(target_bytes / (element_size * std::max<Index>(K, 1))));
   const Index pieces = (N + target - 1) / target;
-  const Index ids = std::max<Index>(1, (N + pieces - 1) / std::max<Index>(pieces, 1));
+  Index ids = std::max<Index>(1, (N + pieces - 1) / std::max<Index>(pieces, 1));
+  // Whole chunks of whole 4096-byte pages, so that a date's chunks (HDF5
+  // aligns each to a page in cvest's files) lie back to back and go to the
+  // disk in direct writes (io/DirectWriter.hpp) with no buffered tails.
+  const std::size_t row = element_size * std::size_t(std::max<Index>(K, 1));
+  const Index page_ids = Index(4096 / std::gcd(std::size_t(4096), row));
+  ids = (ids + page_ids - 1) / page_ids * page_ids;
   return {1, std::min(N, ids), std::max<Index>(K, 1)};
 }
 

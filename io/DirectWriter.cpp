@@ -1,0 +1,162 @@
+#include "io/DirectWriter.hpp"
+
+#include "core/Errors.hpp"
+#include "io/Chunks.hpp"
+#include "io/Faults.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+namespace cvest::io {
+
+namespace {
+
+// What a direct write moves at a time from an aligned copy: large enough
+// that one thread's synchronous writes keep the device busy (docs/benchmarks.md).
+constexpr std::size_t copy_bytes = std::size_t(8) << 20;
+
+// The file system's name where statfs knows it, for messages.
+std::string file_system_of(int fd) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return "its file system";
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0x01021994: return "its file system (tmpfs)";
+    case 0x6969: return "its file system (NFS)";
+    case 0xFF534D42: case 0xFE534D42: return "its file system (CIFS/SMB)";
+    case 0x65735546: return "its file system (FUSE)";
+    case 0x794c7630: return "its file system (overlayfs)";
+    case 0x01021997: return "its file system (9p)";
+    case 0x858458f6: return "its file system (ramfs)";
+    case 0xEF53: return "its file system (ext4)";
+    case 0x58465342: return "its file system (XFS)";
+    case 0x9123683E: return "its file system (Btrfs)";
+    default: return fmt::format("its file system (type {:#x})", static_cast<unsigned long>(fs.f_type));
+  }
+}
+
+off_t align_down(off_t at) { return at - at % off_t(direct_alignment); }
+off_t align_up(off_t at) { return align_down(at + off_t(direct_alignment) - 1); }
+bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % direct_alignment == 0; }
+
+}  // namespace
+
+DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown) : fd_(fd), mode_(mode), shown_(shown) {
+  if (mode == DirectWrites::off) {
+    why_buffered_ = "[output] direct = false";
+    return;
+  }
+  // A second descriptor of the same file: O_DIRECT set on a duplicate would
+  // apply to the buffered one too (they would share the open file).
+  direct_fd_ = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (direct_fd_ >= 0) return;
+  const int error = errno;
+  why_buffered_ = error == EINVAL ? file_system_of(fd) + " refuses O_DIRECT"
+                                  : std::string("cannot open it with O_DIRECT: ") + std::strerror(error);
+  if (mode == DirectWrites::on)
+    throw IoError(shown + ": [output] direct = true, but " + why_buffered_ +
+                  "; set direct = \"auto\" (the default) to write through the page cache there");
+}
+
+DirectWriter::~DirectWriter() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+  for (void* p : copies_) std::free(p);
+}
+
+std::string DirectWriter::why_buffered() const {
+  const std::lock_guard lock(why_m_);
+  return why_buffered_;
+}
+
+std::string DirectWriter::text() const {
+  const double all = double(direct_bytes() + buffered_bytes());
+  if (direct_fd_ < 0 || (refused_.load() && direct_bytes() == 0)) return "through the page cache: " + why_buffered();
+  std::string text = fmt::format("past the page cache (O_DIRECT, {}-byte aligned", direct_alignment);
+  if (all > 0) text += fmt::format("; {:.1f}% of the bytes", 100.0 * double(direct_bytes()) / all);
+  text += ")";
+  if (refused_.load()) text += ", then through it: " + why_buffered();
+  return text;
+}
+
+void DirectWriter::write(const void* buffer, std::size_t bytes, off_t at) {
+  const auto* in = static_cast<const char*>(buffer);
+  const off_t end = at + off_t(bytes), middle = align_up(at), tail = align_down(end);
+  if (!direct() || tail <= middle) {
+    write_at(fd_, in, bytes, at, shown_);
+    buffered_bytes_ += bytes;
+    return;
+  }
+  // Head and tail share pages with the neighbouring chunks' own heads and
+  // tails (or HDF5's metadata): buffered, as those are.
+  if (middle > at) write_at(fd_, in, std::size_t(middle - at), at, shown_);
+  write_direct(in + (middle - at), std::size_t(tail - middle), middle);
+  if (end > tail) write_at(fd_, in + (tail - at), std::size_t(end - tail), tail, shown_);
+  buffered_bytes_ += std::uint64_t(bytes) - std::uint64_t(tail - middle);
+}
+
+void DirectWriter::write_direct(const char* in, std::size_t bytes, off_t at) {
+  void* copy = aligned(in) ? nullptr : take_copy();
+  struct Give {
+    DirectWriter* w;
+    void* copy;
+    ~Give() {
+      if (copy) w->give_copy(copy);
+    }
+  } give{this, copy};
+  for (std::size_t done = 0; done < bytes;) {
+    if (!direct()) {  // refused meanwhile (another thread's write)
+      write_at(fd_, in + done, bytes - done, at + off_t(done), shown_);
+      buffered_bytes_ += bytes - done;
+      return;
+    }
+    const std::size_t n = copy ? std::min(copy_bytes, bytes - done) : bytes - done;
+    const char* from = in + done;
+    if (copy) from = static_cast<const char*>(std::memcpy(copy, from, n));
+    ssize_t put = ::pwrite(direct_fd_, from, n, at + off_t(done));
+    if (fault_injected("direct_refused")) put = -1, errno = EINVAL;
+    if (fault_injected("write")) put = -1, errno = ENOSPC;
+    if (fault_injected("write_eio")) put = -1, errno = EIO;
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0 && errno == EINVAL) {
+      refuse(file_system_of(fd_) + " refused an O_DIRECT write (" + std::strerror(EINVAL) + ")");
+      continue;
+    }
+    if (put <= 0)
+      throw IoError(shown_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
+                    (errno == ENOSPC ? " (disk full)" : ""));
+    done += std::size_t(put);
+    direct_bytes_ += std::uint64_t(put);
+  }
+}
+
+void DirectWriter::refuse(const std::string& why) {
+  if (mode_ == DirectWrites::on) throw IoError(shown_ + ": [output] direct = true, but " + why);
+  const std::lock_guard lock(why_m_);
+  if (!refused_.exchange(true)) why_buffered_ = why;
+}
+
+void* DirectWriter::take_copy() {
+  const std::lock_guard lock(copies_m_);
+  if (!free_copies_.empty()) {
+    void* p = free_copies_.back();
+    free_copies_.pop_back();
+    return p;
+  }
+  void* p = nullptr;
+  if (::posix_memalign(&p, direct_alignment, copy_bytes) != 0)
+    throw IoError(shown_ + ": out of memory for a direct write's aligned copy");
+  copies_.push_back(p);
+  return p;
+}
+
+void DirectWriter::give_copy(void* copy) {
+  const std::lock_guard lock(copies_m_);
+  free_copies_.push_back(copy);
+}
+
+}  // namespace cvest::io

@@ -1,0 +1,71 @@
+#pragma once
+// An uncompressed output's data written past the page cache (O_DIRECT).
+// Buffered writes of a file larger than the cache's dirty limits stall on
+// write-back and swing with it (a 6 GB file took 27-30 s buffered against
+// 4-6.5 s direct on this project's machines; docs/benchmarks.md); direct
+// writes go at the device's own rate. O_DIRECT wants offsets, lengths and
+// memory aligned: each write's aligned middle goes direct (through a
+// per-thread aligned copy where the caller's memory is not aligned), its
+// unaligned head and tail through the page cache. The two never share a
+// page, and HDF5's metadata stays buffered on HDF5's own descriptor.
+#include "core/Names.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace cvest::io {
+
+// What direct writes keep aligned: offsets, lengths and memory. Every
+// logical block size Linux devices have (512, 4096) divides it.
+inline constexpr std::size_t direct_alignment = 4096;
+
+class DirectWriter {
+ public:
+  // `fd`: the file, open for buffered writes (heads, tails, and everything
+  // after a fallback); not owned. `shown` names it in messages. off: always
+  // buffered. automatic: direct where the file system accepts O_DIRECT, else
+  // buffered (why_buffered says why). on: IoError where it refuses.
+  DirectWriter(int fd, DirectWrites mode, const std::string& shown);
+  ~DirectWriter();
+  DirectWriter(const DirectWriter&) = delete;
+  DirectWriter& operator=(const DirectWriter&) = delete;
+
+  // pwrite of all `bytes` at `at` (io::write_at's retries, faults and
+  // messages). Safe from several threads at once on disjoint ranges.
+  void write(const void* buffer, std::size_t bytes, off_t at);
+
+  bool direct() const { return direct_fd_ >= 0 && !refused_.load(); }
+  // Empty while writes go direct; else why they do not.
+  std::string why_buffered() const;
+  std::uint64_t direct_bytes() const { return direct_bytes_.load(); }
+  std::uint64_t buffered_bytes() const { return buffered_bytes_.load(); }
+  // "past the page cache (O_DIRECT, 4096-byte aligned; 99.6% of the bytes)"
+  // or "through the page cache: WHY".
+  std::string text() const;
+
+ private:
+  void write_direct(const char* in, std::size_t bytes, off_t at);
+  // The file system took O_DIRECT at open but refuses its writes (EINVAL):
+  // buffered from now on (IoError where mode is on).
+  void refuse(const std::string& why);
+  int fd_ = -1, direct_fd_ = -1;
+  DirectWrites mode_;
+  std::string shown_;
+  std::atomic<bool> refused_{false};
+  mutable std::mutex why_m_;
+  std::string why_buffered_;
+  std::atomic<std::uint64_t> direct_bytes_{0}, buffered_bytes_{0};
+  // Aligned copies of unaligned callers' data, one per writing thread at a
+  // time, freed with the writer.
+  std::mutex copies_m_;
+  std::vector<void*> copies_, free_copies_;
+  void* take_copy();
+  void give_copy(void* copy);
+};
+
+}  // namespace cvest::io

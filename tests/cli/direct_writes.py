@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""An uncompressed output's data goes past the page cache (O_DIRECT) where
+the file system allows it, and through it, said once, where it does not.
+
+    direct_writes.py CVEST_BINARY
+
+On this folder's file system (the build's, a disk): shapes whose chunks are
+no multiple of 4096 bytes (N and K odd, `[output] chunk` set), one-date and
+many-date blocks, LayoutRight and LayoutLeft, double and float: every output
+is bit-identical to multBy * discount, and the run table says the writes went
+past the page cache (the share of bytes below 100% where chunks leave
+unaligned heads and tails). A file system that takes O_DIRECT at open but
+refuses its writes (the direct_refused fault): the run goes on through the
+page cache and says so. A ramfs (which refuses O_DIRECT, as tmpfs did before
+Linux 6.6; needs root to mount, as CI runs): `auto` falls back and says so once for two jobs, `true` exits 3
+with one line and leaves nothing, `false` writes through the cache silently.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+from checks import check, failures
+
+cvest = sys.argv[1]
+
+
+def run(*args, fault=None):
+    env = dict(os.environ, **({"CVEST_FAULT": fault} if fault else {}))
+    return subprocess.run([cvest, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def deck(path, inp, out, direct=None, chunk=None, layouts='"all"', precision=None, max_block="64KiB"):
+    with open(path, "w") as f:
+        f.write(f'[input]\nfile = "{inp}"\n[output]\nfile = "{out}"\noverwrite = true\n')
+        if direct is not None:
+            f.write(f"direct = {direct}\n")
+        if chunk:
+            f.write(f"chunk = {chunk}\n")
+        f.write(f'[run]\nstrategy = ["flat", "per_date"]\nlayout = {layouts}\nmax_block = "{max_block}"\n'
+                'verify = true\n')
+        if precision:
+            f.write(f'precision = "{precision}"\n')
+
+
+def table_line(stdout):
+    return next((l for l in stdout.splitlines() if l.startswith("output: written")), "")
+
+
+with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as work:
+    os.chdir(work)
+    # (dates, ids, cols, chunk ids, block cap): chunks of 3 * 8 * 1001 bytes;
+    # a default chunk; one date per block (a cap below a date's bytes).
+    cases = [(9, 1001, 3, 1001, "64KiB"), (7, 30011, 5, None, "256KiB"), (5, 20000, 7, 333, "8KiB")]
+    for T, N, K, chunk, cap in cases:
+        inp = f"in_{T}x{N}x{K}.h5"
+        g = run("generate", "-T", str(T), "-N", str(N), "-K", str(K), "-o", inp)
+        check(g.returncode == 0, f"generate {inp}")
+        for precision in ("float64", "float32"):
+            deck("deck.toml", inp, "cv.h5", chunk=chunk, precision=precision, max_block=cap)
+            r = run("run", "deck.toml")
+            line = table_line(r.stdout)
+            what = f"{T}x{N}x{K}, chunk {chunk or 'default'}, blocks up to {cap}, {precision}"
+            check(r.returncode == 0 and "verified" in r.stdout,
+                  f"{what}: every job's output equals multBy * discount ({r.returncode}, {r.stderr.strip()[-300:]})")
+            check("past the page cache (O_DIRECT" in line, f"{what}: the table says the writes went direct ({line})")
+            if chunk is None:  # default chunks are whole pages: every byte direct but a date's last chunk's tail
+                check("% of the bytes" in line, f"{what}: the table gives the direct share ({line})")
+
+    # Taken at open, refused at the first write: the rest goes through the cache.
+    deck("deck.toml", "in_9x1001x3.h5", "cv.h5", chunk=1001)
+    r = run("run", "deck.toml", fault="direct_refused")
+    line = table_line(r.stdout)
+    check(r.returncode == 0 and "verified" in r.stdout and "through the page cache" in line
+          and "refused an O_DIRECT write" in line,
+          f"O_DIRECT refused at the first write: the run finishes through the page cache and says so ({line})")
+    deck("deck.toml", "in_9x1001x3.h5", "cv2.h5", chunk=1001, direct="true")
+    r = run("run", "deck.toml", fault="direct_refused")
+    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    check(r.returncode == 3 and len(errors) == 1 and "direct = true" in errors[0] and not os.path.exists("cv2.h5"),
+          f"direct = true, O_DIRECT refused: exit 3, one line, no output ({r.returncode}, {errors})")
+
+    deck("deck.toml", "in_9x1001x3.h5", "cv.h5", direct='"sometimes"')
+    r = run("run", "deck.toml")
+    check(r.returncode == 2 and "[output] direct" in r.stderr and "auto, true, false" in r.stderr,
+          f"direct = \"sometimes\": exit 2 naming the key and the valid values ({r.returncode}, {r.stderr.strip()})")
+
+    fs = os.path.join(work, "fs")
+    os.mkdir(fs)
+    mount = subprocess.run(["mount", "-t", "ramfs", "ramfs", fs], capture_output=True, text=True)
+    if mount.returncode != 0:
+        print(f"FAIL: cannot mount a ramfs (needs root): {mount.stderr.strip()}")
+        sys.exit(1)
+    try:
+        deck("deck.toml", "in_9x1001x3.h5", "fs/cv.h5", layouts='"right"')
+        r = run("run", "deck.toml")
+        said = [l for l in r.stderr.splitlines() if "refuses O_DIRECT" in l]
+        line = table_line(r.stdout)
+        check(r.returncode == 0 and "verified" in r.stdout and len(said) == 1 and "fs/cv.h5" in said[0] and "ramfs" in said[0],
+              f"ramfs, direct = auto: falls back, said once for two jobs ({said})")
+        check("through the page cache" in line and "ramfs" in line, f"ramfs: the table says why ({line})")
+        deck("deck.toml", "in_9x1001x3.h5", "fs/cv2.h5", direct="true", layouts='"right"')
+        r = run("run", "deck.toml")
+        errors = [l for l in r.stderr.splitlines() if "error" in l]
+        check(r.returncode == 3 and len(errors) == 1 and "fs/cv2.h5" in errors[0] and "ramfs" in errors[0]
+              and sorted(os.listdir(fs)) == ["cv.h5"],
+              f"ramfs, direct = true: exit 3, one line naming the output and the file system, nothing left "
+              f"({r.returncode}, {errors}, {sorted(os.listdir(fs))})")
+        deck("deck.toml", "in_9x1001x3.h5", "fs/cv.h5", direct="false", layouts='"right"')
+        r = run("run", "deck.toml")
+        line = table_line(r.stdout)
+        check(r.returncode == 0 and "refuses" not in r.stderr and "direct = false" in line,
+              f"ramfs, direct = false: through the page cache, nothing said but the table's line ({line})")
+    finally:
+        subprocess.run(["umount", fs])
+
+sys.exit(1 if failures else 0)
