@@ -6,9 +6,10 @@
 # cached input written past the page cache) and `dd iflag=direct` (the input
 # read past it); and cvest once more with the input cold (the page cache
 # dropped first: needs root, else that row is skipped), against the direct
-# read plus the direct write. Twice for cvest: on the input `cvest generate` writes ((1, ~1 MiB)
-# chunks) and on the same values as h5py writes them date by date (one chunk
-# per date), since users' files are h5py's. Each command starts with the
+# read plus the direct write. Three times for cvest: on the input `cvest
+# generate` writes ((1, ~1 MiB) chunks), the same with `[output] direct =
+# false` (through the page cache), and on the same values as h5py writes them
+# date by date (one chunk per date), since users' files are h5py's. Each command starts with the
 # page cache holding the input and the disk idle: rm + sync, then a wait
 # until the device has no I/O in flight (untimed). On a file system mounted
 # with `discard` (this project's machines) deleting the last output makes
@@ -37,13 +38,14 @@ with h5py.File(sys.argv[1], "r") as src, h5py.File(sys.argv[2], "w") as dst:
     for t in range(d.shape[0]):
         out[t] = d[t]
 PY
-for deck in generated h5py; do
+for deck in generated h5py buffered; do
   cat > "$work/deck_$deck.toml" <<DECK
 [input]
 file = "$([ $deck = h5py ] && echo "$h5in" || echo "$in")"
 [output]
 file = "$work/cv.h5"
 overwrite = true
+direct = $([ $deck = buffered ] && echo false || echo '"auto"')
 chunk = $(/usr/bin/python3 -c "import h5py; print(h5py.File('$in')['discount'].chunks[1])")
 [run]
 strategy = "flat"
@@ -55,7 +57,7 @@ DECK
 done
 cat "$in" "$h5in" > /dev/null  # page-cache the inputs
 source "$root/bench/lib.sh"
-declare -a t_cp t_dd t_cvest t_h5py t_dw t_dr t_cold
+declare -a t_cp t_dd t_cvest t_h5py t_dw t_dr t_cold t_buf
 drop_caches() { sync && echo 3 > /proc/sys/vm/drop_caches 2> /dev/null; }
 can_drop=$([ -w /proc/sys/vm/drop_caches ] && echo 1 || echo 0)
 for r in $(seq "$rounds"); do
@@ -67,12 +69,12 @@ for r in $(seq "$rounds"); do
     clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; drop_caches; s=$(now); "$build/cvest" run "$work/deck_generated.toml" > /dev/null 2>&1; t_cold+=("$(since "$s")")
     cat "$in" "$h5in" > /dev/null  # cached again for the rest
   fi
-  # the two inputs take turns to go first, so neither always follows the other's output
-  for deck in $([ $((r % 2)) = 1 ] && echo generated h5py || echo h5py generated); do
+  # the decks take turns to go first, so none always follows another's output
+  for deck in $([ $((r % 2)) = 1 ] && echo generated h5py buffered || echo buffered h5py generated); do
     clean "$work/cp.h5" "$work/dd.h5" "$work/cv.h5"; s=$(now); "$build/cvest" run "$work/deck_$deck.toml" > /dev/null 2>&1
-    if [ "$deck" = generated ]; then t_cvest+=("$(since "$s")"); else t_h5py+=("$(since "$s")"); fi
+    case $deck in generated) t_cvest+=("$(since "$s")") ;; h5py) t_h5py+=("$(since "$s")") ;; *) t_buf+=("$(since "$s")") ;; esac
   done
-  echo "round $r: cp ${t_cp[-1]} s, dd ${t_dd[-1]} s, dd oflag=direct ${t_dw[-1]} s, cvest ${t_cvest[-1]} s, cvest on h5py's input ${t_h5py[-1]} s${t_cold:+, dd iflag=direct ${t_dr[-1]} s, cvest cold ${t_cold[-1]} s}" >&2
+  echo "round $r: cp ${t_cp[-1]} s, dd ${t_dd[-1]} s, dd oflag=direct ${t_dw[-1]} s, cvest ${t_cvest[-1]} s, cvest direct = false ${t_buf[-1]} s, cvest on h5py's input ${t_h5py[-1]} s${t_cold:+, dd iflag=direct ${t_dr[-1]} s, cvest cold ${t_cold[-1]} s}" >&2
 done
 mc=$(median "${t_cp[@]}"); md=$(median "${t_dd[@]}"); mv=$(median "${t_cvest[@]}"); mh=$(median "${t_h5py[@]}")
 size=$(stat -c %s "$in")
@@ -80,9 +82,10 @@ awk -v file="$in" -v size="$size" -v r="$rounds" -v c="$mc" -v d="$md" -v v="$mv
     -v sc="$(spread "${t_cp[@]}")" -v sd="$(spread "${t_dd[@]}")" -v sv="$(spread "${t_cvest[@]}")" -v sh="$(spread "${t_h5py[@]}")" 'BEGIN {
   printf "input %s (%.2f GB), budget %s, %d rounds, medians (min-max): cp %.2f s (%s), dd %.2f s (%s), cvest %.2f s (%s), cvest on h5py-written input %.2f s (%s)\n", file, size / 1e9, b, r, c, sc, d, sd, v, sv, h, sh
   printf "cvest / cp = %.2f   cvest / dd = %.2f   h5py-written / cvest-written input = %.2f\n", v / c, v / d, h / v }'
-mw=$(median "${t_dw[@]}")
-awk -v w="$mw" -v sw="$(spread "${t_dw[@]}")" -v v="$mv" 'BEGIN {
-  printf "the device: dd oflag=direct (cached input, written past the page cache) %.2f s (%s); cvest / it = %.2f\n", w, sw, v / w }'
+mw=$(median "${t_dw[@]}"); mb=$(median "${t_buf[@]}")
+awk -v w="$mw" -v sw="$(spread "${t_dw[@]}")" -v v="$mv" -v b="$mb" -v sb="$(spread "${t_buf[@]}")" 'BEGIN {
+  printf "the device: dd oflag=direct (cached input, written past the page cache) %.2f s (%s); cvest / it = %.2f\n", w, sw, v / w
+  printf "cvest with [output] direct = false (through the page cache) %.2f s (%s); / direct = auto %.2f\n", b, sb, b / v }'
 if [ "$can_drop" = 1 ]; then
   mr=$(median "${t_dr[@]}"); mo=$(median "${t_cold[@]}")
   awk -v w="$mw" -v r="$mr" -v sr="$(spread "${t_dr[@]}")" -v o="$mo" -v so="$(spread "${t_cold[@]}")" 'BEGIN {

@@ -29,9 +29,10 @@ class RawCube {
   // link, not the one the caller opened); `shown` names it in messages (the
   // final output name rather than its temporary file).
   // A writable cube's data goes past the page cache as `direct` says
-  // (io/DirectWriter.hpp).
+  // (io/DirectWriter.hpp; `off_because`: why not, when off).
   static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
-                                       Index N, Index K, DirectWrites direct = DirectWrites::off);
+                                       Index N, Index K, DirectWrites direct = DirectWrites::off,
+                                       const std::string& off_because = "");
   ~RawCube();
   RawCube(const RawCube&) = delete;
   RawCube& operator=(const RawCube&) = delete;
@@ -52,7 +53,8 @@ class RawCube {
   void close();
   static std::unique_ptr<RawCube> open_placed(const std::string& path, const std::string& shown,
                                               const std::vector<std::uint64_t>& placement, bool writable,
-                                              DirectWrites direct = DirectWrites::off);
+                                              DirectWrites direct = DirectWrites::off,
+                                              const std::string& off_because = "");
   // How a writable cube's data reached the file (DirectWriter::text).
   const DirectWriter* writer() const { return direct_.get(); }
 

@@ -7,11 +7,16 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/vfs.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <exception>
+#include <thread>
 
 namespace cvest::io {
 
@@ -46,9 +51,41 @@ bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % direc
 
 }  // namespace
 
-DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown) : fd_(fd), mode_(mode), shown_(shown) {
+double writeback_threshold_bytes() {
+  if (const long bytes = fault_value("writeback_threshold"); bytes >= 0) return double(bytes);
+  if (fault_injected("direct_refused")) return 0;
+  const auto read_number = [](const char* path) {
+    std::FILE* f = std::fopen(path, "r");
+    double v = -1;
+    if (f && std::fscanf(f, "%lf", &v) != 1) v = -1;
+    if (f) std::fclose(f);
+    return v;
+  };
+  if (const double bytes = read_number("/proc/sys/vm/dirty_background_bytes"); bytes > 0) return bytes;
+  const double ratio = read_number("/proc/sys/vm/dirty_background_ratio");
+  double available_kib = -1;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %lf kB", &available_kib) == 1) break;
+    std::fclose(f);
+  }
+  return ratio > 0 && available_kib > 0 ? ratio / 100 * available_kib * 1024 : 0;  // unknown: direct
+}
+
+DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because) {
+  if (mode != DirectWrites::automatic) return mode;
+  const double threshold = writeback_threshold_bytes();
+  if (bytes > threshold) return mode;
+  because = fmt::format("the output ({:.2f} GB) fits below the page cache's write-back threshold ({:.2f} GB), "
+                        "where writing through it and syncing once measured faster", bytes / 1e9, threshold / 1e9);
+  return DirectWrites::off;
+}
+
+DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because)
+    : fd_(fd), mode_(mode), shown_(shown) {
   if (mode == DirectWrites::off) {
-    why_buffered_ = "[output] direct = false";
+    why_buffered_ = off_because.empty() ? "[output] direct = false" : off_because;
     return;
   }
   // A second descriptor of the same file: O_DIRECT set on a duplicate would
@@ -100,6 +137,33 @@ void DirectWriter::write(const void* buffer, std::size_t bytes, off_t at) {
 }
 
 void DirectWriter::write_direct(const char* in, std::size_t bytes, off_t at) {
+  // A few writes in flight at once: one synchronous direct write at a time
+  // left the device idle between them (1.6 GB: 2.88-2.96 s in one lane,
+  // 2.29-2.57 s in four, 2.28-2.44 s in eight).
+  constexpr std::size_t max_lanes = 4;
+  const std::size_t lanes = std::clamp<std::size_t>(bytes / (std::size_t(2) << 20), 1, max_lanes);
+  if (lanes == 1) return write_direct_lane(in, bytes, at);
+  const std::size_t share = (bytes / lanes + direct_alignment - 1) / direct_alignment * direct_alignment;
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(lanes);
+  for (std::size_t l = 0; l < lanes; ++l) {
+    const std::size_t begin = std::min(bytes, l * share), end = l + 1 == lanes ? bytes : std::min(bytes, (l + 1) * share);
+    const auto lane = [&, l, begin, end] {
+      try {
+        write_direct_lane(in + begin, end - begin, at + off_t(begin));
+      } catch (...) {
+        errors[l] = std::current_exception();
+      }
+    };
+    if (l + 1 == lanes) lane();
+    else threads.emplace_back(lane);
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+void DirectWriter::write_direct_lane(const char* in, std::size_t bytes, off_t at) {
   void* copy = aligned(in) ? nullptr : take_copy();
   struct Give {
     DirectWriter* w;

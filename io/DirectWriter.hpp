@@ -24,13 +24,27 @@ namespace cvest::io {
 // logical block size Linux devices have (512, 4096) divides it.
 inline constexpr std::size_t direct_alignment = 4096;
 
+// The bytes the page cache holds before the kernel starts writing them back
+// (vm.dirty_background_bytes, else vm.dirty_background_ratio of the
+// available memory); 0 where it cannot be read (auto then writes direct).
+double writeback_threshold_bytes();
+
+// What `auto` takes for an output of `bytes`: direct writes where it
+// passes the write-back threshold, since below it the page cache takes the
+// whole file without stalling and a final sync wrote it faster than direct
+// writes did (1.6 GB: 1.16 s against 2.09 s; 6.4 GB: direct 6.0-6.5 s
+// against 11.7-14.5 s; docs/benchmarks.md). on and off stay; `because` says
+// why an automatic choice went through the page cache.
+DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because);
+
 class DirectWriter {
  public:
   // `fd`: the file, open for buffered writes (heads, tails, and everything
   // after a fallback); not owned. `shown` names it in messages. off: always
   // buffered. automatic: direct where the file system accepts O_DIRECT, else
   // buffered (why_buffered says why). on: IoError where it refuses.
-  DirectWriter(int fd, DirectWrites mode, const std::string& shown);
+  // `off_because`: why it is off (empty: the deck's direct = false).
+  DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because = "");
   ~DirectWriter();
   DirectWriter(const DirectWriter&) = delete;
   DirectWriter& operator=(const DirectWriter&) = delete;
@@ -50,6 +64,7 @@ class DirectWriter {
 
  private:
   void write_direct(const char* in, std::size_t bytes, off_t at);
+  void write_direct_lane(const char* in, std::size_t bytes, off_t at);
   // The file system took O_DIRECT at open but refuses its writes (EINVAL):
   // buffered from now on (IoError where mode is on).
   void refuse(const std::string& why);

@@ -7,7 +7,10 @@
 //   write       the output's first write fails with ENOSPC (disk full);
 //   write_eio   the same with EIO (a failing disk);
 //   direct_refused  O_DIRECT writes fail with EINVAL (a file system that
-//               takes O_DIRECT at open but refuses its writes);
+//               takes O_DIRECT at open but refuses its writes), and `auto`
+//               tries them whatever the output's size;
+//   writeback_threshold=BYTES  the page cache's write-back threshold taken
+//               as BYTES (0: `auto` writes even a small output direct);
 //   kill        the process is killed (SIGKILL) as it writes its first block;
 //   slow_write  every block write waits 0.3 s (slow_write=MS: MS milliseconds)
 //               first (so a test can act while a run is under way);

@@ -559,8 +559,10 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       fs::remove(temp_path_, ec);
       throw IoError(spec.path + ": cannot allocate the output (disk full?)");
     }
+    std::string because;
+    const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because);
     try {
-      raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, spec.direct);
+      raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, direct, because);
     } catch (...) {  // direct = true where O_DIRECT is refused
       ds_.reset();
       file_.reset();
@@ -568,7 +570,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       fs::remove(temp_path_, ec);
       throw;
     }
-    if (raw_ && !raw_->writer()->direct() && spec.direct == DirectWrites::automatic) say_buffered(spec.path, *raw_);
+    if (raw_ && !raw_->writer()->direct() && direct == DirectWrites::automatic) say_buffered(spec.path, *raw_);
   }
   if (journaled) {
     // Guarded before it exists (it appears whole, renamed into place): a
@@ -813,8 +815,10 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
   chunk_ = {1, Index(description[0]), spec.K};
   lzf_skipped_mask_ = unsigned(description[1]);
   if (description.size() > 2) {
-    raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true,
-                                spec.direct);
+    std::string because;
+    const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because);
+    raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true, direct,
+                                because);
     if (!spec.fingerprint.empty()) {
       journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
       journal_guard_->keep_on_terminate(true);

@@ -4,12 +4,14 @@ the file system allows it, and through it, said once, where it does not.
 
     direct_writes.py CVEST_BINARY
 
-On this folder's file system (the build's, a disk): shapes whose chunks are
+On this folder's file system (the build's, a disk), direct = true: shapes whose chunks are
 no multiple of 4096 bytes (N and K odd, `[output] chunk` set), one-date and
 many-date blocks, LayoutRight and LayoutLeft, double and float: every output
 is bit-identical to multBy * discount, and the run table says the writes went
 past the page cache (the share of bytes below 100% where chunks leave
-unaligned heads and tails). A file system that takes O_DIRECT at open but
+unaligned heads and tails). auto: a small output goes through the page
+cache, saying why; one past the write-back threshold (lowered by a fault
+hook) goes direct. A file system that takes O_DIRECT at open but
 refuses its writes (the direct_refused fault): the run goes on through the
 page cache and says so. A ramfs (which refuses O_DIRECT, as tmpfs did before
 Linux 6.6; needs root to mount, as CI runs): `auto` falls back and says so once for two jobs, `true` exits 3
@@ -56,7 +58,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
         g = run("generate", "-T", str(T), "-N", str(N), "-K", str(K), "-o", inp)
         check(g.returncode == 0, f"generate {inp}")
         for precision in ("float64", "float32"):
-            deck("deck.toml", inp, "cv.h5", chunk=chunk, precision=precision, max_block=cap)
+            deck("deck.toml", inp, "cv.h5", chunk=chunk, precision=precision, max_block=cap, direct="true")
             r = run("run", "deck.toml")
             line = table_line(r.stdout)
             what = f"{T}x{N}x{K}, chunk {chunk or 'default'}, blocks up to {cap}, {precision}"
@@ -65,6 +67,18 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
             check("past the page cache (O_DIRECT" in line, f"{what}: the table says the writes went direct ({line})")
             if chunk is None:  # default chunks are whole pages: every byte direct but a date's last chunk's tail
                 check("% of the bytes" in line, f"{what}: the table gives the direct share ({line})")
+
+    # auto: an output the page cache takes whole goes through it (a sync at
+    # the end wrote it faster); past the write-back threshold, direct.
+    deck("deck.toml", "in_9x1001x3.h5", "cv.h5", layouts='"right"')
+    r = run("run", "deck.toml")
+    line = table_line(r.stdout)
+    check(r.returncode == 0 and "through the page cache: the output" in line and "write-back threshold" in line,
+          f"auto, a small output: through the page cache, and the table says why ({line})")
+    r = run("run", "deck.toml", fault="writeback_threshold=0")
+    line = table_line(r.stdout)
+    check(r.returncode == 0 and "verified" in r.stdout and "past the page cache (O_DIRECT" in line,
+          f"auto, an output past the write-back threshold: direct ({line})")
 
     # Taken at open, refused at the first write: the rest goes through the cache.
     deck("deck.toml", "in_9x1001x3.h5", "cv.h5", chunk=1001)
@@ -92,7 +106,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
         sys.exit(1)
     try:
         deck("deck.toml", "in_9x1001x3.h5", "fs/cv.h5", layouts='"right"')
-        r = run("run", "deck.toml")
+        r = run("run", "deck.toml", fault="writeback_threshold=0")  # auto tries O_DIRECT
         said = [l for l in r.stderr.splitlines() if "refuses O_DIRECT" in l]
         line = table_line(r.stdout)
         check(r.returncode == 0 and "verified" in r.stdout and len(said) == 1 and "fs/cv.h5" in said[0] and "ramfs" in said[0],
