@@ -12,6 +12,7 @@
 #include "io/Files.hpp"
 #include "app/Job.hpp"
 #include "app/Ranks.hpp"
+#include "app/ThreadPlacement.hpp"
 #include "io/TempFiles.hpp"
 
 #include <CLI/CLI.hpp>
@@ -122,6 +123,7 @@ void pick_device(const cvest::app::Ranks& ranks, std::vector<char*>& kokkos_args
 }  // namespace
 
 int main(int argc, char* argv[]) {
+  cvest::app::place_threads_by_default(argc, argv);
   // Under mpiexec or srun, MPI first (before any thread starts).
   const auto ranks = cvest::app::Ranks::from_launcher(argc, argv);
   // Kokkos' own --kokkos-* flags (threads, device, tools) go to Kokkos, the

@@ -8,12 +8,21 @@
     results = cvest.bench(dates=20, ids=100000)     # as `cvest bench`
 
 Built by the project's CMake into build/<backend>/python (scripts/cvest
-python runs Python with it on the path). Kokkos starts at the first call
+python runs Python with it on the path), installed by `pip install .` or
+`cmake --install` (README, "Installing"). Kokkos starts at the first call
 (cvest.initialize(threads=...) first to choose) and stops at exit. Any
 Python thread may call cvest: its Kokkos work runs on one thread of the
 module's, one call after another, the caller waiting with the GIL released.
 """
 import atexit
+import os
+
+# As scripts/cvest python does, however the module was installed: OpenMP
+# threads not bound (binding would pin Python's main thread to one core as
+# OpenMP starts, and other libraries, numba's, would then see one core), and
+# said, so Kokkos does not warn. A user's own setting is kept; it takes effect
+# where OpenMP is not loaded yet (the import below loads it).
+os.environ.setdefault("OMP_PROC_BIND", "false")
 
 from ._cvest import (  # noqa: F401
     BenchServer,
