@@ -5,7 +5,11 @@
 #include "core/Policies.hpp"
 #include "core/Roof.hpp"
 #include "core/Version.hpp"
-#include "io/Files.hpp"
+#include "io/Disk.hpp"
+#include "io/Generator.hpp"
+#include "io/Input.hpp"
+#include "io/OutputFile.hpp"
+#include "io/OutputLock.hpp"
 #include "io/TempFiles.hpp"
 
 #include <fmt/format.h>

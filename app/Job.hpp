@@ -7,7 +7,11 @@
 #include "core/pipeline/Pipeline.hpp"
 #include "core/Plan.hpp"
 #include "core/Spaces.hpp"
-#include "io/Files.hpp"
+#include "io/Disk.hpp"
+#include "io/Generator.hpp"
+#include "io/Input.hpp"
+#include "io/OutputFile.hpp"
+#include "io/OutputLock.hpp"
 
 #include <nlohmann/json.hpp>
 

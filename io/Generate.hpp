@@ -1,6 +1,6 @@
 #pragma once
 // What `cvest generate` and a deck's [input] generate write: a reproducible
-// input of this shape (io/Files.hpp writes it). Free of Kokkos and HDF5, so
+// input of this shape (io/Generator.hpp writes it). Free of Kokkos and HDF5, so
 // the deck parser includes it with the host compiler in Cuda builds.
 #include "core/Names.hpp"
 

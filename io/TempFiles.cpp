@@ -1,5 +1,7 @@
 #include "io/TempFiles.hpp"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -243,6 +245,11 @@ TempFileGuard::~TempFileGuard() {
     table[slot_].keep_on_terminate.store(false);
     table[slot_].state.store(free_slot);
   }
+}
+
+void clean_up_after_killed_runs(const std::string& path) {
+  for (const std::string& stale : remove_stale_temp_files(path))
+    fmt::print(stderr, "cvest: removed {}, left by a run of {} on this host that no longer runs\n", stale, path);
 }
 
 }  // namespace cvest::io

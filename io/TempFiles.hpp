@@ -11,7 +11,7 @@
 // by the running user, looked at with lstat, never through a link.
 //
 // Outputs, generated inputs and reports are written to a temporary file and
-// renamed into place on success (io/Files.cpp, app/main.cpp); a failure
+// renamed into place on success (io/OutputFile.cpp, io/Generator.cpp, app/main.cpp); a failure
 // removes it. A job stopped by Ctrl-C (SIGINT), a batch scheduler (SIGTERM)
 // or a closed terminal (SIGHUP) would still leave it behind, as large as the
 // output: the handlers installed here unlink every registered temporary file
@@ -88,5 +88,10 @@ class TempFileGuard {
  private:
   int slot_ = -1;
 };
+
+// Removes what a killed earlier run left at `path`'s temporary name (a line
+// on stderr for each): a 160 GB job killed by the OOM killer leaves a file as
+// large as its output, which the free-space check would count against the rerun.
+void clean_up_after_killed_runs(const std::string& path);
 
 }  // namespace cvest::io

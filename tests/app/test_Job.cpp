@@ -1,6 +1,10 @@
 // Decks run end to end: the first job writes, later jobs are checked against
 // it, the verifier recomputes, and a corrupted output is caught.
-#include "io/Files.hpp"
+#include "io/Disk.hpp"
+#include "io/Generator.hpp"
+#include "io/Input.hpp"
+#include "io/OutputFile.hpp"
+#include "io/OutputLock.hpp"
 #include "app/Job.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,11 @@
 // Chunks decoded by cvest's threads (io/Chunks.*): every chunk shape and
 // filter set h5py, xarray and cvest write, against HDF5's own reading; the
 // fallbacks to HDF5; errors naming the chunk.
-#include "io/Files.hpp"
+#include "io/Disk.hpp"
+#include "io/Generator.hpp"
+#include "io/Input.hpp"
+#include "io/OutputFile.hpp"
+#include "io/OutputLock.hpp"
 #include "Scratch.hpp"
 
 #include <catch2/catch.hpp>

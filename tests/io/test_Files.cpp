@@ -1,7 +1,11 @@
 // HDF5 files: generated inputs, input checks (one error per kind of bad
 // input, naming file and dataset), and outputs written through a temporary
 // file with attributes and dimension scales.
-#include "io/Files.hpp"
+#include "io/Disk.hpp"
+#include "io/Generator.hpp"
+#include "io/Input.hpp"
+#include "io/OutputFile.hpp"
+#include "io/OutputLock.hpp"
 #include "Scratch.hpp"
 
 #include <catch2/catch.hpp>

@@ -2,7 +2,11 @@
 // fresh unpredictable names created exclusively, never through a link; the
 // lock, the journal and a killed run's leftovers never followed, and another
 // user's files never written, adopted or removed (io/TempFiles.hpp).
-#include "io/Files.hpp"
+#include "io/Disk.hpp"
+#include "io/Generator.hpp"
+#include "io/Input.hpp"
+#include "io/OutputFile.hpp"
+#include "io/OutputLock.hpp"
 #include "io/Journal.hpp"
 #include "io/TempFiles.hpp"
 #include "Scratch.hpp"

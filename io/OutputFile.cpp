@@ -1,9 +1,9 @@
-#include "io/Files.hpp"
+#include "io/OutputFile.hpp"
 
 #include "core/Interrupt.hpp"
+#include "io/Creation.hpp"
 #include "io/Faults.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -17,10 +17,8 @@
 #include <lzf.h>
 #include <mutex>
 #include <set>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,392 +28,10 @@ namespace fs = std::filesystem;
 
 namespace cvest::io {
 
-void clean_up_after_killed_runs(const std::string& path) {
-  for (const std::string& stale : remove_stale_temp_files(path))
-    fmt::print(stderr, "cvest: removed {}, left by a run of {} on this host that no longer runs\n", stale, path);
-}
-
-namespace {
-
-// Creates a new HDF5 file at a fresh temporary name beside `path`
-// (temp_path_for; H5F_ACC_EXCL: never an existing name, and so never through
-// a link planted there), registered with `guard`, and checks that what HDF5
-// holds open is a regular file of ours at that name. `temp` is the name to
-// try first (empty: a fresh one) and, on return, the name used.
-// `page` > 0: objects of a page or more (an output's chunks) start on a page
-// boundary, so the ranks of a distributed run, which split the output at
-// chunk boundaries, never write into the same page (which NFS clients may
-// write back whole, and Lustre locks).
-File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, hsize_t page = 0) {
-  const PropList access(H5Pcreate(H5P_FILE_ACCESS));
-  if (page > 0) H5Pset_alignment(access.get(), page, page);
-  constexpr int attempts = 16;
-  for (int attempt = 0; attempt < attempts; ++attempt) {
-    if (attempt > 0 || temp.empty()) {
-      temp = temp_path_for(path);
-      guard.retarget(temp);
-    }
-    struct stat st {};
-    if (::lstat(temp.c_str(), &st) == 0) continue;  // taken (a clash, or a name planted there): another name
-    File file(H5Fcreate(temp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()));
-    if (!file) {
-      std::string why;
-      if (::lstat(temp.c_str(), &st) != 0) throw IoError(path + ": cannot create (directory missing or not writable?)");
-      if (!own_regular_file(temp, why)) continue;  // planted meanwhile: left alone, another name
-      ::unlink(temp.c_str());  // HDF5 created it, then failed
-      throw IoError(path + ": cannot create " + temp + " (disk full?)");
-    }
-    void* handle = nullptr;
-    struct stat held {}, named {};
-    if (H5Fget_vfd_handle(file.get(), access.get(), &handle) < 0 || !handle ||
-        ::fstat(*static_cast<const int*>(handle), &held) != 0 || ::lstat(temp.c_str(), &named) != 0 ||
-        !S_ISREG(held.st_mode) || held.st_uid != ::geteuid() || held.st_dev != named.st_dev ||
-        held.st_ino != named.st_ino)
-      throw IoError(path + ": " + temp + " is not the file this run just created there (replaced by another "
-                           "process?); left as it is");
-    return file;
-  }
-  throw IoError(path + ": cannot create a temporary file beside it: " + std::to_string(attempts) +
-                " fresh names were all taken");
-}
-
-// What h5py's lzf filter records with it: its revision, liblzf's API
-// version, and the chunk's bytes (which size the reader's buffer).
-constexpr unsigned h5py_lzf_revision = 4;
-
-// gzip: shuffle, deflate at gzip_level; lzf: shuffle, h5py's lzf (optional,
-// so a chunk lzf cannot shrink is stored shuffled with the filter skipped, as
-// h5py does).
-Dataset create_dataset(const File& file, const std::string& name, Precision precision, const std::vector<hsize_t>& dims,
-                       const std::vector<hsize_t>& chunk, Compression compression, int gzip_level,
-                       const std::string& shown) {
-  Dataspace space(H5Screate_simple(int(dims.size()), dims.data(), nullptr));
-  PropList create(H5Pcreate(H5P_DATASET_CREATE));
-  // No creation and modification times in the object header: the same job
-  // writes the same bytes, whenever and on however many ranks it runs.
-  H5Pset_obj_track_times(create.get(), false);
-  H5Pset_chunk(create.get(), int(chunk.size()), chunk.data());
-  if (compression != Compression::none) H5Pset_shuffle(create.get());
-  if (compression == Compression::gzip) H5Pset_deflate(create.get(), unsigned(gzip_level));
-  if (compression == Compression::lzf) {
-    hsize_t chunk_elements = 1;
-    for (const hsize_t c : chunk) chunk_elements *= c;
-    const unsigned values[3] = {h5py_lzf_revision, LZF_VERSION, unsigned(chunk_elements * element_size(precision))};
-    // HDF5 here has no lzf filter: an optional one can still be named, and
-    // cvest stores chunks it compressed itself.
-    H5Pset_filter(create.get(), h5py_lzf_filter, H5Z_FLAG_OPTIONAL, 3, values);
-  }
-  // Nothing is pre-filled. Uncompressed chunks are allocated up front, so
-  // their addresses are known and blocks can be written with pwrite.
-  H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
-  if (compression == Compression::none) H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
-  const hid_t type = precision == Precision::f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
-  PropList link(H5Pcreate(H5P_LINK_CREATE));
-  H5Pset_create_intermediate_group(link.get(), 1);  // "results/cv": the group comes with it
-  Dataset ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), link.get(), create.get(), H5P_DEFAULT));
-  if (!ds) throw IoError(shown + ": cannot create dataset '" + name + "'");
-  return ds;
-}
-
-// fsync of the file or directory at `path` (a file: never through a link);
-// IoError (never retried: a failed fsync may have dropped the pages it could
-// not write) naming `shown`.
-void sync_file(const std::string& path, const std::string& shown, bool directory = false) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : O_NOFOLLOW));
-  if (fd < 0) throw IoError(shown + ": cannot open " + path + " to sync it: " + std::strerror(errno));
-  const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  if (rc != 0) throw IoError(shown + ": sync failed: " + std::strerror(error));
-}
-
-void rename_into_place(const std::string& temp, const std::string& path, const FileIdentity& found, bool overwrite) {
-  const FileIdentity now = FileIdentity::at(path);
-  if (now.exists && (!overwrite || !found.exists || now != found))
-    throw IoError(path + (found.exists ? ": was replaced by another process while this run wrote its output; left as "
-                                         "it is, this run's output discarded"
-                                       : ": appeared while this run wrote its output (another process wrote it); left "
-                                         "as it is, this run's output discarded"));
-  std::error_code ec;
-  if (now.exists) {
-    // What the run found at the start is replaced, and only that. It goes
-    // first: ext4 flushes a file renamed over an existing one (auto_da_alloc)
-    // inside rename, which took 1.8-2.4 s for a 1.6 GB output; renamed onto
-    // a free name it is written back as any new file is.
-    fs::remove(path, ec);
-  }
-  if (!rename_without_replacing(temp, path)) {
-    const int error = errno;
-    if (error == EEXIST)
-      throw IoError(path + ": appeared while this run wrote its output (another process wrote it); left as it is, "
-                           "this run's output discarded");
-    throw IoError(path + ": cannot rename the finished output into place: " + std::strerror(error));
-  }
-}
-
-// The directory an output at `path` goes in.
-fs::path output_dir(const std::string& path) {
-  return fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-}
-
-// The nearest directory at or above `dir` that exists: where a directory not
-// made yet would be made, and so the file system it would be on.
-fs::path existing_ancestor(fs::path dir) {
-  std::error_code ec;
-  while (!fs::exists(dir, ec)) {
-    if (!dir.has_parent_path()) return ".";  // "gen": made in the working directory
-    if (dir.parent_path() == dir) break;
-    dir = dir.parent_path();
-  }
-  return dir;
-}
-}  // namespace
-
-void check_output_path(const std::string& path, bool overwrite, bool create_dir, const std::string& to_replace) {
-  std::error_code ec;
-  // A result is put in place by renaming onto its path, which replaces a
-  // link rather than the file it points at: refused, so neither happens unasked.
-  if (fs::is_symlink(path, ec))
-    throw InputError(path + ": output is a symbolic link (to " + fs::read_symlink(path, ec).string() +
-                     "); cvest puts a finished file in place by renaming, which would replace the link, not write "
-                     "where it points: give the target's own path, or remove the link");
-  if (fs::exists(path, ec) && !overwrite) throw InputError(path + ": output exists; " + to_replace + " to replace it");
-  if (fs::is_directory(path, ec)) throw InputError(path + ": output is a directory");
-  const fs::path dir = output_dir(path);
-  if (create_dir) {
-    fs::create_directories(dir, ec);
-    if (!fs::is_directory(dir, ec)) throw IoError(path + ": cannot create the output directory " + dir.string());
-  }
-  // Without creating it: the directory, or where it would be made, must be writable.
-  const fs::path writable = create_dir ? dir : existing_ancestor(dir);
-  if (!fs::is_directory(writable, ec)) throw IoError(path + ": cannot create the output directory " + dir.string());
-  if (::access(writable.c_str(), W_OK) != 0)
-    throw IoError(path + ": output directory " + writable.string() + " is not writable");
-}
-
-void write_whole_file(const std::string& path, const std::string& text, const std::string& what) {
-  std::string temp = temp_path_for(path);
-  TempFileGuard guard(temp);
-  const int fd = create_exclusive_temp(path, temp, guard);
-  if (fd < 0) throw IoError(path + ": cannot write " + what + ": " + std::strerror(errno));
-  try {
-    write_at(fd, text.data(), text.size(), 0, path);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
-    const int why = errno;
-    ::unlink(temp.c_str());
-    throw IoError(path + ": cannot write " + what + ": " + std::strerror(why));
-  }
-}
-
-FileIdentity FileIdentity::of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
-}
-
-FileIdentity FileIdentity::at(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return {};
-  return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
-}
-
-namespace {
-// Opens the lock file at `lock` for OutputLock: created new (exclusive, ours)
-// or, where one is there, opened without following a link and checked to be
-// a regular file. `owned`: the running user's, so its holder line may be
-// written and the file removed; another user's is only locked (flock
-// changes no byte of it). IoError naming what is there otherwise.
-int open_lock_file(const std::string& path, const std::string& lock, bool& owned) {
-  int fd = create_exclusive(lock, O_RDWR);
-  if (fd >= 0) return owned = true, fd;
-  if (errno == EEXIST) {
-    fd = ::open(lock.c_str(), O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno == EACCES) fd = ::open(lock.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  }
-  if (fd < 0 && errno == ENOENT) return -1;  // its holder removed it meanwhile: try again
-  if (fd < 0 && errno == ELOOP)
-    throw IoError(path + ": the lock file " + lock + " is a symbolic link, which cvest does not follow; left as it "
-                         "is: remove it (someone else may have planted it), or write elsewhere");
-  if (fd < 0) throw IoError(path + ": cannot create the lock file " + lock + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw IoError(path + ": the lock file " + lock + " is not a regular file; left as it is: remove it, or write "
-                         "elsewhere");
-  }
-  owned = st.st_uid == ::geteuid();
-  return fd;
-}
-}  // namespace
-
-OutputLock::OutputLock(const std::string& path) {
-  const fs::path p(path);
-  lock_path_ = (output_dir(path) / ("." + p.filename().string() + ".lock")).string();
-  bool owned = false;
-  for (int attempt = 0;; ++attempt) {
-    if (attempt > 100) throw IoError(path + ": cannot take the lock " + lock_path_ + " (it keeps being replaced)");
-    fd_ = open_lock_file(path, lock_path_, owned);
-    if (fd_ < 0) continue;
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int error = errno;
-      if (error != EWOULDBLOCK) {  // no locks on this file system: say so, go on
-        fmt::print(stderr, "cvest: warning: {}: cannot lock {} ({}): two runs writing it at once will not be told "
-                           "apart until the end\n", path, lock_path_, std::strerror(error));
-        ::close(fd_);
-        if (owned) ::unlink(lock_path_.c_str());
-        fd_ = -1;
-        lock_path_.clear();
-        return;
-      }
-      char holder[256] = {};
-      const ssize_t n = ::pread(fd_, holder, sizeof holder - 1, 0);
-      ::close(fd_);
-      fd_ = -1;
-      std::string who(holder, std::size_t(std::max<ssize_t>(n, 0)));
-      while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
-      throw IoError(path + ": another cvest run is writing it (" + (who.empty() ? "a process" : who) +
-                    "); wait for it to finish, or write elsewhere");
-    }
-    // The last holder may have removed the file between our open and lock:
-    // then this lock guards nothing; take the file now at the path.
-    struct stat held {}, at_path {};
-    if (::fstat(fd_, &held) == 0 && ::lstat(lock_path_.c_str(), &at_path) == 0 && held.st_ino == at_path.st_ino &&
-        held.st_dev == at_path.st_dev)
-      break;
-    ::close(fd_);
-    fd_ = -1;
-  }
-  owned_ = owned;
-  if (!owned_) return;  // another user's file: locked, never written or removed
-  guard_ = std::make_unique<TempFileGuard>(lock_path_);  // a signal removes it too
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  const std::string me = fmt::format("pid {} on {}\n", ::getpid(), host);
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != ssize_t(me.size())) {
-    // Who holds it is only for the message of a run refused; the lock holds.
-  }
-}
-
-OutputLock::~OutputLock() {
-  if (fd_ < 0) return;
-  if (owned_) ::unlink(lock_path_.c_str());  // while still locked: a run waiting on this file retries on the path
-  ::close(fd_);
-}
-
-double generated_bytes(const GenerateSpec& spec) {
-  return double(spec.dates * spec.ids * spec.cols + spec.ids * spec.cols) * double(element_size(spec.precision));
-}
-
 double output_bytes(const OutputSpec& spec) {
   return spec.compression == Compression::gzip ? 0.0 : double(spec.T * spec.N * spec.K) * double(element_size(spec.precision));
 }
 
-double free_space(const std::string& path) {
-  struct statvfs vfs {};
-  if (::statvfs(existing_ancestor(output_dir(path)).c_str(), &vfs) != 0) return -1;
-  if (vfs.f_blocks == 0) return -1;  // no size to tell (ramfs, some FUSE and network file systems)
-  return double(vfs.f_bavail) * double(vfs.f_frsize);
-}
-
-void check_free_space(const std::string& path, double bytes) { check_free_space({{path, bytes}}); }
-
-void check_free_space(const std::vector<std::pair<std::string, double>>& files) {
-  // Files grouped by the file system (device) they would be on, in order.
-  std::vector<std::pair<dev_t, std::vector<std::size_t>>> groups;
-  for (std::size_t f = 0; f < files.size(); ++f) {
-    if (files[f].second <= 0) continue;
-    struct stat st {};
-    if (::stat(existing_ancestor(output_dir(files[f].first)).c_str(), &st) != 0) continue;
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == st.st_dev; });
-    if (group == groups.end()) groups.push_back({st.st_dev, {f}});
-    else group->second.push_back(f);
-  }
-  for (const auto& [device, members] : groups) {
-    const double available = free_space(files[members.front()].first);
-    if (available < 0) continue;  // unknown: a failing write still says so
-    double needed = 0;
-    std::string names;
-    for (const std::size_t f : members) {
-      needed += files[f].second + double(1 << 20);  // HDF5's metadata, dimension scales
-      names += (names.empty() ? "" : " and ") + files[f].first;
-    }
-    if (needed <= available) continue;
-    if (members.size() == 1)
-      throw IoError(names + ": needs " + format_bytes(needed) + " of disk, the file system holding it has " +
-                    format_bytes(available) + " free");
-    throw IoError(names + ": need " + format_bytes(needed) + " of disk together, the file system holding them has " +
-                  format_bytes(available) + " free");
-  }
-}
-// --- generated input --------------------------------------------------------
-
-double generated_value(std::uint64_t seed, int stream, std::uint64_t index) {
-  // splitmix64 of (seed, stream, index): reproducible and cheap.
-  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + (std::uint64_t(stream) << 60) + index * 0xD1B54A32D192ED03ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  const double u = double(z >> 11) * 0x1.0p-53;  // [0, 1)
-  return stream == 0 ? 0.5 + u : 0.05 + 0.95 * u;  // multBy in [0.5, 1.5), discount in [0.05, 1)
-}
-
-void generate_input(const std::string& path, const GenerateSpec& spec, bool overwrite) {
-  if (spec.dates <= 0 || spec.ids <= 0 || spec.cols <= 0)
-    throw InputError(path + ": generate needs positive dates, ids and cols");
-  check_output_path(path, overwrite, true, "pass --overwrite");  // a deck's input is generated only where missing
-  const FileIdentity found = FileIdentity::at(path);
-  clean_up_after_killed_runs(path);
-  check_free_space(path, generated_bytes(spec));
-  std::string temp = temp_path_for(path);
-  TempFileGuard guard(temp);
-  File file = create_temp_file(path, temp, guard);
-  try {
-    const auto chunk = cube_chunk(spec.ids, spec.cols, element_size(spec.precision));
-    const hsize_t T = spec.dates, N = spec.ids, K = spec.cols;
-    Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, Compression::none, 0, path);
-    Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, Compression::none, 0, path);
-    using Host = Kokkos::DefaultHostExecutionSpace;
-    const Index NK = spec.ids * spec.cols;
-    const std::uint64_t seed = spec.seed;
-    const bool f64 = spec.precision == Precision::f64;
-    // One date of values at a time (a 10M x 5 date is 400 MB in double).
-    Kokkos::View<double*, Kokkos::HostSpace> vd(Kokkos::view_alloc("cvest::generate::values", Kokkos::WithoutInitializing), NK);
-    Kokkos::View<float*, Kokkos::HostSpace> vf(Kokkos::view_alloc("cvest::generate::values_f32", Kokkos::WithoutInitializing), f64 ? 0 : NK);
-    const auto fill = [&](int stream, Index base) {
-      Kokkos::parallel_for("cvest::generate::fill", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, NK), [=](Index j) {
-        const double v = generated_value(seed, stream, std::uint64_t(base + j));
-        if (f64) vd(j) = v;
-        else vf(j) = float(v);
-      });
-      Kokkos::fence();
-      return f64 ? static_cast<const void*>(vd.data()) : static_cast<const void*>(vf.data());
-    };
-    write_hyperslab(m, native_type(spec.precision), {0, 0}, {spec.ids, spec.cols}, fill(0, 0), path + ": dataset 'multBy'");
-    for (Index t = 0; t < spec.dates; ++t) {
-      slow_write_if_injected();
-      write_hyperslab(d, native_type(spec.precision), {t, 0, 0}, {1, spec.ids, spec.cols}, fill(1, t * NK),
-                      path + ": dataset 'discount'");
-    }
-    write_string_attribute(d.get(), "generator", "cvest generate seed=" + std::to_string(spec.seed));
-    d.reset();
-    m.reset();
-    if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(path + ": flush failed (disk full?)");
-    file.reset();
-    rename_into_place(temp, path, found, overwrite);
-  } catch (...) {
-    file.reset();
-    std::error_code ec;
-    fs::remove(temp, ec);
-    throw;
-  }
-}
-
-// --- output -------------------------------------------------------------------
 
 namespace {
 // Once per folder in a process: a run whose output's file system refuses
@@ -738,16 +354,17 @@ struct PartRecord {
   std::uint32_t skipped, kind;
 };
 
+// An uncompressed block at its offsets, recorded for resuming once on disk.
+void write_raw_block(RawCube& raw, Journal* journal, const OutputSpec& spec, const Block& b, const void* buffer) {
+  raw.write(b, buffer);
+  if (journal) journal->written(b, std::size_t(b.dates.size() * b.ids.size() * spec.K) * element_size(spec.precision));
+}
+
 }  // namespace
 
 void OutputFile::write(const Block& b, const void* buffer) {
   throw_if_interrupted();
-  if (raw_) {
-    raw_->write(b, buffer);
-    if (journal_)
-      journal_->written(b, std::size_t(b.dates.size() * b.ids.size() * spec_.K) * element_size(spec_.precision));
-    return;
-  }
+  if (raw_) return write_raw_block(*raw_, journal_.get(), spec_, b, buffer);
   slow_write_if_injected();
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
   const bool aligned = b.ids.begin % chunk_[1] == 0 && (b.ids.end % chunk_[1] == 0 || b.ids.end == spec_.N);
@@ -862,12 +479,7 @@ void OutputShare::close() {
 
 void OutputShare::write(const Block& b, const void* buffer) {
   throw_if_interrupted();
-  if (raw_) {
-    raw_->write(b, buffer);
-    if (journal_)
-      journal_->written(b, std::size_t(b.dates.size() * b.ids.size() * spec_.K) * element_size(spec_.precision));
-    return;
-  }
+  if (raw_) return write_raw_block(*raw_, journal_.get(), spec_, b, buffer);
   const auto append = [&](const PartRecord& r, const void* data) {
     const std::lock_guard lock(append_);
     write_at(fd_, &r, sizeof r, part_bytes_, part_path_);
@@ -912,5 +524,6 @@ void OutputFile::commit(const std::map<std::string, std::string>& attributes, hi
   sync_file(output_dir(spec_.path).string(), spec_.path, true);
   committed_ = true;
 }
+
 
 }  // namespace cvest::io

@@ -1,32 +1,25 @@
 #pragma once
-// The HDF5 files of a job: the input (io/Input.hpp), generated inputs, and
-// the output cube, written to a temporary file that is renamed into place
-// only after success. How a cube's bytes move: io/Chunks.hpp.
-#include "io/Generate.hpp"
+// The output cube: written to a temporary file beside its path (uncompressed
+// chunks by cvest's threads at their offsets, past the page cache where that
+// pays, io/DirectWriter.hpp; compressed ones through HDF5), journaled for
+// resuming, renamed into place only after success; and other ranks' shares of
+// it in a distributed run. How a cube's bytes move: io/Chunks.hpp.
 #include "core/Plan.hpp"
 #include "io/Chunks.hpp"
+#include "io/Disk.hpp"
 #include "io/Hdf5.hpp"
-#include "io/Input.hpp"
 #include "io/Journal.hpp"
 #include "io/TempFiles.hpp"
 
+#include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace cvest::io {
-
-// Writes multBy and discount with reproducible values, one block of dates at
-// a time (never the whole cube), chunked. Temporary file, then rename.
-void generate_input(const std::string& path, const GenerateSpec& spec, bool overwrite);
-
-// The value generate_input writes at flat index `index` of `stream` (0:
-// multBy, 1: discount): tests and verifiers recompute it.
-double generated_value(std::uint64_t seed, int stream, std::uint64_t index);
 
 struct OutputSpec {
   std::string path, dataset = "cv";
@@ -53,40 +46,6 @@ std::size_t journal_batch_bytes();
 
 // The journal of `rank` for the temporary file `temp`.
 std::string journal_path(const std::string& temp, int rank);
-
-// What is at a path (device and inode), to tell the file a run found there
-// from one that replaced it since.
-struct FileIdentity {
-  bool exists = false;
-  std::uint64_t device = 0, inode = 0;
-  static FileIdentity of(const std::string& path);  // what the path leads to (stat)
-  static FileIdentity at(const std::string& path);  // the name itself, a link not followed (lstat)
-  bool operator!=(const FileIdentity& o) const {
-    return exists != o.exists || device != o.device || inode != o.inode;
-  }
-};
-
-// One cvest run at a time per output: an exclusive flock on `.NAME.lock`
-// beside it, held while the object lives (the kernel drops it on any exit,
-// SIGKILL included) and the file removed with it. A second run of the same
-// output is refused at its start with IoError naming the holder (its pid
-// and host, which the lock file holds). Where the file system has no locks,
-// a warning, and no lock. The lock file is never followed through a link
-// (refused, named); one another user left there is locked as it is, never
-// written or removed.
-class OutputLock {
- public:
-  explicit OutputLock(const std::string& path);
-  ~OutputLock();
-  OutputLock(const OutputLock&) = delete;
-  OutputLock& operator=(const OutputLock&) = delete;
-
- private:
-  std::string lock_path_;
-  int fd_ = -1;
-  bool owned_ = false;  // the running user's file: its holder line written, removed at the end
-  std::unique_ptr<TempFileGuard> guard_;
-};
 
 // Objects of an output of this size or more (its chunks) start on a
 // boundary of it: a distributed run's ranks then share no page.
@@ -180,46 +139,8 @@ class OutputShare {
   off_t part_bytes_ = 0;  // the part file's length so far (appended under append_)
 };
 
-// Writes `text` to `path` whole: to a fresh temporary file beside it
-// (created exclusively, io/TempFiles.hpp), renamed onto `path`, replacing
-// what is there (a link there is replaced, not followed). IoError naming
-// the path and `what` ("report") on failure, the temporary file removed.
-void write_whole_file(const std::string& path, const std::string& text, const std::string& what);
-
-// Refuses to proceed when `path` exists and overwrite is false, when it is
-// a symbolic link (a finished file is renamed onto its path, which would
-// replace the link, not write where it points), or when its directory
-// cannot be written. InputError / IoError naming the path. Makes
-// the directory unless create_dir is false (then the nearest existing one
-// above must be writable).
-// `to_replace` says how to allow replacing it (a deck key, a flag).
-void check_output_path(const std::string& path, bool overwrite, bool create_dir = true,
-                       const std::string& to_replace = "set [output] overwrite = true");
-
-// Refuses to start a file of `bytes` that the file system holding `path`
-// cannot take (IoError naming the path, what it needs and what is free), so a
-// job that would fill the disk an hour in stops in its first second. Does
-// nothing where the free space cannot be read.
-void check_free_space(const std::string& path, double bytes);
-// The same for several files at once: those on one file system must fit it
-// together (an input to generate and the output beside it), so a job does
-// not spend an hour generating its input only to find no room for its output.
-// Names them all, what they need together and what is free.
-void check_free_space(const std::vector<std::pair<std::string, double>>& files);
-
-// Removes what a killed earlier run left at `path`'s temporary name (a line
-// on stderr for each): a 160 GB job killed by the OOM killer leaves a file as
-// large as its output, which the free-space check would count against the rerun.
-void clean_up_after_killed_runs(const std::string& path);
-
-// What a file will take on disk, for the check above: an input generate_input
-// writes, and an output (at most its plain size: lzf stores a chunk it
-// cannot shrink as is); 0 for a gzip output, whose size is not known ahead.
-double generated_bytes(const GenerateSpec& spec);
+// At most the plain size of the output (lzf stores a chunk it cannot shrink
+// as is); 0 for a gzip output, whose size is not known ahead.
 double output_bytes(const OutputSpec& spec);
-
-// Bytes free for an unprivileged user on the file system that would hold a
-// file at `path`; -1 when that cannot be read.
-double free_space(const std::string& path);
 
 }  // namespace cvest::io

@@ -1,0 +1,138 @@
+#include "io/Creation.hpp"
+
+#include "core/Errors.hpp"
+#include "io/Chunks.hpp"
+#include "io/Faults.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <lzf.h>
+#include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace cvest::io {
+
+// Creates a new HDF5 file at a fresh temporary name beside `path`
+// (temp_path_for; H5F_ACC_EXCL: never an existing name, and so never through
+// a link planted there), registered with `guard`, and checks that what HDF5
+// holds open is a regular file of ours at that name. `temp` is the name to
+// try first (empty: a fresh one) and, on return, the name used.
+// `page` > 0: objects of a page or more (an output's chunks) start on a page
+// boundary, so the ranks of a distributed run, which split the output at
+// chunk boundaries, never write into the same page (which NFS clients may
+// write back whole, and Lustre locks).
+File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, hsize_t page) {
+  const PropList access(H5Pcreate(H5P_FILE_ACCESS));
+  if (page > 0) H5Pset_alignment(access.get(), page, page);
+  constexpr int attempts = 16;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    if (attempt > 0 || temp.empty()) {
+      temp = temp_path_for(path);
+      guard.retarget(temp);
+    }
+    struct stat st {};
+    if (::lstat(temp.c_str(), &st) == 0) continue;  // taken (a clash, or a name planted there): another name
+    File file(H5Fcreate(temp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()));
+    if (!file) {
+      std::string why;
+      if (::lstat(temp.c_str(), &st) != 0) throw IoError(path + ": cannot create (directory missing or not writable?)");
+      if (!own_regular_file(temp, why)) continue;  // planted meanwhile: left alone, another name
+      ::unlink(temp.c_str());  // HDF5 created it, then failed
+      throw IoError(path + ": cannot create " + temp + " (disk full?)");
+    }
+    void* handle = nullptr;
+    struct stat held {}, named {};
+    if (H5Fget_vfd_handle(file.get(), access.get(), &handle) < 0 || !handle ||
+        ::fstat(*static_cast<const int*>(handle), &held) != 0 || ::lstat(temp.c_str(), &named) != 0 ||
+        !S_ISREG(held.st_mode) || held.st_uid != ::geteuid() || held.st_dev != named.st_dev ||
+        held.st_ino != named.st_ino)
+      throw IoError(path + ": " + temp + " is not the file this run just created there (replaced by another "
+                           "process?); left as it is");
+    return file;
+  }
+  throw IoError(path + ": cannot create a temporary file beside it: " + std::to_string(attempts) +
+                " fresh names were all taken");
+}
+
+// What h5py's lzf filter records with it: its revision, liblzf's API
+// version, and the chunk's bytes (which size the reader's buffer).
+constexpr unsigned h5py_lzf_revision = 4;
+
+// gzip: shuffle, deflate at gzip_level; lzf: shuffle, h5py's lzf (optional,
+// so a chunk lzf cannot shrink is stored shuffled with the filter skipped, as
+// h5py does).
+Dataset create_dataset(const File& file, const std::string& name, Precision precision, const std::vector<hsize_t>& dims,
+                       const std::vector<hsize_t>& chunk, Compression compression, int gzip_level,
+                       const std::string& shown) {
+  Dataspace space(H5Screate_simple(int(dims.size()), dims.data(), nullptr));
+  PropList create(H5Pcreate(H5P_DATASET_CREATE));
+  // No creation and modification times in the object header: the same job
+  // writes the same bytes, whenever and on however many ranks it runs.
+  H5Pset_obj_track_times(create.get(), false);
+  H5Pset_chunk(create.get(), int(chunk.size()), chunk.data());
+  if (compression != Compression::none) H5Pset_shuffle(create.get());
+  if (compression == Compression::gzip) H5Pset_deflate(create.get(), unsigned(gzip_level));
+  if (compression == Compression::lzf) {
+    hsize_t chunk_elements = 1;
+    for (const hsize_t c : chunk) chunk_elements *= c;
+    const unsigned values[3] = {h5py_lzf_revision, LZF_VERSION, unsigned(chunk_elements * element_size(precision))};
+    // HDF5 here has no lzf filter: an optional one can still be named, and
+    // cvest stores chunks it compressed itself.
+    H5Pset_filter(create.get(), h5py_lzf_filter, H5Z_FLAG_OPTIONAL, 3, values);
+  }
+  // Nothing is pre-filled. Uncompressed chunks are allocated up front, so
+  // their addresses are known and blocks can be written with pwrite.
+  H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
+  if (compression == Compression::none) H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
+  const hid_t type = precision == Precision::f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
+  PropList link(H5Pcreate(H5P_LINK_CREATE));
+  H5Pset_create_intermediate_group(link.get(), 1);  // "results/cv": the group comes with it
+  Dataset ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), link.get(), create.get(), H5P_DEFAULT));
+  if (!ds) throw IoError(shown + ": cannot create dataset '" + name + "'");
+  return ds;
+}
+
+// fsync of the file or directory at `path` (a file: never through a link);
+// IoError (never retried: a failed fsync may have dropped the pages it could
+// not write) naming `shown`.
+void sync_file(const std::string& path, const std::string& shown, bool directory) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : O_NOFOLLOW));
+  if (fd < 0) throw IoError(shown + ": cannot open " + path + " to sync it: " + std::strerror(errno));
+  const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0) throw IoError(shown + ": sync failed: " + std::strerror(error));
+}
+
+void rename_into_place(const std::string& temp, const std::string& path, const FileIdentity& found, bool overwrite) {
+  const FileIdentity now = FileIdentity::at(path);
+  if (now.exists && (!overwrite || !found.exists || now != found))
+    throw IoError(path + (found.exists ? ": was replaced by another process while this run wrote its output; left as "
+                                         "it is, this run's output discarded"
+                                       : ": appeared while this run wrote its output (another process wrote it); left "
+                                         "as it is, this run's output discarded"));
+  std::error_code ec;
+  if (now.exists) {
+    // What the run found at the start is replaced, and only that. It goes
+    // first: ext4 flushes a file renamed over an existing one (auto_da_alloc)
+    // inside rename, which took 1.8-2.4 s for a 1.6 GB output; renamed onto
+    // a free name it is written back as any new file is.
+    fs::remove(path, ec);
+  }
+  if (!rename_without_replacing(temp, path)) {
+    const int error = errno;
+    if (error == EEXIST)
+      throw IoError(path + ": appeared while this run wrote its output (another process wrote it); left as it is, "
+                           "this run's output discarded");
+    throw IoError(path + ": cannot rename the finished output into place: " + std::strerror(error));
+  }
+}
+
+
+}  // namespace cvest::io
