@@ -403,9 +403,13 @@ void print_table(const Report& report, std::ostream& out) {
   fmt::print(out, "\ncvest bench  {} x {} x {}  backend {} (Kokkos {}, {} threads), median of {}\n",
              report.config.dates, report.config.ids, report.config.cols, report.build.backend,
              report.build.kokkos_version, report.build.threads, report.config.repeats);
-  if (policy::on_host<Kokkos::DefaultExecutionSpace>)
-    fmt::print(out, "flat's runs on the host (and the roofs'): {}; float: {} elements\n", policy::flat_run_text(8),
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
+    fmt::print(out, "flat's runs on the host (and the roofs'): {} (float: {} elements)\n", policy::flat_run_text(8),
                policy::flat_run_elements(4));
+    const std::size_t slice = std::size_t(report.config.ids * report.config.cols) * 8;
+    fmt::print(out, "flat/right at this shape: {} (multBy {} MiB in double)\n",
+               policy::flat_walks_storage_order(slice) ? "storage order" : "a run's dates in turn", slice >> 20);
+  }
   fmt::print(out, "roof (same run, same size, medians (min-max)): copy {:.1f} ({:.1f}-{:.1f}) GB/s, copy with streaming "
                   "stores {:.1f} ({:.1f}-{:.1f}) GB/s, triad {:.1f} GB/s; warmed {:.0f} s first\n\n",
              r.copy_GBps, r.copy_min_GBps, r.copy_max_GBps, r.copy_streaming_GBps, r.copy_streaming_min_GBps,

@@ -19,6 +19,8 @@ struct FlatRun {
   std::size_t bytes = 0;     // a run's bytes
   std::size_t l2_bytes = 0;  // the L2 it was derived from (0: unknown)
   std::string source;        // where l2_bytes came from, or the stated default
+  std::size_t l3_bytes = 0;  // the L3 (0: unknown), for the walk below
+  std::string walk_forced;   // CVEST_FLAT_WALK: "storage" or "dates" (empty: from the L3)
 };
 
 // Read once per process. CVEST_FLAT_RUN=BYTES (e.g. "256KiB") overrides it,
@@ -31,7 +33,17 @@ inline Index flat_run_elements(std::size_t element_size) {
   return n < 64 ? 64 : n / 64 * 64;
 }
 
-// "16384 elements of double (128 KiB: an eighth of the 1 MiB L2, sysconf)"
+// How a LayoutRight thread walks the cube. Where multBy's (N, K) slice of
+// `slice_bytes` fits half the L3, in storage order: each thread streams one
+// contiguous range of the cube (as a copy does), multBy read again for every
+// date from the L3 (100 x 400,000 x 5 on an AMD host, 508 MiB L3: 0.91-0.95 of
+// the copy roof, against 0.77-0.83 for the walk below). Otherwise, or where
+// the L3 cannot be read (the stated default), each run's dates in turn, so
+// the run's multBy stays in L2. CVEST_FLAT_WALK=storage|dates forces one.
+bool flat_walks_storage_order(std::size_t slice_bytes);
+
+// "16384 elements of double (128 KiB: an eighth of the 1 MiB L2, sysconf);
+// storage order where multBy fits half the 508 MiB L3, else a run's dates in turn"
 std::string flat_run_text(std::size_t element_size);
 
 }  // namespace cvest::policy

@@ -159,19 +159,25 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 // Host path: each work item owns a run of up to `per` contiguous elements
 // (policy::flat_run_elements: from the core's L2, core/FlatRun.hpp) and
 // streams it with a vector loop.
-//  - LayoutRight: chunk c is block b = c / T of date t = c % T's N*K slice, so
-//    a thread walks all dates of one multBy block in turn and that block stays
-//    in its L2 (walking the cube in plain storage order would stream all of
-//    multBy from memory again for every date).
+//  - LayoutRight where multBy fits half the L3 (storage_order): runs in
+//    storage order, each thread a contiguous range (as a copy), multBy read
+//    from the L3 for every date. Otherwise chunk c is block b = c / T of date
+//    t = c % T's N*K slice, so a thread walks all dates of one multBy block in
+//    turn and that block stays in its L2 (storage order would then stream all
+//    of multBy from memory again for every date).
 //  - LayoutLeft: storage order already reuses each multBy value T times in a
 //    row; chunks are contiguous and walked as runs of one multBy value.
 // Stream = false: the same runs with regular stores (CvNext::cache).
 template <class Scalar, class Layout, class MemSpace, bool Stream = true>
 struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
   explicit FlatStreaming(const Operands<Scalar, Layout, MemSpace>& o)
-      : Kernel<Scalar, Layout, MemSpace>(o), per(policy::flat_run_elements(sizeof(Scalar))) {}
+      : Kernel<Scalar, Layout, MemSpace>(o), per(policy::flat_run_elements(sizeof(Scalar))),
+        storage_order(is_right<Layout> &&
+                      policy::flat_walks_storage_order(std::size_t(this->N * this->K) * sizeof(Scalar))) {}
   Index per;
+  bool storage_order;  // LayoutRight: one contiguous range per thread (policy::flat_walks_storage_order)
   Index chunks() const {
+    if (is_right<Layout> && storage_order) return (this->T * this->N * this->K + per - 1) / per;
     return is_right<Layout> ? this->T * ((this->N * this->K + per - 1) / per)
                             : (this->T * this->N * this->K + per - 1) / per;
   }
@@ -179,7 +185,14 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
     const auto& m = this->ops.m;
     Scalar* out = this->ops.cv.data();
     const Scalar* in = this->ops.d.data();
-    if constexpr (is_right<Layout>) {
+    if (is_right<Layout> && storage_order) {
+      const Index slice = this->N * this->K, end = std::min(this->T * slice, (c + 1) * per);
+      for (Index e = c * per; e < end;) {
+        const Index j = e % slice, run = std::min(end - e, slice - j);
+        streaming::multiply_run<Stream>(out + e, m.data() + j, in + e, std::size_t(run));
+        e += run;
+      }
+    } else if constexpr (is_right<Layout>) {
       const Index slice = this->N * this->K;
       const Index t = c % this->T, j = (c / this->T) * per, e = t * slice + j;
       streaming::multiply_run<Stream>(out + e, m.data() + j, in + e, std::size_t(std::min(per, slice - j)));
