@@ -177,7 +177,7 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
   Index per;
   bool storage_order;  // LayoutRight: one contiguous range per thread (policy::flat_walks_storage_order)
   Index chunks() const {
-    if (is_right<Layout> && storage_order) return (this->T * this->N * this->K + per - 1) / per;
+    if (storage_order) return (this->T * this->N * this->K + per - 1) / per;
     return is_right<Layout> ? this->T * ((this->N * this->K + per - 1) / per)
                             : (this->T * this->N * this->K + per - 1) / per;
   }
@@ -185,7 +185,7 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
     const auto& m = this->ops.m;
     Scalar* out = this->ops.cv.data();
     const Scalar* in = this->ops.d.data();
-    if (is_right<Layout> && storage_order) {
+    if (storage_order) {
       const Index slice = this->N * this->K, end = std::min(this->T * slice, (c + 1) * per);
       for (Index e = c * per; e < end;) {
         const Index j = e % slice, run = std::min(end - e, slice - j);

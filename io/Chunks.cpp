@@ -42,16 +42,24 @@ Index chunk_ids_of(const PropList& create, Index K) {
 
 }  // namespace
 
+ssize_t pwrite_once(int fd, const void* buffer, std::size_t bytes, off_t at) {
+  ssize_t put = ::pwrite(fd, buffer, bytes, at);
+  if (fault_injected("write")) put = -1, errno = ENOSPC;
+  if (fault_injected("write_eio")) put = -1, errno = EIO;
+  return put;
+}
+
+void throw_write_failed(ssize_t put, const std::string& shown) {
+  throw IoError(shown + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
+                (errno == ENOSPC ? " (disk full)" : ""));
+}
+
 void write_at(int fd, const void* buffer, std::size_t bytes, off_t at, const std::string& shown) {
   const auto* in = static_cast<const char*>(buffer);
   for (std::size_t done = 0; done < bytes;) {
-    ssize_t put = ::pwrite(fd, in + done, bytes - done, at + off_t(done));
-    if (fault_injected("write")) put = -1, errno = ENOSPC;
-    if (fault_injected("write_eio")) put = -1, errno = EIO;
+    const ssize_t put = pwrite_once(fd, in + done, bytes - done, at + off_t(done));
     if (put < 0 && errno == EINTR) continue;
-    if (put <= 0)
-      throw IoError(shown + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
-                    (errno == ENOSPC ? " (disk full)" : ""));
+    if (put <= 0) throw_write_failed(put, shown);
     done += std::size_t(put);
   }
 }

@@ -197,6 +197,11 @@ std::string decoders_text();
 // naming `shown` (ENOSPC said as a full disk). The output's writes, where
 // CVEST_FAULT's write and write_eio points fail them (io/Faults.hpp).
 void write_at(int fd, const void* buffer, std::size_t bytes, off_t at, const std::string& shown);
+// One pwrite, the same fault points applied: bytes written, or -1 with errno
+// set (the caller retries or reports, as write_at does).
+ssize_t pwrite_once(int fd, const void* buffer, std::size_t bytes, off_t at);
+// write_at's IoError for a pwrite that returned `put` (errno set when < 0).
+[[noreturn]] void throw_write_failed(ssize_t put, const std::string& shown);
 
 // Byte offset of element (t, i, 0) in a block's C-order buffer of `row`-byte
 // (K values) rows.

@@ -181,18 +181,14 @@ void DirectWriter::write_direct_lane(const char* in, std::size_t bytes, off_t at
     const std::size_t n = copy ? std::min(copy_bytes, bytes - done) : bytes - done;
     const char* from = in + done;
     if (copy) from = static_cast<const char*>(std::memcpy(copy, from, n));
-    ssize_t put = ::pwrite(direct_fd_, from, n, at + off_t(done));
+    ssize_t put = pwrite_once(direct_fd_, from, n, at + off_t(done));
     if (fault_injected("direct_refused")) put = -1, errno = EINVAL;
-    if (fault_injected("write")) put = -1, errno = ENOSPC;
-    if (fault_injected("write_eio")) put = -1, errno = EIO;
     if (put < 0 && errno == EINTR) continue;
     if (put < 0 && errno == EINVAL) {
       refuse(file_system_of(fd_) + " refused an O_DIRECT write (" + std::strerror(EINVAL) + ")");
       continue;
     }
-    if (put <= 0)
-      throw IoError(shown_ + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
-                    (errno == ENOSPC ? " (disk full)" : ""));
+    if (put <= 0) throw_write_failed(put, shown_);
     done += std::size_t(put);
     direct_bytes_ += std::uint64_t(put);
   }

@@ -157,9 +157,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
                            {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])}, spec.compression,
                            spec.gzip_level, spec.path);
     } catch (...) {
-      file_.reset();
-      std::error_code ec;
-      fs::remove(temp_path_, ec);
+      discard_temp();
       throw;
     }
   }
@@ -169,10 +167,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   if (spec.compression == Compression::none) {
     // The chunk index goes to disk before a second descriptor writes data.
     if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
-      ds_.reset();
-      file_.reset();
-      std::error_code ec;
-      fs::remove(temp_path_, ec);
+      discard_temp();
       throw IoError(spec.path + ": cannot allocate the output (disk full?)");
     }
     std::string because;
@@ -180,10 +175,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     try {
       raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, direct, because);
     } catch (...) {  // direct = true where O_DIRECT is refused
-      ds_.reset();
-      file_.reset();
-      std::error_code ec;
-      fs::remove(temp_path_, ec);
+      discard_temp();
       throw;
     }
     if (raw_ && !raw_->writer()->direct() && direct == DirectWrites::automatic) say_buffered(spec.path, *raw_);
@@ -199,15 +191,19 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       journal_ = std::make_unique<Journal>(journal_path(temp_path_, spec.rank), temp_path_, spec.fingerprint, resumed_,
                                            journal_batch_bytes());
     } catch (...) {
-      ds_.reset();
-      file_.reset();
-      std::error_code ec;
-      fs::remove(temp_path_, ec);
+      discard_temp();
       throw;
     }
     temp_guard_.keep_on_terminate(true);
     if (adopted) clean_up_after_killed_runs(spec.path);  // the old journals, now that this one holds their blocks
   }
+}
+
+void OutputFile::discard_temp() {
+  ds_.reset();
+  file_.reset();
+  std::error_code ec;
+  fs::remove(temp_path_, ec);
 }
 
 std::string OutputFile::writes_text() const {
@@ -220,10 +216,8 @@ OutputFile::~OutputFile() {
   raw_.reset();
   journal_.reset();
   if (!committed_) {
-    ds_.reset();
-    file_.reset();
+    discard_temp();
     std::error_code ec;
-    fs::remove(temp_path_, ec);
     for (const std::string& j : journals_of(temp_path_)) fs::remove(j, ec);
   }
 }

@@ -101,6 +101,8 @@ class OutputFile {
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<TempFileGuard> journal_guard_;
   std::string writes_text_;  // kept as commit closes the raw cube
+  // Closes the unfinished output and removes its temporary file.
+  void discard_temp();
   // Takes over a killed run's temporary file whose journals match, if any.
   bool adopt_killed_run();
 };
