@@ -72,4 +72,14 @@ DirectWrites direct_writes_from_name(std::string_view name) {
   throw std::invalid_argument("unknown direct '" + std::string(name) + "'; valid: auto, true, false");
 }
 
+std::string_view to_string(ReadBy read_by) {
+  switch (read_by) {
+    case ReadBy::pread: return "pread";
+    case ReadBy::decode: return "decode";
+    case ReadBy::hdf5: return "hdf5";
+    case ReadBy::none: return "none";
+  }
+  return "?";
+}
+
 }  // namespace cvest

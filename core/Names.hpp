@@ -26,6 +26,10 @@ enum class Compression { none, gzip, lzf };
 // where it does not ("auto"); always past it, else an error ("true"); always
 // through it ("false").
 enum class DirectWrites { automatic, on, off };
+// Which path reads a dataset (io::CubeStorage): pread straight into the
+// block, decoding whole chunks on cvest's threads, HDF5's H5Dread, or none
+// (HDF5 lacks a filter the data needs).
+enum class ReadBy { pread, decode, hdf5, none };
 
 // Bytes per element.
 constexpr std::size_t element_size(Precision precision) { return precision == Precision::f64 ? 8 : 4; }
@@ -40,5 +44,6 @@ std::string_view to_string(Compression compression);
 Compression compression_from_name(std::string_view name);  // throws std::invalid_argument
 std::string_view to_string(DirectWrites direct);                // "auto", "true", "false"
 DirectWrites direct_writes_from_name(std::string_view name);    // throws std::invalid_argument
+std::string_view to_string(ReadBy read_by);                     // "pread", "decode", "hdf5", "none"
 
 }  // namespace cvest

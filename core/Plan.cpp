@@ -13,6 +13,13 @@
 
 namespace cvest {
 
+BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids) {
+  if (hdf5_row.ids > 0) return hdf5_row;
+  const Index dates = std::max<Index>(decoded[0], 1);
+  if (output_chunk_ids > 0) return BlockQuantum{dates, output_chunk_ids};
+  return BlockQuantum{dates, std::max<Index>(decoded[1], 1)};
+}
+
 BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
                       BlockQuantum quantum, std::size_t max_block_bytes, LayoutKind layout) {
   BlockPlan plan;

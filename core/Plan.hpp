@@ -4,6 +4,7 @@
 // worker runs it.
 #include "core/Names.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <string>
@@ -48,6 +49,17 @@ struct BlockQuantum {
   // finishes one row of chunks (all their dates) before the next.
   bool ids_outer = false;
 };
+
+// What blocks are made of, from the chunks on both sides (one rule for a
+// run's jobs and for verification). Chunks HDF5 reads itself: `hdf5_row`
+// (ids > 0; io/ChunkCache.hpp), blocks inside a row of them. Otherwise whole
+// chunks cvest decodes (`decoded`: its dates and ids, 0 where it decodes
+// none), and ids in whole output chunks where `output_chunk_ids` > 0: blocks
+// aligned with both. LayoutRight blocks and a compressed output's take whole
+// output chunks; LayoutLeft blocks are id ranges over many dates, which whole
+// output chunks would make as large as a chunk times the dates, so where the
+// output is plain they pass 0 and take any id range at its offsets.
+BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids);
 
 // LayoutRight (the file's own order): plans blocks of whole dates when one
 // date's N x K slab fits; otherwise blocks of one date and as many ids as

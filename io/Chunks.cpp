@@ -83,6 +83,8 @@ const Filter* missing_in_hdf5(const std::vector<Filter>& filters) {
   return nullptr;
 }
 
+bool hdf5_decodes(const Dataset& ds) { return !missing_in_hdf5(filters_of(PropList(H5Dget_create_plist(ds.get())))); }
+
 namespace {
 
 // Calls op(t, chunk_start, begin, end) for every piece of the block that lies
@@ -676,9 +678,9 @@ CubeStorage CubeReader::storage(Precision precision) const {
   const auto filters = filters_of(create);
   for (const Filter& f : filters) st.filters.push_back(f.name);
   const int k = precision == Precision::f64 ? 0 : 1;
-  st.read_by = raw_[k] ? "pread" : chunked_[k] ? "decode" : "hdf5";
-  if (const Filter* missing = missing_in_hdf5(filters); missing && st.read_by == "hdf5") {
-    st.read_by = "none";
+  st.read_by = raw_[k] ? ReadBy::pread : chunked_[k] ? ReadBy::decode : ReadBy::hdf5;
+  if (const Filter* missing = missing_in_hdf5(filters); missing && st.read_by == ReadBy::hdf5) {
+    st.read_by = ReadBy::none;
     st.unreadable = missing->name + " (HDF5 filter " + std::to_string(missing->id) + ")";
   }
   return st;
@@ -692,10 +694,13 @@ std::string to_text(const CubeStorage& st) {
   for (std::size_t d = 0; d < st.chunk.size(); ++d)
     text += std::to_string(st.chunk[d]) + (d + 1 < st.chunk.size() ? ", " : ")");
   for (const auto& f : st.filters) text += ", " + f;
-  return text + (st.read_by == "pread"    ? "; read with pread"
-                 : st.read_by == "decode" ? "; decoded by cvest's threads"
-                 : st.read_by == "hdf5"   ? "; read by HDF5 (H5Dread, one thread at a time)"
-                                          : "; unreadable here: HDF5 lacks " + st.unreadable);
+  switch (st.read_by) {
+    case ReadBy::pread: return text + "; read with pread";
+    case ReadBy::decode: return text + "; decoded by cvest's threads";
+    case ReadBy::hdf5: return text + "; read by HDF5 (H5Dread, one thread at a time)";
+    case ReadBy::none: break;
+  }
+  return text + "; unreadable here: HDF5 lacks " + st.unreadable;
 }
 
 void CubeReader::read(const Block& b, Precision precision, void* buffer) const {

@@ -134,6 +134,8 @@ std::vector<Filter> filters_of(const PropList& create);
 // The first filter of the pipeline this HDF5 cannot apply (h5py's lzf
 // without its plugin), or nullptr.
 const Filter* missing_in_hdf5(const std::vector<Filter>& filters);
+// Whether this HDF5 can read `ds` itself (it has every filter `ds` needs).
+bool hdf5_decodes(const Dataset& ds);
 
 // How a dataset is stored and which path reads it: a report says so, so that
 // a slow read can be told from a slow machine.
@@ -141,8 +143,7 @@ struct CubeStorage {
   std::string layout = "contiguous";  // or "chunked", "compact", "virtual" (VDS), "external" (raw files)
   std::vector<Index> chunk;          // empty unless chunked
   std::vector<std::string> filters;  // HDF5's names, in pipeline order
-  std::string read_by;               // "pread", "decode" (cvest's threads), "hdf5" (H5Dread), or
-                                     // "none": HDF5 lacks a filter it would need (`unreadable` names it)
+  ReadBy read_by = ReadBy::hdf5;     // none: HDF5 lacks a filter it would need (`unreadable` names it)
   std::string unreadable;
 };
 std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), deflate; decoded by cvest's threads"

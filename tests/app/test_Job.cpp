@@ -5,7 +5,9 @@
 #include "io/Input.hpp"
 #include "io/OutputFile.hpp"
 #include "io/OutputLock.hpp"
-#include "app/Job.hpp"
+#include "app/run/ReportFormats.hpp"
+#include "app/run/RunDeck.hpp"
+#include "app/run/Verify.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -148,7 +150,7 @@ TEST_CASE("chunks HDF5 reads are read once: blocks inside a row of them, a cache
                                      << "[run]\nmemory_budget = \"" << budget << "\"\nlayout = \"all\"\nverify = true\n";
     std::ostringstream progress;
     const auto report = run_deck(load_deck((dir / "deck.toml").string()), progress);
-    CHECK(report.input_storage.read_by == "hdf5");  // 3 x 576 kB per thread does not fit an eighth of the budget
+    CHECK(report.input_storage.read_by == ReadBy::hdf5);  // 3 x 576 kB per thread does not fit an eighth of the budget
     CHECK(report.verified);
     // id-major, and no block reaches into two chunks along the ids
     for (const BlockPlan& plan : report.plans)

@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // it). Upstream's defect, listed in README; cvest's own decoders,
         // which check, are fuzzed.
         const auto hdf5_decodes = [](const cvest::io::CubeStorage& s) {
-          return s.read_by == "hdf5" && !s.filters.empty();
+          return s.read_by == cvest::ReadBy::hdf5 && !s.filters.empty();
         };
         if (!hdf5_decodes(input.multby_storage(precision))) input.read_multby({0, ids}, precision, buffer.data());
         if (!hdf5_decodes(input.discount_storage(precision)))

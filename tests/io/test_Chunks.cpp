@@ -107,10 +107,10 @@ TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would"
         // HDF5, with the same result
         const CubeReader tight(d, path.string(), "discount", N, K, 1);
         CHECK(tight.decoded_chunk() == std::array<Index, 2>{0, 0});
-        CHECK(tight.storage(Precision::f64).read_by == (decoded ? "hdf5" : "pread"));
+        CHECK(tight.storage(Precision::f64).read_by == (decoded ? ReadBy::hdf5 : ReadBy::pread));
         const auto storage = input.discount_storage(Precision::f64);
-        CHECK(storage.read_by == (decoded ? "decode" : "pread"));
-        CHECK(input.discount_storage(Precision::f32).read_by == "hdf5");  // a conversion
+        CHECK(storage.read_by == (decoded ? ReadBy::decode : ReadBy::pread));
+        CHECK(input.discount_storage(Precision::f32).read_by == ReadBy::hdf5);  // a conversion
         CHECK(storage.chunk == std::vector<Index>{Index(chunk[0]), Index(chunk[1]), Index(chunk[2])});
         CHECK(storage.filters == (filters == Filters::none      ? std::vector<std::string>{}
                                   : filters == Filters::deflate ? std::vector<std::string>{"deflate"}
@@ -170,7 +170,7 @@ TEST_CASE("rarer filter settings read like HDF5 reads them: shuffle alone, unfil
       }
       const InputFile input(path.string(), "multBy", "discount");
       // unfiltered edge chunks are not marked in a chunk's filter mask: HDF5 reads them
-      CHECK(input.discount_storage(Precision::f64).read_by == (unfiltered_edges ? "hdf5" : "decode"));
+      CHECK(input.discount_storage(Precision::f64).read_by == (unfiltered_edges ? ReadBy::hdf5 : ReadBy::decode));
       std::vector<double> got(values.size());
       input.read_discount({{0, Index(T)}, {0, Index(N)}}, Precision::f64, got.data());
       CHECK(std::memcmp(got.data(), values.data(), values.size() * sizeof(double)) == 0);
@@ -197,7 +197,7 @@ TEST_CASE("a chunked multBy (N, K) is decoded by cvest too, id range by id range
     REQUIRE(H5Dwrite(dd.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.data()) >= 0);
   }
   const InputFile input(path.string(), "multBy", "discount");
-  CHECK(input.multby_storage(Precision::f64).read_by == "decode");
+  CHECK(input.multby_storage(Precision::f64).read_by == ReadBy::decode);
   CHECK(input.multby_storage(Precision::f64).chunk == std::vector<Index>{300, 2});
   for (const Range ids : {Range{0, Index(N)}, Range{299, 301}, Range{1000, 1001}, Range{450, 900}}) {
     CAPTURE(ids.begin, ids.end);
@@ -250,8 +250,8 @@ TEST_CASE("datasets behind an external link, or in a file with a user block, are
   const auto check = [&](const std::filesystem::path& path, Storage storage) {
     const InputFile input(path.string(), "multBy", "discount");
     // still cvest's own fast paths, not H5Dread
-    CHECK(input.discount_storage(Precision::f64).read_by == (storage == Storage::deflate ? "decode" : "pread"));
-    CHECK(input.multby_storage(Precision::f64).read_by == "pread");
+    CHECK(input.discount_storage(Precision::f64).read_by == (storage == Storage::deflate ? ReadBy::decode : ReadBy::pread));
+    CHECK(input.multby_storage(Precision::f64).read_by == ReadBy::pread);
     std::vector<double> got_d(d.size()), got_m(m.size());
     input.read_discount({{0, Index(T)}, {0, Index(N)}}, Precision::f64, got_d.data());
     input.read_multby({0, Index(N)}, Precision::f64, got_m.data());
@@ -455,7 +455,7 @@ TEST_CASE("a chunk index listing one chunk twice does not let HDF5 write past cv
   // The sanitizer build saw HDF5's write past the buffer; here it must come
   // to HDF5 reading, and the record left intact read as written.
   const InputFile input(path.string(), "multBy", "discount");
-  CHECK(input.discount_storage(Precision::f64).read_by == "hdf5");
+  CHECK(input.discount_storage(Precision::f64).read_by == ReadBy::hdf5);
   std::vector<double> date2(14);
   input.read_discount(Block{{2, 3}, {0, 7}}, Precision::f64, date2.data());
   CHECK(date2 == std::vector<double>(values.begin() + 28, values.end()));

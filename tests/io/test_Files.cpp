@@ -358,7 +358,7 @@ TEST_CASE("lzf outputs as h5py writes them: shuffle, then lzf where it shrinks a
   CHECK(mask == 2u);  // lzf skipped, as h5py's optional filter does
   CHECK(stored == 500 * 5 * sizeof(double));
   const CubeReader reader(d, path.string(), "cv", spec.N, spec.K);
-  CHECK(reader.storage(Precision::f64).read_by == "decode");
+  CHECK(reader.storage(Precision::f64).read_by == ReadBy::decode);
   std::vector<double> back(values.size());
   reader.read(Block{{0, 2}, {0, spec.N}}, Precision::f64, back.data());
   CHECK(std::memcmp(back.data(), values.data(), values.size() * sizeof(double)) == 0);

@@ -1,0 +1,289 @@
+#include "app/run/ReportFormats.hpp"
+
+#include "core/FlatRun.hpp"
+#include "core/Policies.hpp"
+#include "core/Version.hpp"
+#include "io/Disk.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <algorithm>
+#include <ostream>
+#include <sstream>
+
+namespace cvest::app {
+
+namespace {
+
+std::string_view kokkos_name(LayoutKind layout) { return layout == LayoutKind::right ? "LayoutRight" : "LayoutLeft"; }
+
+// A job's block shape; "/ids" where its kernels ran a tile of the block at a time.
+std::string block_text(const BlockPlan& plan, Index kernel_ids) {
+  std::string text = fmt::format("{}x{}", plan.block_dates, plan.block_ids);
+  if (kernel_ids > 0 && kernel_ids < plan.block_ids) text += fmt::format("/{}", kernel_ids);
+  return text;
+}
+
+// One line per job: its pipeline, block, phases, GB/s and roof.
+void print_jobs(const RunReport& rep, std::ostream& out) {
+  fmt::print(out, "\n{:<15} {:<6} {:<7} {:<12} {:>12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>6} {:>9} {:>9}  {}\n",
+             "strategy", "layout", "prec", "pipeline", "block", "total s", "read", "h2d", "kernel", "d2h", "write",
+             "GB/s in", "roof", "k.roof", "(runs)", "peak RSS", "output");
+  for (const auto& j : rep.jobs) {
+    const auto& st = j.stats;
+    const BlockPlan& plan = rep.plan(j.layout);
+    const double in_bytes = double(rep.T * rep.N * rep.K) * double(element_size(j.precision));
+    const std::string pipeline = j.pipeline == PipelineKind::per_thread
+                                     ? fmt::format("per_thread:{}", j.pipeline_threads)
+                                     : std::string(to_string(j.pipeline));
+    const std::string range = j.runs > 1 && j.kernel_roof_max > 0
+                                  ? fmt::format("{:.2f}-{:.2f}", j.kernel_roof_min, j.kernel_roof_max)
+                                  : std::string("-");
+    fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>12} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.1f} {:>6.2f} {:>9} {:>9}  {}\n",
+               to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline,
+               block_text(plan, j.kernel_ids), st.total_s, st.seconds[int(Phase::read)],
+               st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)], st.seconds[int(Phase::d2h)],
+               st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9, j.roof_GBps, j.kernel_roof_fraction, range,
+               format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
+  }
+}
+
+void print_ranks(const RunReport& rep, std::ostream& out) {
+  fmt::print(out, "\n{} ranks ({} on rank 0's node): each job's time is its slowest rank's, its busy seconds and bytes "
+                  "the ranks' sums, GB/s in all ranks' input over that time\n", rep.ranks, rep.ranks_on_node);
+  for (const auto& j : rep.jobs) {
+    if (j.per_rank.empty()) continue;
+    std::string seconds, blocks;
+    for (const auto& r : j.per_rank) {
+      seconds += fmt::format(" {:.3f}", r.total_s);
+      blocks += fmt::format(" {}", r.blocks);
+    }
+    fmt::print(out, "{}/{}: slowest rank {}, load balance {:.2f} (slowest / mean); seconds by rank{}; blocks by "
+                    "rank{}{}\n", to_string(j.strategy), to_string(j.layout), j.slowest_rank(), j.load_balance(),
+               seconds, blocks,
+               j.parts_stored_s > 0 ? fmt::format("; rank 0 stored the others' compressed chunks in {:.3f} s",
+                                                  j.parts_stored_s)
+                                    : std::string());
+  }
+}
+
+// The user's question, answered from the fastest job's own phases: how much
+// of the work a faster kernel (a GPU) could take away at most.
+void print_where_the_time_goes(const RunReport& rep, std::ostream& out) {
+  if (rep.jobs.empty()) return;
+  const auto& best = *std::min_element(rep.jobs.begin(), rep.jobs.end(), [](const auto& a, const auto& b) {
+    return a.stats.total_s < b.stats.total_s;
+  });
+  const auto& sec = best.stats.seconds;
+  double busy = 0;
+  for (const double p : sec) busy += p;
+  if (busy <= 0) return;
+  const double kernel = sec[int(Phase::kernel)], copies = sec[int(Phase::h2d)] + sec[int(Phase::d2h)];
+  fmt::print(out,
+             "\nwhere the time goes ({}/{}, the fastest job, busy seconds): read {:.3f}, h2d {:.3f}, kernel {:.3f}, "
+             "d2h {:.3f}, write {:.3f}; the multiply is {:.0f}% of it{}, so a faster kernel could save at most "
+             "that\n",
+             to_string(best.strategy), to_string(best.layout), sec[int(Phase::read)], sec[int(Phase::h2d)], kernel,
+             sec[int(Phase::d2h)], sec[int(Phase::write)], 100 * kernel / busy,
+             rep.build.backend == "Cuda" ? fmt::format(" and host-device copies {:.0f}%", 100 * copies / busy)
+                                         : std::string());
+}
+
+}  // namespace
+
+void print_run_table(const RunReport& rep, std::ostream& out) {
+  fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}\n", rep.deck, rep.T, rep.N,
+             rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
+  fmt::print(out, "input: {}\n", to_text(rep.input_storage));
+  if (!rep.output_writes.empty()) fmt::print(out, "output: written {}\n", rep.output_writes);
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>)
+    fmt::print(out, "flat's runs on the host: {}\n", policy::flat_run_text(8));
+  for (const auto& p : rep.plans)
+    fmt::print(out, "{} blocks: {} of up to {} dates x {} ids\n", kokkos_name(p.layout),
+               p.blocks.size(), p.block_dates, p.block_ids);
+  print_jobs(rep, out);
+  if (rep.ranks > 1) print_ranks(rep, out);
+  fmt::print(out, "\nblock: dates x ids per block (/ids: computed a tile of that many ids at a time, LayoutLeft in the "
+                  "per-thread pipeline); a kernel call's bytes: its discount and multBy rows read, its cv written; "
+                  "roof: GB/s of the same bytes moved right after every other kernel call, on the thread(s) that ran "
+                  "it: its cv copied into its just-consumed discount buffer with the same stores, its multBy rows "
+                  "read; k.roof: the median over those calls of the kernel's GB/s over its own copy's (the median run), and its "
+                  "range over the job's runs\n");
+  print_where_the_time_goes(rep, out);
+  for (const auto& j : rep.jobs)
+    if (j.resumed_blocks > 0)
+      fmt::print(out, "\nresumed: {} of {}/{}'s {} blocks were on disk from a run that stopped (its journal); this "
+                      "run wrote the rest, and its figures are that work's\n", j.resumed_blocks, to_string(j.strategy),
+                 to_string(j.layout), rep.plan(j.layout).blocks.size());
+  if (rep.verified) fmt::print(out, "\nverified: {} equals multBy * discount bit for bit\n", rep.output);
+}
+
+void print_plan(const RunReport& rep, std::ostream& out) {
+  const std::size_t es = rep.jobs.empty() ? 8 : element_size(rep.jobs.front().precision);
+  const double out_bytes = double(rep.T * rep.N * rep.K) * double(es);
+  fmt::print(out, "\ncvest run {} --plan  (nothing was written)\n", rep.deck);
+  fmt::print(out, "input   {}: {} x {} x {}; {}{}\n", rep.input, rep.T, rep.N, rep.K, to_text(rep.input_storage),
+             rep.generated_input_bytes > 0
+                 ? fmt::format("; to be generated, {} (it and the output fit the disk together)",
+                               format_bytes(rep.generated_input_bytes))
+                 : std::string());
+  for (const auto& p : rep.plans)
+    fmt::print(out, "blocks  {}: {} of up to {} dates x {} ids; {} of buffers within a budget of {}{}\n",
+               kokkos_name(p.layout), p.blocks.size(), p.block_dates, p.block_ids,
+               format_bytes(double(p.buffer_bytes)), format_bytes(double(rep.memory_budget)),
+               p.multby_resident ? "; multBy read once and kept" : "");
+  const double free = io::free_space(rep.output);
+  fmt::print(out, "output  {}: {} {}, chunks of {} ids{}\n", rep.output,
+             rep.output_compression == Compression::none ? std::string("uncompressed,")
+                                                         : std::string(to_string(rep.output_compression)) + ", at most",
+             format_bytes(out_bytes), rep.output_chunk_ids,
+             free < 0 ? std::string() : fmt::format("; {} free there", format_bytes(free)));
+  if (rep.ranks > 1)
+    for (std::size_t p = 0; p < rep.plans.size(); ++p) {
+      std::string shares;
+      for (const Range& r : rep.rank_blocks[p]) shares += fmt::format(" [{}, {})", r.begin, r.end);
+      fmt::print(out, "ranks   {}: {} ranks, blocks by rank{}\n", kokkos_name(rep.plans[p].layout), rep.ranks, shares);
+    }
+  for (const auto& j : rep.jobs)
+    fmt::print(out, "job     {}/{} {}: {}\n", to_string(j.strategy), to_string(j.layout), to_string(j.precision),
+               j.pipeline == PipelineKind::per_thread ? fmt::format("per_thread pipeline, {} threads", j.pipeline_threads)
+                                                      : std::string("overlapped pipeline"));
+}
+
+namespace {
+
+// Each layout's block plan and its blocks by rank.
+nlohmann::json plans_json(const RunReport& rep) {
+  nlohmann::json plans;
+  for (std::size_t pi = 0; pi < rep.plans.size(); ++pi) {
+    const BlockPlan& p = rep.plans[pi];
+    auto& plan = plans[std::string(to_string(p.layout))];
+    plan["rank_blocks"] = nlohmann::json::array();  // rank r runs blocks [begin, end)
+    for (const Range& r : rep.rank_blocks[pi]) plan["rank_blocks"].push_back({r.begin, r.end});
+    plan["block_dates"] = p.block_dates;
+    plan["block_ids"] = p.block_ids;
+    plan["buffer_bytes"] = p.buffer_bytes;
+    plan["multby_resident"] = p.multby_resident;
+    plan["blocks"] = nlohmann::json::array();
+    for (const auto& b : p.blocks)
+      plan["blocks"].push_back({{"dates", {b.dates.begin, b.dates.end}}, {"ids", {b.ids.begin, b.ids.end}}});
+  }
+  return plans;
+}
+
+// A distributed job's figures by rank.
+void add_ranks_json(const JobReport& job, nlohmann::json& jj) {
+  jj["slowest_rank"] = job.slowest_rank();
+  jj["load_balance"] = job.load_balance();
+  jj["parts_stored_s"] = job.parts_stored_s;
+  jj["per_rank"] = nlohmann::json::array();
+  for (std::size_t r = 0; r < job.per_rank.size(); ++r) {
+    const RankStats& rs = job.per_rank[r];
+    nlohmann::json jr{{"rank", r}, {"total_s", rs.total_s}, {"blocks", rs.blocks}, {"peak_rss_bytes", rs.peak_rss_bytes}};
+    for (int p = 0; p < phase_count; ++p) {
+      jr["seconds"][std::string(to_string(Phase(p)))] = rs.seconds[p];
+      jr["bytes"][std::string(to_string(Phase(p)))] = rs.bytes[p];
+    }
+    jj["per_rank"].push_back(jr);
+  }
+}
+
+nlohmann::json job_json(const RunReport& rep, const JobReport& job) {
+  nlohmann::json jj;
+  jj["strategy"] = to_string(job.strategy);
+  jj["layout"] = to_string(job.layout);
+  jj["precision"] = to_string(job.precision);
+  jj["wrote_output"] = job.wrote_output;
+  jj["runs"] = job.runs;
+  jj["pipeline"] = to_string(job.pipeline);
+  jj["pipeline_threads"] = job.pipeline_threads;
+  jj["peak_rss_bytes"] = job.peak_rss_bytes;
+  jj["kernel_roof_fraction"] = job.kernel_roof_fraction;
+  jj["kernel_roof_fraction_min"] = job.kernel_roof_min;
+  jj["kernel_roof_fraction_max"] = job.kernel_roof_max;
+  jj["roof"] = {{"copy_GBps", job.roof_GBps},
+                {"kernel_calls_copied", job.stats.roof.size()},
+                {"measured", "right after every other kernel call, on the thread(s) that ran it: its cv copied into "
+                             "its consumed discount buffer with the same stores and its multBy rows read; bytes: "
+                             "discount and multBy rows read + cv written, as the kernel's"}};
+  const BlockPlan& plan = rep.plan(job.layout);
+  jj["block_dates"] = plan.block_dates;
+  jj["block_ids"] = plan.block_ids;
+  jj["kernel_ids"] = job.kernel_ids;
+  jj["blocks"] = plan.blocks.size();
+  jj["seconds"]["total"] = job.stats.total_s;
+  for (int p = 0; p < phase_count; ++p) {
+    const std::string name(to_string(Phase(p)));
+    jj["seconds"][name] = job.stats.seconds[p];
+    jj["bytes"][name] = job.stats.bytes[p];
+    jj["GBps"][name] = job.stats.seconds[p] > 0 ? job.stats.bytes[p] / job.stats.seconds[p] / 1e9 : 0.0;
+  }
+  if (!job.per_rank.empty()) add_ranks_json(job, jj);
+  jj["resumed_blocks"] = job.resumed_blocks;
+  jj["timeline"] = nlohmann::json::array();
+  for (const auto& span : job.stats.timeline)
+    jj["timeline"].push_back({{"block", span.block}, {"phase", to_string(span.phase)}, {"begin_s", span.begin_s},
+                              {"end_s", span.end_s}});
+  return jj;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const RunReport& rep) {
+  nlohmann::json j;
+  j["cvest_version"] = CVEST_VERSION;
+  j["backend"] = rep.build.backend;
+  j["kokkos_version"] = rep.build.kokkos_version;
+  j["threads"] = rep.build.threads;
+  j["machine"] = machine_json(rep.build);
+  j["deck"] = rep.deck;
+  j["input"] = rep.input;
+  j["output"] = rep.output;
+  j["output_compression"] = to_string(rep.output_compression);
+  j["output_gzip_level"] = rep.output_gzip_level;
+  j["output_chunk_ids"] = rep.output_chunk_ids;
+  j["output_writes"] = rep.output_writes;
+  j["input_storage"] = {{"layout", rep.input_storage.layout},
+                        {"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)
+                                                                   : nlohmann::json(rep.input_storage.chunk)},
+                        {"filters", rep.input_storage.filters},
+                        {"read_by", to_string(rep.input_storage.read_by)}};
+  j["shape"] = {{"dates", rep.T}, {"ids", rep.N}, {"cols", rep.K}};
+  j["memory_budget_bytes"] = rep.memory_budget;
+  j["ranks"] = rep.ranks;
+  j["ranks_on_node"] = rep.ranks_on_node;
+  j["block_plans"] = plans_json(rep);
+  j["verified"] = rep.verified;
+  j["jobs"] = nlohmann::json::array();
+  for (const auto& job : rep.jobs) j["jobs"].push_back(job_json(rep, job));
+  return j;
+}
+
+std::string to_csv(const RunReport& rep) {
+  std::ostringstream s;
+  s << "strategy,layout,precision,wrote_output,total_s";
+  for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_s";
+  for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_bytes";
+  s << ",peak_rss_bytes,kernel_roof_fraction,roof_GBps,dates,ids,cols,blocks,block_dates,block_ids,pipeline,"
+       "pipeline_threads,ranks,slowest_rank,load_balance,kernel_ids\n";
+  for (const auto& j : rep.jobs) {
+    s << to_string(j.strategy) << ',' << to_string(j.layout) << ',' << to_string(j.precision) << ','
+      << (j.wrote_output ? "true" : "false") << ',' << fmt::format("{:.6f}", j.stats.total_s);
+    for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.6f}", j.stats.seconds[p]);
+    for (int p = 0; p < phase_count; ++p) s << ',' << fmt::format("{:.0f}", j.stats.bytes[p]);
+    const BlockPlan& plan = rep.plan(j.layout);
+    s << ',' << fmt::format("{:.0f}", j.peak_rss_bytes) << ',' << fmt::format("{:.4f}", j.kernel_roof_fraction) << ','
+      << fmt::format("{:.3f}", j.roof_GBps) << ',' << rep.T << ',' << rep.N << ',' << rep.K << ','
+      << plan.blocks.size() << ',' << plan.block_dates << ',' << plan.block_ids << ',' << to_string(j.pipeline) << ','
+      << j.pipeline_threads << ',' << rep.ranks << ',' << j.slowest_rank() << ',' << fmt::format("{:.3f}", j.load_balance())
+      << ',' << j.kernel_ids << '\n';
+  }
+  return s.str();
+}
+
+void write_report_file(const std::string& path, const std::string& text) {
+  io::write_whole_file(path, text, "report");
+}
+
+}  // namespace cvest::app

@@ -1,0 +1,71 @@
+#pragma once
+// What a run did: the deck's plan and each job's figures (its median run),
+// as the report formats print them (app/run/ReportFormats.hpp).
+#include "app/run/RankStats.hpp"
+#include "core/Names.hpp"
+#include "core/Plan.hpp"
+#include "core/Spaces.hpp"
+#include "core/Strategy.hpp"
+#include "core/pipeline/Pipeline.hpp"
+#include "io/Chunks.hpp"
+
+#include <string>
+#include <vector>
+
+namespace cvest::app {
+
+struct JobReport {
+  Strategy strategy;
+  LayoutKind layout;
+  Precision precision;
+  bool wrote_output = false;  // the first job writes; the others are checked against it
+  int runs = 1;
+  PipelineKind pipeline = PipelineKind::overlapped;  // the one it ran (never automatic)
+  int pipeline_threads = 0;                          // per_thread: how many
+  Index kernel_ids = 0;  // ids per kernel call: the plan's block ids, or a LayoutLeft per-thread tile's
+  PipelineStats stats;        // the median run by total time
+  double peak_rss_bytes = 0;
+  // The job's kernel against a copy of the same bytes: every other kernel
+  // call's cv copied into its consumed discount buffer right after it, on
+  // the thread(s) that ran it, with the stores it used (PipelineStats'
+  // roof). Both count a call's discount read and cv written.
+  double roof_GBps = 0;                   // the copies' GB/s in the median run
+  double kernel_roof_fraction = 0;        // the kernel's GB/s over roof_GBps, median run
+  double kernel_roof_min = 0, kernel_roof_max = 0;  // that fraction's range over the job's runs
+  // A distributed run (at rank 0): each rank's part, rank by rank; `stats`
+  // then holds the ranks together (busy seconds and bytes summed, total_s
+  // the slowest rank's). Empty in one process.
+  std::vector<RankStats> per_rank;
+  double parts_stored_s = 0;  // compressed output: rank 0 storing the other ranks' chunks
+  int resumed_blocks = 0;     // blocks a killed run left on disk, not written again (summed over ranks at rank 0)
+  int slowest_rank() const;
+  double load_balance() const;  // the slowest rank's wall time over the mean
+};
+
+struct RunReport {
+  BuildFacts build;
+  std::string deck, input, output;
+  Compression output_compression = Compression::none;
+  int output_gzip_level = 0;                // 0 when not compressed
+  Index output_chunk_ids = 0;               // ids per (1, ids, K) output chunk
+  // How the output's data reached the disk (io::OutputFile::writes_text):
+  // "past the page cache (O_DIRECT, ...)" or "through the page cache: why".
+  std::string output_writes;
+  io::CubeStorage input_storage;               // discount's, and how it is read
+  double generated_input_bytes = 0;         // an input [input] generate makes first, else 0
+  Index T = 0, N = 0, K = 0;
+  std::size_t memory_budget = 0;
+  // One plan per layout of the deck: blocks suit the layout they are
+  // computed in (core/Plan.hpp).
+  std::vector<BlockPlan> plans;
+  const BlockPlan& plan(LayoutKind layout) const;
+  // Distributed runs (app/Ranks.hpp): how many ranks, and each plan's
+  // blocks by rank (rank r runs blocks [begin, end) of plans[p]:
+  // rank_blocks[p][r]); one range of all blocks in one process.
+  int ranks = 1, ranks_on_node = 1;
+  std::vector<std::vector<Range>> rank_blocks;
+  std::vector<JobReport> jobs;
+  bool verified = false;
+};
+
+}  // namespace cvest::app
