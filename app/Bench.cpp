@@ -17,7 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace cvest::bench {
+namespace cvest::app::bench {
 
 namespace detail {
 
@@ -475,4 +475,4 @@ nlohmann::json to_json(const Report& report) {
   return j;
 }
 
-}  // namespace cvest::bench
+}  // namespace cvest::app::bench

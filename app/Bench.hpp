@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-namespace cvest::bench {
+namespace cvest::app::bench {
 
 struct Config {
   Index dates = 100, ids = 400000, cols = 5;
@@ -144,4 +144,4 @@ class Server {
 void print_table(const Report& report, std::ostream& out);
 nlohmann::json to_json(const Report& report);
 
-}  // namespace cvest::bench
+}  // namespace cvest::app::bench

@@ -15,7 +15,7 @@
 #include <map>
 #include <sstream>
 
-namespace cvest {
+namespace cvest::app {
 
 namespace {
 
@@ -357,4 +357,4 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
   return deck;
 }
 
-}  // namespace cvest
+}  // namespace cvest::app

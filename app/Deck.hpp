@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace cvest {
+namespace cvest::app {
 
 struct Deck {
   std::string path;  // the deck file, for messages
@@ -57,4 +57,4 @@ struct Deck {
 // the key, and what was expected versus found.
 Deck load_deck(const std::string& path, const std::vector<std::string>& overrides = {});
 
-}  // namespace cvest
+}  // namespace cvest::app

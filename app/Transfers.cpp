@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace cvest::transfers {
+namespace cvest::app::transfers {
 
 namespace {
 
@@ -241,4 +241,4 @@ nlohmann::json to_json(const Report& r) {
             {"busy_s", {{"h2d", s[int(Phase::h2d)]}, {"kernel", s[int(Phase::kernel)]}, {"d2h", s[int(Phase::d2h)]}}}}}};
 }
 
-}  // namespace cvest::transfers
+}  // namespace cvest::app::transfers

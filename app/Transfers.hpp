@@ -16,7 +16,7 @@
 #include <cstddef>
 #include <iosfwd>
 
-namespace cvest::transfers {
+namespace cvest::app::transfers {
 
 struct Config {
   Index dates = 100, ids = 1000000, cols = 5;
@@ -53,4 +53,4 @@ Report run(const Config& config, std::ostream& progress);
 void print(const Report& report, std::ostream& out);
 nlohmann::json to_json(const Report& report);
 
-}  // namespace cvest::transfers
+}  // namespace cvest::app::transfers

@@ -342,6 +342,10 @@ void quiet_hdf5_errors() {
   if (!quiet) quiet = H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr) >= 0;
 }
 
+void hdf5_version(unsigned& major, unsigned& minor, unsigned& release) {
+  if (H5get_libversion(&major, &minor, &release) < 0) major = minor = release = 0;
+}
+
 std::string hdf5_filters_text() {
   const std::pair<H5Z_filter_t, const char*> known[] = {{H5Z_FILTER_DEFLATE, "deflate"}, {H5Z_FILTER_SHUFFLE, "shuffle"},
                                                         {H5Z_FILTER_FLETCHER32, "fletcher32"}, {H5Z_FILTER_SZIP, "szip"},

@@ -55,6 +55,9 @@ using Attribute = Handle<H5Aclose>;
 // reports one line instead) and its exit-time clean-up.
 void quiet_hdf5_errors();
 
+// The HDF5 library loaded at run time: its version.
+void hdf5_version(unsigned& major, unsigned& minor, unsigned& release);
+
 // The standard filters (and h5py's lzf) this HDF5 can apply, by name:
 // "deflate, shuffle, fletcher32, nbit, scaleoffset".
 std::string hdf5_filters_text();

@@ -1,9 +1,11 @@
 // `import cvest`: the kernels, decks, verification and benchmark from Python
 // (pybind11), built from the same sources as the command. A front end like
-// app/main.cpp: it checks arguments, makes views and calls core/ and app/.
+// app/main.cpp: the commands are app/Commands.hpp's; multiply checks its
+// arrays, makes views over them and calls core/.
 #include "app/Bench.hpp"
 #include "app/Deck.hpp"
-#include "app/Job.hpp"
+#include "app/Commands.hpp"
+#include "app/run/ReportFormats.hpp"
 #include "core/Errors.hpp"
 #include "core/Multiply.hpp"
 #include "core/Spaces.hpp"
@@ -351,67 +353,46 @@ std::vector<std::string> overrides_of(const py::dict& set) {
 }
 
 py::object run_deck_file(const std::string& deck_path, const py::dict& set, bool plan, bool no_resume) {
-  Deck deck = load_deck(deck_path, overrides_of(set));
-  if (no_resume) deck.output.resume = false;
+  app::RunArgs args{deck_path, overrides_of(set), plan, no_resume};
   const app::RunReport report = on_kokkos_thread([&] {
     ensure_initialized();
-    app::RunReport r = app::run_deck(deck, std::cerr, plan);
-    if (!plan) {
-      if (!deck.report.json.empty()) app::write_report_file(deck.report.json, app::to_json(r).dump(2) + "\n");
-      if (!deck.report.csv.empty()) app::write_report_file(deck.report.csv, app::to_csv(r));
-    }
-    return r;
+    return app::run_command(args, app::Ranks(), std::cerr, nullptr);
   });
   return json_to_python(app::to_json(report));
 }
 
 bool run_verify(const std::string& output, const std::optional<std::string>& input, const std::optional<std::string>& deck_path,
             const std::optional<std::string>& memory_budget) {
-  if (!input && !deck_path) throw py::value_error("verify needs the input file (input=...) or the deck that wrote the output (deck=...)");
-  app::VerifyOptions options;
-  options.output = output;
-  if (input) options.input = *input;
-  if (deck_path) {
-    const Deck deck = load_deck(*deck_path);
-    options.dataset = deck.output.dataset;
-    options.multby = deck.input.multby;
-    options.discount = deck.input.discount;
-    options.memory_budget = deck.run.memory_budget;
-    if (!input) options.input = deck.input.file;
-  }
-  if (memory_budget) options.memory_budget = parse_bytes(*memory_budget);
+  const app::VerifyArgs args{output, input, deck_path, memory_budget};
   on_kokkos_thread([&] {
-    if (!deck_path) app::names_from_output(options);
     ensure_initialized();
-    app::verify_output(options, std::cerr);
+    app::verify_command(args, std::cerr);
   });
   return true;
 }
 
-// A benchmark's configuration from Python's arguments (names checked).
-bench::Config bench_config(Index dates, Index ids, Index cols, const std::optional<std::vector<std::string>>& strategies,
-                           const std::vector<std::string>& layouts, const std::vector<std::string>& precisions) {
-  bench::Config config;
-  config.dates = dates, config.ids = ids, config.cols = cols;
-  if (strategies) config.strategies = strategies_from_names(*strategies);
-  config.layouts.clear();
-  for (const auto& l : layouts) config.layouts.push_back(layout_from_name(l));
-  config.precisions.clear();
-  for (const auto& p : precisions) config.precisions.push_back(precision_from_name(p));
-  return config;
+// A benchmark's arguments from Python's (names checked when it runs).
+app::BenchArgs bench_args(Index dates, Index ids, Index cols, const std::optional<std::vector<std::string>>& strategies,
+                          const std::vector<std::string>& layouts, const std::vector<std::string>& precisions) {
+  app::BenchArgs args;
+  args.sizes.dates = dates, args.sizes.ids = ids, args.sizes.cols = cols;
+  if (strategies) args.strategies = *strategies;
+  args.layouts = layouts;
+  args.precisions = precisions;
+  return args;
 }
 
 py::object run_bench(Index dates, Index ids, Index cols, const std::optional<std::vector<std::string>>& strategies,
                  const std::vector<std::string>& layouts, const std::vector<std::string>& precisions, int repeats,
                  double warm_seconds) {
-  bench::Config config = bench_config(dates, ids, cols, strategies, layouts, precisions);
-  config.repeats = repeats;
-  config.warm_seconds = warm_seconds;
-  const bench::Report report = on_kokkos_thread([&] {
+  app::BenchArgs args = bench_args(dates, ids, cols, strategies, layouts, precisions);
+  args.sizes.repeats = repeats;
+  args.sizes.warm_seconds = warm_seconds;
+  const app::bench::Report report = on_kokkos_thread([&] {
     ensure_initialized();
-    return bench::run(config, std::cerr);
+    return app::bench_command(args, std::cerr, nullptr);
   });
-  return json_to_python(bench::to_json(report));
+  return json_to_python(app::bench::to_json(report));
 }
 
 // cvest bench's arrays kept between calls, for a script that interleaves
@@ -419,13 +400,13 @@ py::object run_bench(Index dates, Index ids, Index cols, const std::optional<std
 // Kokkos views must go before Kokkos does: finalize() releases every live
 // one (Python may collect the object only after the atexit hook ran).
 struct BenchServer {
-  std::unique_ptr<bench::Server> server;
-  explicit BenchServer(std::unique_ptr<bench::Server> s);
+  std::unique_ptr<app::bench::Server> server;
+  explicit BenchServer(std::unique_ptr<app::bench::Server> s);
   ~BenchServer();
 };
 std::mutex live_bench_servers_m;  // Python threads make and drop them; finalize() walks them
 std::set<BenchServer*> live_bench_servers;
-BenchServer::BenchServer(std::unique_ptr<bench::Server> s) : server(std::move(s)) {
+BenchServer::BenchServer(std::unique_ptr<app::bench::Server> s) : server(std::move(s)) {
   const std::lock_guard lock(live_bench_servers_m);
   live_bench_servers.insert(this);
 }
@@ -440,10 +421,10 @@ BenchServer::~BenchServer() {
 std::unique_ptr<BenchServer> make_bench_server(Index dates, Index ids, Index cols,
                                                  const std::optional<std::vector<std::string>>& strategies,
                                                  const std::vector<std::string>& layouts, const std::string& precision) {
-  const bench::Config config = bench_config(dates, ids, cols, strategies, layouts, {precision});
-  std::unique_ptr<bench::Server> server = on_kokkos_thread([&] {
+  const app::bench::Config config = app::bench_config(bench_args(dates, ids, cols, strategies, layouts, {precision}));
+  std::unique_ptr<app::bench::Server> server = on_kokkos_thread([&] {
     ensure_initialized();
-    return std::make_unique<bench::Server>(config);
+    return std::make_unique<app::bench::Server>(config);
   });
   return std::make_unique<BenchServer>(std::move(server));
 }
@@ -453,7 +434,7 @@ void release_bench_servers() {
   for (BenchServer* s : live_bench_servers) s->server.reset();
 }
 
-py::object bench_command(BenchServer& s, const std::string& command) {
+py::object server_command(BenchServer& s, const std::string& command) {
   if (!s.server) throw py::value_error("this BenchServer's arrays were released when cvest finalized");
   const nlohmann::json reply = on_kokkos_thread([&] { return s.server->handle(command); });
   if (reply.contains("error")) throw py::value_error(reply["error"].get<std::string>());
@@ -541,15 +522,15 @@ this process, so a script can interleave cvest's own timing with others'.)")
            py::arg("strategies") = std::nullopt, py::arg("layouts") = std::vector<std::string>{"right", "left"},
            py::arg("precision") = "f64")
       .def("describe", [](const BenchServer& s) { return s.server ? s.server->describe() : std::string("released"); })
-      .def("warm", [](BenchServer& s, double seconds) { return bench_command(s, "warm " + std::to_string(seconds)); },
+      .def("warm", [](BenchServer& s, double seconds) { return server_command(s, "warm " + std::to_string(seconds)); },
            py::arg("seconds"), "Every variant and the roof in turn until `seconds` have passed.")
       .def("time", [](BenchServer& s, const std::string& strategy, const std::string& layout) {
-             return bench_command(s, "time " + strategy + " " + layout);
+             return server_command(s, "time " + strategy + " " + layout);
            }, py::arg("strategy"), py::arg("layout"), "One fenced pass: {strategy, layout, seconds, GBps, streaming_stores}.")
-      .def("roof", [](BenchServer& s) { return bench_command(s, "roof"); },
+      .def("roof", [](BenchServer& s) { return server_command(s, "roof"); },
            "One copy with regular and one with streaming stores of the first layout's discount into its cv: "
            "{copy_GBps, copy_streaming_GBps, arrays}.")
-      .def("touch", [](BenchServer& s) { return bench_command(s, "touch"); }, "Every array once, untimed use.");
+      .def("touch", [](BenchServer& s) { return server_command(s, "touch"); }, "Every array once, untimed use.");
 
   module.def("bench", &run_bench, py::arg("dates") = 100, py::arg("ids") = 400000, py::arg("cols") = 5,
              py::arg("strategies") = std::nullopt,

@@ -7,6 +7,7 @@
 #include <vector>
 
 using namespace cvest;
+using namespace cvest::app;
 
 TEST_CASE("a copy roof that disagrees with itself is refused, one slow repeat is not", "[bench]") {
   const double bytes = 3.2e9;

@@ -7,6 +7,7 @@
 #include <fstream>
 
 using namespace cvest;
+using namespace cvest::app;
 namespace fs = std::filesystem;
 
 namespace {

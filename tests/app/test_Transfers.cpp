@@ -8,6 +8,7 @@
 #include <sstream>
 
 using namespace cvest;
+using namespace cvest::app;
 
 TEST_CASE("transfers: copies and the in-memory pipeline, both layouts and precisions", "[transfers]") {
   for (auto precision : {Precision::f64, Precision::f32})

@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const std::string path = "/tmp/cvest-fuzz-deck-" + std::to_string(::getpid()) + ".toml";
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
   try {
-    (void)cvest::load_deck(path, overrides);
+    (void)cvest::app::load_deck(path, overrides);
   } catch (const cvest::InputError&) {
   } catch (const std::invalid_argument&) {
   }

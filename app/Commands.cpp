@@ -1,0 +1,111 @@
+#include "app/Commands.hpp"
+
+#include "app/Deck.hpp"
+#include "app/run/ReportFormats.hpp"
+#include "app/run/RunDeck.hpp"
+#include "app/run/Verify.hpp"
+#include "core/Plan.hpp"
+#include "core/Spaces.hpp"
+#include "core/Strategy.hpp"
+#include "core/Version.hpp"
+#include "io/Chunks.hpp"
+#include "io/Generator.hpp"
+#include "io/Hdf5.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <ostream>
+#include <stdexcept>
+
+namespace cvest::app {
+
+RunReport run_command(const RunArgs& args, const Ranks& ranks, std::ostream& progress, std::ostream* table) {
+  Deck deck;
+  ranks.together([&] { deck = load_deck(args.deck, args.overrides); });
+  if (args.no_resume) deck.output.resume = false;
+  RunReport report = run_deck(deck, progress, ranks, args.plan_only);
+  ranks.together([&] {
+    if (!ranks.root()) return;
+    if (table) (args.plan_only ? print_plan : print_run_table)(report, *table);
+    if (args.plan_only) return;
+    if (!deck.report.json.empty()) write_report_file(deck.report.json, to_json(report).dump(2) + "\n");
+    if (!deck.report.csv.empty()) write_report_file(deck.report.csv, to_csv(report));
+  });
+  return report;
+}
+
+void verify_command(const VerifyArgs& args, std::ostream& progress) {
+  if (!args.input && !args.deck)
+    throw std::invalid_argument("verify needs the input file (input=...) or the deck that wrote the output (deck=...)");
+  VerifyOptions options;
+  options.output = args.output;
+  if (args.input) options.input = *args.input;
+  if (args.deck) {
+    const Deck deck = load_deck(*args.deck);
+    options.dataset = deck.output.dataset;
+    options.multby = deck.input.multby;
+    options.discount = deck.input.discount;
+    options.memory_budget = deck.run.memory_budget;
+    if (!args.input) options.input = deck.input.file;
+  } else {
+    names_from_output(options);
+  }
+  if (args.memory_budget) options.memory_budget = parse_bytes(*args.memory_budget);
+  verify_output(options, progress);
+}
+
+bench::Config bench_config(const BenchArgs& args) {
+  bench::Config config = args.sizes;
+  config.strategies = strategies_from_names(args.strategies);
+  config.layouts.clear();
+  for (const auto& name : args.layouts) config.layouts.push_back(layout_from_name(name));
+  config.precisions.clear();
+  for (const auto& name : args.precisions) config.precisions.push_back(precision_from_name(name));
+  return config;
+}
+
+bench::Report bench_command(const BenchArgs& args, std::ostream& progress, std::ostream* table) {
+  const bench::Report report = bench::run(bench_config(args), progress);
+  if (table) bench::print_table(report, *table);
+  if (!args.json.empty()) write_report_file(args.json, bench::to_json(report).dump(2) + "\n");
+  return report;
+}
+
+transfers::Report transfers_command(const TransfersArgs& args, std::ostream& progress, std::ostream* table) {
+  transfers::Config config = args.sizes;
+  config.precision = precision_from_name(args.precision);
+  config.strategy = strategy_from_name(args.strategy);
+  config.layout = layout_from_name(args.layout);
+  if (!args.block.empty()) config.block_bytes = parse_bytes(args.block);
+  config.copy_bytes = parse_bytes(args.copy_size);
+  const transfers::Report report = transfers::run(config, progress);
+  if (table) transfers::print(report, *table);
+  if (!args.json.empty()) write_report_file(args.json, transfers::to_json(report).dump(2) + "\n");
+  return report;
+}
+
+void generate_command(const GenerateArgs& args, std::ostream& out_text) {
+  GenerateSpec spec = args.spec;
+  spec.precision = precision_from_name(args.precision);
+  io::generate_input(args.out, spec, args.overwrite);
+  fmt::print(out_text, "wrote {} ({} x {} x {}, {})\n", args.out, spec.dates, spec.ids, spec.cols, args.precision);
+}
+
+std::string info_command() {
+  const auto facts = build_facts();
+  unsigned major = 0, minor = 0, release = 0;
+  io::hdf5_version(major, minor, release);
+  std::string text = fmt::format(
+      "cvest {}\nKokkos {}\nexecution spaces: {} (default {})\nthreads: {}\nHDF5 {}.{}.{}\nstrategies: {}\n",
+      CVEST_VERSION, facts.kokkos_version, facts.spaces, facts.backend, facts.threads, major, minor, release,
+      strategy_names());
+  text += fmt::format("HDF5 filters: {}\ndecoded by cvest's threads: {}\n", io::hdf5_filters_text(),
+                      io::decoders_text());
+  text += fmt::format("machine: {}, {} ({} logical CPUs, {:.0f} GiB)\n", facts.host,
+                      facts.cpu.empty() ? "CPU unknown" : facts.cpu, facts.cpus, facts.memory_bytes / double(1ull << 30));
+  if (!facts.gpu.empty()) text += fmt::format("gpu: {}\n", facts.gpu);
+  return text;
+}
+
+}  // namespace cvest::app
