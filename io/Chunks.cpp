@@ -272,7 +272,7 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& sho
     if (raw->chunk_ids_ == 0) return nullptr;
     hsize_t dims[3] = {};
     const Dataspace space(H5Dget_space(ds.get()));
-    H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+    if (H5Sget_simple_extent_dims(space.get(), dims, nullptr) < 0) return nullptr;  // read through HDF5 instead
     raw->T_ = Index(dims[0]);
     raw->chunks_per_date_ = (N + raw->chunk_ids_ - 1) / raw->chunk_ids_;
     const Index chunks = Index(dims[0]) * raw->chunks_per_date_;

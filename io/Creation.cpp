@@ -29,7 +29,7 @@ namespace cvest::io {
 // write back whole, and Lustre locks).
 File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, hsize_t page) {
   const PropList access(H5Pcreate(H5P_FILE_ACCESS));
-  if (page > 0) H5Pset_alignment(access.get(), page, page);
+  if (page > 0) check(H5Pset_alignment(access.get(), page, page), "H5Pset_alignment", path);
   constexpr int attempts = 16;
   for (int attempt = 0; attempt < attempts; ++attempt) {
     if (attempt > 0 || temp.empty()) {
@@ -74,25 +74,27 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
   PropList create(H5Pcreate(H5P_DATASET_CREATE));
   // No creation and modification times in the object header: the same job
   // writes the same bytes, whenever and on however many ranks it runs.
-  H5Pset_obj_track_times(create.get(), false);
-  H5Pset_chunk(create.get(), int(chunk.size()), chunk.data());
-  if (compression != Compression::none) H5Pset_shuffle(create.get());
-  if (compression == Compression::gzip) H5Pset_deflate(create.get(), unsigned(gzip_level));
+  check(H5Pset_obj_track_times(create.get(), false), "H5Pset_obj_track_times", shown);
+  check(H5Pset_chunk(create.get(), int(chunk.size()), chunk.data()), "H5Pset_chunk", shown);
+  if (compression != Compression::none) check(H5Pset_shuffle(create.get()), "H5Pset_shuffle", shown);
+  if (compression == Compression::gzip) check(H5Pset_deflate(create.get(), unsigned(gzip_level)), "H5Pset_deflate", shown);
   if (compression == Compression::lzf) {
     hsize_t chunk_elements = 1;
     for (const hsize_t c : chunk) chunk_elements *= c;
     const unsigned values[3] = {h5py_lzf_revision, LZF_VERSION, unsigned(chunk_elements * element_size(precision))};
     // HDF5 here has no lzf filter: an optional one can still be named, and
     // cvest stores chunks it compressed itself.
-    H5Pset_filter(create.get(), h5py_lzf_filter, H5Z_FLAG_OPTIONAL, 3, values);
+    check(H5Pset_filter(create.get(), h5py_lzf_filter, H5Z_FLAG_OPTIONAL, 3, values), "H5Pset_filter", shown);
   }
   // Nothing is pre-filled. Uncompressed chunks are allocated up front, so
   // their addresses are known and blocks can be written with pwrite.
-  H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER);
-  if (compression == Compression::none) H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY);
+  check(H5Pset_fill_time(create.get(), H5D_FILL_TIME_NEVER), "H5Pset_fill_time", shown);
+  if (compression == Compression::none)
+    check(H5Pset_alloc_time(create.get(), H5D_ALLOC_TIME_EARLY), "H5Pset_alloc_time", shown);
   const hid_t type = precision == Precision::f64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
   PropList link(H5Pcreate(H5P_LINK_CREATE));
-  H5Pset_create_intermediate_group(link.get(), 1);  // "results/cv": the group comes with it
+  // "results/cv": the group comes with it.
+  check(H5Pset_create_intermediate_group(link.get(), 1), "H5Pset_create_intermediate_group", shown);
   Dataset ds(H5Dcreate2(file.get(), name.c_str(), type, space.get(), link.get(), create.get(), H5P_DEFAULT));
   if (!ds) throw IoError(shown + ": cannot create dataset '" + name + "'");
   return ds;

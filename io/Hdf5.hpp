@@ -55,6 +55,13 @@ using Attribute = Handle<H5Aclose>;
 // reports one line instead) and its exit-time clean-up.
 void quiet_hdf5_errors();
 
+// A status HDF5 returned (herr_t, or a count) where a failure is an error:
+// IoError "WHAT: HDF5's CALL failed" where it is negative. Every HDF5 call
+// whose status matters goes through here or a check with a message of its
+// own; the metadata sandbox (io/MetadataSandbox.cpp) ignores statuses on
+// purpose, and says so.
+void check(long status, const char* call, const std::string& what);
+
 // The HDF5 library loaded at run time: its version.
 void hdf5_version(unsigned& major, unsigned& minor, unsigned& release);
 
@@ -82,20 +89,6 @@ struct DatasetShape {
 // Opens an existing HDF5 file read-only. InputError when it is missing or not
 // HDF5 (or truncated), naming the file.
 File open_input_file(const std::string& path);
-
-// HDF5 1.10.8 crashes (SIGSEGV) on some damaged metadata instead of
-// reporting an error: a group's local heap whose data address is undefined
-// (found by the input fuzzer; h5py crashes on such a file too), and nothing
-// short of parsing HDF5's format could tell beforehand. So the metadata that
-// opening `datasets` reads (the superblock, the groups on their paths, each
-// dataset's object header, type, dataspace, filters and attributes, its
-// whole chunk index) is read first in a child process. InputError naming the
-// file, the dataset and the signal when that child dies, or when HDF5 fails
-// to allocate memory there (the child may take 1 GiB more than it had: a
-// damaged length made HDF5 allocate and zero 4 GiB); other errors HDF5
-// reports there are left to the caller's own checks. Where no child can be made, or
-// one is still reading after a minute, the file is read here as before.
-void check_metadata_in_child(const std::string& path, const std::vector<std::string>& datasets);
 
 // Opens `name` in `file` (for messages: `path`) and checks its rank and
 // element type. InputError names the file, the dataset and what was found.

@@ -2,6 +2,7 @@
 
 #include "core/Interrupt.hpp"
 #include "io/Faults.hpp"
+#include "io/MetadataSandbox.hpp"
 
 namespace cvest::io {
 

@@ -3,6 +3,7 @@
 #include "core/Errors.hpp"
 #include "io/ChunkCache.hpp"
 #include "io/Hdf5.hpp"
+#include "io/MetadataSandbox.hpp"
 #include "io/OutputNames.hpp"
 
 #include <Kokkos_Core.hpp>

@@ -9,6 +9,7 @@
 // sanitizers see there is what reaches the C library (memcpy, malloc).
 #include "core/Errors.hpp"
 #include "io/Input.hpp"
+#include "io/MetadataSandbox.hpp"
 
 #include <algorithm>
 #include <cstddef>
