@@ -77,190 +77,252 @@ namespace pipeline_detail {
 // each take the next block, read it, compute it with the strategy's kernel
 // (Kokkos runs a kernel launched inside a parallel region inline, on the
 // launching thread), and write it. Phases are timed per block, so the
-// seconds per phase add up across threads.
+// seconds per phase add up across threads. Host spaces only.
+template <class Scalar, class Layout>
+class PerThread {
+ public:
+  using Space = ExecSpace;
+  using Mem = Space::memory_space;
+  using Flat = Kokkos::View<Scalar*, Mem>;
+  static constexpr bool right = std::is_same_v<Layout, Kokkos::LayoutRight>;
+
+  PerThread(const BlockPlan& plan, const BlockIO<Scalar>& io, const PipelineOptions& options, std::ostream& out)
+      : plan_(plan), io_(io), options_(options), nblocks_(int(plan.blocks.size())), K_(plan.K),
+        threads_(std::min(options.threads, nblocks_)),
+        // LayoutLeft blocks are computed a tile of ids at a time (see left_tile_bytes).
+        tile_(kernel_ids(plan, layout_kind<Layout>(), options.threads)),
+        // A LayoutLeft block is transposed out of its compute buffers into
+        // the buffer it was read into (free once transposed in): one block
+        // buffer less per thread, and one less for the caches to hold.
+        transpose_out_to_read_buffer_(!right && !io.discount_at && !io.cv_at),
+        progress_(plan, options, rec_, out, esize),
+        // Kokkos Tools expect one kernel at a time (the kernel timer keeps
+        // the running kernel in a global, space-time-stack one stack of
+        // frames), so with a tool loaded the threads launch their kernels
+        // one at a time; reads and writes still overlap them. Without a
+        // tool, no lock.
+        one_launch_at_a_time_(Kokkos::Tools::profileLibraryLoaded()) {
+    allocate();
+  }
+
+  PipelineStats run() {
+#ifdef KOKKOS_ENABLE_OPENMP
+#pragma omp parallel num_threads(threads_)
+    work(omp_get_thread_num());
+#else
+    work(0);
+#endif
+    progress_.finish();
+    stats_.total_s = rec_.now();
+    failure_.rethrow();
+    return std::move(stats_);
+  }
+
+ private:
+  static constexpr double esize = sizeof(Scalar);
+
+  // One thread's; allocated before the parallel region (no allocation inside
+  // it) and reused for every block it takes.
+  struct Buffers {
+    Flat d, cv, m, d_compute, cv_compute, m_compute;
+    Index m_ids = -1, m_compute_ids = -1;
+  };
+
+  void allocate() {
+    const auto alloc = [&](const std::string& label, std::size_t n) {
+      if (options_.buffers) return options_.buffers->get<Scalar, Mem>(label, n);
+      return Flat(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
+    };
+    const std::size_t cube = std::size_t(plan_.block_dates * plan_.block_ids * K_),
+                      row = std::size_t(plan_.block_ids * K_), tile = std::size_t(plan_.block_dates * tile_ * K_);
+    buffers_.resize(static_cast<std::size_t>(threads_));
+    for (int w = 0; w < threads_; ++w) {
+      const std::string tag = std::to_string(w);
+      Buffers& buf = buffers_[std::size_t(w)];
+      buf.d = alloc("cvest::per_thread::discount" + tag, io_.discount_at ? 0 : cube);
+      buf.cv = alloc("cvest::per_thread::cv" + tag, io_.cv_at || transpose_out_to_read_buffer_ ? 0 : cube);
+      buf.m = alloc("cvest::per_thread::multBy" + tag, io_.multby_at ? 0 : row);
+      buf.d_compute = alloc("cvest::per_thread::discount_left" + tag, right ? 0 : tile);
+      buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : tile);
+      buf.m_compute = alloc("cvest::per_thread::multBy_left" + tag, right ? 0 : row);
+    }
+  }
+
+  template <class Step>
+  void launch(Step&& timed_step) {
+    if (!one_launch_at_a_time_) return timed_step();
+    const std::lock_guard<std::mutex> lock(launch_mutex_);
+    timed_step();
+  }
+
+  // Thread w's loop: the next block read, computed and written, until none
+  // is left or another thread failed.
+  void work(int w) {
+    Buffers& buf = buffers_[std::size_t(w)];
+    try {
+      for (int b = next_++; b < nblocks_ && !failure_.failed(); b = next_++) {
+        const Block& blk = plan_.blocks[b];
+        const double bytes = double(blk.dates.size() * blk.ids.size() * K_) * esize;
+        read(b, buf);
+        const Scalar* m = io_.multby_at ? io_.multby_at(blk.ids) : buf.m.data();
+        const Scalar* d = io_.discount_at ? io_.discount_at(blk) : buf.d.data();
+        Scalar* cv = io_.cv_at ? io_.cv_at(blk) : transpose_out_to_read_buffer_ ? buf.d.data() : buf.cv.data();
+        if constexpr (right) compute_in_place(b, buf, m, d, cv);
+        else compute_in_tiles(b, buf, m, d, cv);
+        if (options_.before_io) options_.before_io(Phase::write, b);
+        if (!io_.cv_at) rec_.time(b, Phase::write, bytes, [&] { io_.write_cv(blk, cv); });
+        progress_.block_done(++done_);
+      }
+    } catch (...) {
+      failure_.set(std::current_exception());
+    }
+  }
+
+  void read(int b, Buffers& buf) {
+    const Block& blk = plan_.blocks[b];
+    const Index nb = blk.ids.size();
+    if (options_.before_io) options_.before_io(Phase::read, b);
+    const bool read_m = !io_.multby_at && buf.m_ids != blk.ids.begin;
+    const double bytes = io_.discount_at ? 0.0 : double(blk.dates.size() * nb * K_) * esize;
+    rec_.time(b, Phase::read, bytes + (read_m ? double(nb * K_) * esize : 0.0), [&] {
+      if (read_m) {
+        io_.read_multby(blk.ids, buf.m.data());
+        buf.m_ids = blk.ids.begin;
+      }
+      if (!io_.discount_at) io_.read_discount(blk, buf.d.data());
+    });
+  }
+
+  // LayoutRight: computed in the I/O buffers; h2d and d2h are empty.
+  void compute_in_place(int b, Buffers& buf, const Scalar* m, const Scalar* d, Scalar* cv) {
+    const Block& blk = plan_.blocks[b];
+    const Index tb = blk.dates.size(), nb = blk.ids.size();
+    const double kernel_bytes = block_kernel_bytes(blk, K_, esize);
+    rec_.nothing(b, Phase::h2d);
+    launch([&] {
+      const double kernel_begin = rec_.now();
+      multiply(options_.strategy, Space(),
+               Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K_),
+                                             Cube<const Scalar, Layout, Mem>(d, tb, nb, K_),
+                                             Cube<Scalar, Layout, Mem>(cv, tb, nb, K_)},
+               io_.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
+      const double kernel_end = rec_.now();
+      rec_.span(b, Phase::kernel, kernel_bytes, kernel_begin, kernel_end);
+      // The roof: the block's cv copied into its discount buffer, which the
+      // kernel has consumed (own buffers only).
+      if (roof_sampled(b, nblocks_) && !io_.discount_at)
+        rec_.roof(kernel_bytes, kernel_end - kernel_begin, [&] {
+          roof::copy_here(buf.d.data(), cv, std::size_t(tb * nb * K_),
+                          io_.cv_at ? roof::Stores::streaming : roof::Stores::regular);
+          roof::read_here(m, std::size_t(nb * K_));
+        });
+    });
+    rec_.nothing(b, Phase::d2h);
+  }
+
+  // What a LayoutLeft block's tiles took, phase by phase: the first tile's
+  // start and the tiles' seconds together (the phases alternate tile by tile).
+  struct TileTimes {
+    double h2d_s = 0, kernel_s = 0, d2h_s = 0, h2d_begin = -1, kernel_begin = -1, d2h_begin = -1;
+  };
+  template <class Step>
+  void timed(double& sum, double& first, Step&& step) {
+    const double t0 = rec_.now();
+    step();
+    if (first < 0) first = t0;
+    sum += rec_.now() - t0;
+  }
+
+  // LayoutLeft: C-order file data <-> LayoutLeft compute buffers, a tile of
+  // ids at a time (see left_tile_bytes): each tile's slice of the block is
+  // transposed in, computed and transposed back. multBy's rows are
+  // transposed once per id range, tile by tile, each as a (1, tile ids, K)
+  // cube at its tile's offset, reused by the id range's later blocks: tiles
+  // are sized for the plan's dates, so a shorter last date block has the
+  // same tiles.
+  void compute_in_tiles(int b, Buffers& buf, const Scalar* m, const Scalar* d, Scalar* cv) {
+    const Block& blk = plan_.blocks[b];
+    const Index tb = blk.dates.size(), nb = blk.ids.size();
+    const bool stage_m = buf.m_compute_ids != blk.ids.begin;
+    TileTimes t;
+    for (Index s0 = 0; s0 < nb; s0 += tile_) compute_tile(b, buf, m, d, cv, s0, stage_m, t);
+    buf.m_compute_ids = blk.ids.begin;
+    // One span per phase: from its first tile's start, as long as its tiles
+    // took together.
+    const double bytes = double(tb * nb * K_) * esize;
+    rec_.span(b, Phase::h2d, bytes + (stage_m ? double(nb * K_) * esize : 0.0), t.h2d_begin, t.h2d_begin + t.h2d_s);
+    rec_.span(b, Phase::kernel, block_kernel_bytes(blk, K_, esize), t.kernel_begin, t.kernel_begin + t.kernel_s);
+    rec_.span(b, Phase::d2h, bytes, t.d2h_begin, t.d2h_begin + t.d2h_s);
+  }
+
+  void compute_tile(int b, Buffers& buf, const Scalar* m, const Scalar* d, Scalar* cv, Index s0, bool stage_m,
+                    TileTimes& t) {
+    const Space space;
+    const Block& blk = plan_.blocks[b];
+    const Index tb = blk.dates.size(), nb = blk.ids.size(), ns = std::min(tile_, nb - s0);
+    Cube<Scalar, Layout, Mem> d_left(buf.d_compute.data(), tb, ns, K_), cv_left(buf.cv_compute.data(), tb, ns, K_);
+    Scalar* m_left = buf.m_compute.data() + s0 * K_;
+    launch([&] {
+      timed(t.h2d_s, t.h2d_begin, [&] {
+        transpose_host<true>(space, const_cast<Scalar*>(d) + s0 * K_, nb * K_, d_left.data(), tb, ns, K_,
+                             "cvest::per_thread::transpose_in");
+        if (stage_m)
+          transpose_host<true>(space, const_cast<Scalar*>(m) + s0 * K_, nb * K_, m_left, 1, ns, K_,
+                               "cvest::per_thread::transpose_in");
+      });
+    });
+    launch([&] {
+      const double tile_kernel_s = t.kernel_s;
+      timed(t.kernel_s, t.kernel_begin, [&] {
+        multiply(options_.strategy, space,
+                 Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m_left, ns, K_), d_left, cv_left},
+                 CvNext::cache);
+      });
+      // The roof, tile by tile as the kernel: the tile's cv copied into its
+      // consumed discount cube, before it is transposed out.
+      if (roof_sampled(b, nblocks_))
+        rec_.roof(kernel_call_bytes(tb, ns, K_, esize), t.kernel_s - tile_kernel_s, [&] {
+          roof::copy_here(d_left.data(), cv_left.data(), std::size_t(tb * ns * K_), roof::Stores::regular);
+          roof::read_here(m_left, std::size_t(ns * K_));
+        });
+    });
+    launch([&] {
+      timed(t.d2h_s, t.d2h_begin, [&] {
+        transpose_host<false>(space, cv + s0 * K_, nb * K_, cv_left.data(), tb, ns, K_,
+                              "cvest::per_thread::transpose_out");
+      });
+    });
+  }
+
+  const BlockPlan& plan_;
+  const BlockIO<Scalar>& io_;
+  const PipelineOptions& options_;
+  const int nblocks_;
+  const Index K_;
+  const int threads_;
+  const Index tile_;
+  const bool transpose_out_to_read_buffer_;
+  PipelineStats stats_;
+  Recorder rec_{stats_};  // the run's clock: from here
+  ProgressLine progress_;
+  Failure failure_;
+  std::atomic<int> next_{0}, done_{0};
+  std::mutex launch_mutex_;
+  const bool one_launch_at_a_time_;
+  std::vector<Buffers> buffers_;
+};
+
 template <class Scalar, class Layout>
 PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, const PipelineOptions& options,
                              std::ostream& progress_out) {
-  using Space = ExecSpace;
-  using Mem = Space::memory_space;
-  constexpr bool right = std::is_same_v<Layout, Kokkos::LayoutRight>;
-  if constexpr (!policy::on_host<Space>) {
+  if constexpr (!policy::on_host<ExecSpace>) {
     throw std::invalid_argument("cvest: the per-thread pipeline runs on host spaces only");
   } else {
     if (!io.concurrent) throw std::invalid_argument("cvest: the per-thread pipeline needs concurrent BlockIO calls");
     if (options.strategy == Strategy::team)
       throw std::invalid_argument("cvest: strategy team cannot run in the per-thread pipeline");
-    PipelineStats stats;
-    const int nblocks = int(plan.blocks.size());
-    if (nblocks == 0) return stats;
-    const Index K = plan.K;
-    const std::size_t cube_elems = std::size_t(plan.block_dates * plan.block_ids * K),
-                      row_elems = std::size_t(plan.block_ids * K);
-    // LayoutLeft blocks are computed a tile of ids at a time (see left_tile_bytes).
-    const Index tile = kernel_ids(plan, layout_kind<Layout>(), options.threads);
-    const std::size_t tile_elems = std::size_t(plan.block_dates * tile * K);
-    const double esize = sizeof(Scalar);
-    const int threads = std::min(options.threads, nblocks);
-    Recorder rec(stats);
-    ProgressLine progress(plan, options, rec, progress_out, esize);
-    Failure failure;
-    std::atomic<int> next{0}, done{0};
-    // Kokkos Tools expect one kernel at a time (the kernel timer keeps the
-    // running kernel in a global, space-time-stack one stack of frames), so
-    // with a tool loaded the threads launch their kernels one at a time;
-    // reads and writes still overlap them. Without a tool, no lock.
-    std::mutex launch_mutex;
-    const bool one_launch_at_a_time = Kokkos::Tools::profileLibraryLoaded();
-    const auto launch = [&](auto&& timed_step) {
-      if (!one_launch_at_a_time) return timed_step();
-      const std::lock_guard<std::mutex> lock(launch_mutex);
-      timed_step();
-    };
-
-    // One thread's loop; its buffers are allocated before the parallel
-    // region (no allocation inside it) and reused for every block it takes.
-    struct Buffers {
-      Kokkos::View<Scalar*, Mem> d, cv, m, d_compute, cv_compute, m_compute;
-      Index m_ids = -1, m_compute_ids = -1;
-    };
-    std::vector<Buffers> buffers(static_cast<std::size_t>(threads));
-    // A LayoutLeft block is transposed out of its compute buffers into the
-    // buffer it was read into (free once transposed in): one block buffer
-    // less per thread, and one less for the caches to hold.
-    const bool transpose_out_to_read_buffer = !right && !io.discount_at && !io.cv_at;
-    const auto alloc = [&](const std::string& label, std::size_t n) {
-      if (options.buffers) return options.buffers->get<Scalar, Mem>(label, n);
-      return Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc(label, Kokkos::WithoutInitializing), n);
-    };
-    for (int w = 0; w < threads; ++w) {
-      const std::string tag = std::to_string(w);
-      Buffers& buf = buffers[std::size_t(w)];
-      buf.d = alloc("cvest::per_thread::discount" + tag, io.discount_at ? 0 : cube_elems);
-      buf.cv = alloc("cvest::per_thread::cv" + tag, io.cv_at || transpose_out_to_read_buffer ? 0 : cube_elems);
-      buf.m = alloc("cvest::per_thread::multBy" + tag, io.multby_at ? 0 : row_elems);
-      buf.d_compute = alloc("cvest::per_thread::discount_left" + tag, right ? 0 : tile_elems);
-      buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : tile_elems);
-      buf.m_compute = alloc("cvest::per_thread::multBy_left" + tag, right ? 0 : row_elems);
-    }
-    const auto work = [&](int w) {
-      Buffers& buf = buffers[std::size_t(w)];
-      const Space space;
-      try {
-        for (int b = next++; b < nblocks && !failure.failed(); b = next++) {
-          const Block& blk = plan.blocks[b];
-          const Index tb = blk.dates.size(), nb = blk.ids.size();
-          const double bytes = double(tb * nb * K) * esize;
-          if (options.before_io) options.before_io(Phase::read, b);
-          const bool read_m = !io.multby_at && buf.m_ids != blk.ids.begin;
-          rec.time(b, Phase::read, (io.discount_at ? 0.0 : bytes) + (read_m ? double(nb * K) * esize : 0.0), [&] {
-            if (read_m) {
-              io.read_multby(blk.ids, buf.m.data());
-              buf.m_ids = blk.ids.begin;
-            }
-            if (!io.discount_at) io.read_discount(blk, buf.d.data());
-          });
-          const Scalar* m = io.multby_at ? io.multby_at(blk.ids) : buf.m.data();
-          const Scalar* d = io.discount_at ? io.discount_at(blk) : buf.d.data();
-          Scalar* cv = io.cv_at ? io.cv_at(blk) : transpose_out_to_read_buffer ? buf.d.data() : buf.cv.data();
-          const double kernel_bytes = block_kernel_bytes(blk, K, esize);
-          const bool sampled = roof_sampled(b, nblocks);
-          if constexpr (right) {  // computes in the I/O buffers: h2d and d2h are empty
-            rec.nothing(b, Phase::h2d);
-            launch([&] {
-              const double kernel_begin = rec.now();
-              multiply(options.strategy, space,
-                       Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K),
-                                                     Cube<const Scalar, Layout, Mem>(d, tb, nb, K),
-                                                     Cube<Scalar, Layout, Mem>(cv, tb, nb, K)},
-                       io.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
-              const double kernel_end = rec.now();
-              rec.span(b, Phase::kernel, kernel_bytes, kernel_begin, kernel_end);
-              // The roof: the block's cv copied into its discount buffer,
-              // which the kernel has consumed (own buffers only).
-              if (sampled && !io.discount_at)
-                rec.roof(kernel_bytes, kernel_end - kernel_begin, [&] {
-                  roof::copy_here(buf.d.data(), cv, std::size_t(tb * nb * K),
-                                  io.cv_at ? roof::Stores::streaming : roof::Stores::regular);
-                  roof::read_here(m, std::size_t(nb * K));
-                });
-            });
-            rec.nothing(b, Phase::d2h);
-          } else {
-            // C-order file data <-> LayoutLeft compute buffers, a tile of
-            // ids at a time (see left_tile_bytes): each tile's slice of the
-            // block is transposed in, computed and transposed back. multBy's
-            // rows are transposed once per id range, tile by tile, each as a
-            // (1, tile ids, K) cube at its tile's offset, reused by the id
-            // range's later blocks: tiles are sized for the plan's dates, so
-            // a shorter last date block has the same tiles.
-            const bool stage_m = buf.m_compute_ids != blk.ids.begin;
-            double h2d_s = 0, kernel_s = 0, d2h_s = 0, h2d_begin = -1, kernel_begin = -1, d2h_begin = -1;
-            const auto timed = [&](double& sum, double& first, auto&& step) {
-              const double t0 = rec.now();
-              step();
-              if (first < 0) first = t0;
-              sum += rec.now() - t0;
-            };
-            for (Index s0 = 0; s0 < nb; s0 += tile) {
-              const Index ns = std::min(tile, nb - s0);
-              Cube<Scalar, Layout, Mem> d_left(buf.d_compute.data(), tb, ns, K), cv_left(buf.cv_compute.data(), tb, ns, K);
-              Scalar* m_left = buf.m_compute.data() + s0 * K;
-              launch([&] {
-                timed(h2d_s, h2d_begin, [&] {
-                  transpose_host<true>(space, const_cast<Scalar*>(d) + s0 * K, nb * K, d_left.data(), tb, ns, K,
-                                       "cvest::per_thread::transpose_in");
-                  if (stage_m)
-                    transpose_host<true>(space, const_cast<Scalar*>(m) + s0 * K, nb * K, m_left, 1, ns, K,
-                                         "cvest::per_thread::transpose_in");
-                });
-              });
-              launch([&] {
-                const double tile_kernel_s = kernel_s;
-                timed(kernel_s, kernel_begin, [&] {
-                  multiply(options.strategy, space,
-                           Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m_left, ns, K), d_left, cv_left},
-                           CvNext::cache);
-                });
-                // The roof, tile by tile as the kernel: the tile's cv copied
-                // into its consumed discount cube, before it is transposed out.
-                if (sampled)
-                  rec.roof(kernel_call_bytes(tb, ns, K, esize), kernel_s - tile_kernel_s, [&] {
-                    roof::copy_here(d_left.data(), cv_left.data(), std::size_t(tb * ns * K), roof::Stores::regular);
-                    roof::read_here(m_left, std::size_t(ns * K));
-                  });
-              });
-              launch([&] {
-                timed(d2h_s, d2h_begin, [&] {
-                  transpose_host<false>(space, cv + s0 * K, nb * K, cv_left.data(), tb, ns, K,
-                                        "cvest::per_thread::transpose_out");
-                });
-              });
-            }
-            buf.m_compute_ids = blk.ids.begin;
-            // One span per phase: from its first tile's start, as long as its
-            // tiles took together (the phases alternate tile by tile).
-            rec.span(b, Phase::h2d, bytes + (stage_m ? double(nb * K) * esize : 0.0), h2d_begin, h2d_begin + h2d_s);
-            rec.span(b, Phase::kernel, kernel_bytes, kernel_begin, kernel_begin + kernel_s);
-            rec.span(b, Phase::d2h, bytes, d2h_begin, d2h_begin + d2h_s);
-          }
-          if (options.before_io) options.before_io(Phase::write, b);
-          if (!io.cv_at) rec.time(b, Phase::write, bytes, [&] { io.write_cv(blk, cv); });
-          progress.block_done(++done);
-        }
-      } catch (...) {
-        failure.set(std::current_exception());
-      }
-    };
-#ifdef KOKKOS_ENABLE_OPENMP
-#pragma omp parallel num_threads(threads)
-    work(omp_get_thread_num());
-#else
-    work(0);
-#endif
-    progress.finish();
-    stats.total_s = rec.now();
-    failure.rethrow();
-    return stats;
+    if (plan.blocks.empty()) return {};
+    return PerThread<Scalar, Layout>(plan, io, options, progress_out).run();
   }
 }
 

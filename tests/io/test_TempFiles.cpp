@@ -10,6 +10,7 @@
 #include "io/Journal.hpp"
 #include "io/TempFiles.hpp"
 #include "Scratch.hpp"
+#include "Planted.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -26,52 +27,8 @@
 
 using namespace cvest;
 using namespace cvest::io;
+using namespace cvest::test;
 namespace fs = std::filesystem;
-
-namespace {
-
-constexpr uid_t other_uid = 54321;  // a user that is not the one running the tests
-
-std::string contents(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void write_text(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// A file holding someone else's bytes, which a planted link points at.
-fs::path victim(const std::string& name) {
-  const fs::path v = scratch(name);
-  write_text(v, "someone's notes\n");
-  return v;
-}
-
-// A process id that no longer runs.
-pid_t dead_pid() {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  REQUIRE(child > 0);
-  ::waitpid(child, nullptr, 0);
-  return child;
-}
-
-// `.NAME.tmp-HOST-` of this host's temporary names for `path`.
-std::string name_prefix(const fs::path& path) {
-  const std::string ours = temp_path_for(path.string());
-  const std::size_t pid_at = ours.rfind("-" + std::to_string(::getpid()) + "-");
-  REQUIRE(pid_at != std::string::npos);
-  return ours.substr(0, pid_at + 1);
-}
-
-// Whether files can be given to another user here (the tests run as root
-// in CI); the checks that need it say so where they cannot run.
-bool can_chown() { return ::geteuid() == 0; }
-
-void give_away(const fs::path& path) { REQUIRE(::lchown(path.c_str(), other_uid, other_uid) == 0); }
-
-}  // namespace
 
 TEST_CASE("temporary names are fresh each time, and creating one never follows or reuses a name", "[io][shared]") {
   const auto path = scratch("named.h5");
@@ -198,86 +155,4 @@ TEST_CASE("a killed run's leftovers: only regular files of ours at our names are
   if (can_chown()) CHECK(contents(others) == "another user's run");
   else fs::remove(others);
   for (const auto& f : {running, other_host, unrelated, not_token, dead_link, others}) fs::remove(f);
-}
-
-TEST_CASE("the output lock never follows a link, nor writes or removes another user's file", "[io][shared]") {
-  const auto path = scratch("locked.h5");
-  const fs::path lock = path.parent_path() / ".locked.h5.lock";
-  fs::remove(lock);
-  const fs::path v = victim("locked_victim.txt");
-  fs::create_symlink(v, lock);
-  CHECK_THROWS_WITH(OutputLock(path.string()),
-                    Catch::Contains("locked.h5: the lock file") && Catch::Contains(".locked.h5.lock is a symbolic link"));
-  CHECK(fs::is_symlink(lock));
-  CHECK(contents(v) == "someone's notes\n");
-  fs::remove(lock);
-
-  REQUIRE(::mkfifo(lock.c_str(), 0644) == 0);  // opened without blocking, refused
-  CHECK_THROWS_WITH(OutputLock(path.string()), Catch::Contains("is not a regular file"));
-  CHECK(fs::is_fifo(lock));
-  fs::remove(lock);
-
-  { const OutputLock ours(path.string()); CHECK(contents(lock).rfind("pid " + std::to_string(::getpid()), 0) == 0); }
-  CHECK_FALSE(fs::exists(lock));  // our own is removed with the lock
-
-  if (!can_chown()) {
-    WARN("not root: a lock file of another user's is not checked here");
-    return;
-  }
-  write_text(lock, "pid 1 on elsewhere\n");
-  give_away(lock);
-  {
-    const OutputLock held(path.string());  // locked as it is
-    CHECK(contents(lock) == "pid 1 on elsewhere\n");
-    CHECK_THROWS_WITH(OutputLock(path.string()), Catch::Contains("another cvest run is writing it"));
-  }
-  CHECK(contents(lock) == "pid 1 on elsewhere\n");  // neither written nor removed
-  fs::remove(lock);
-}
-
-TEST_CASE("a journal is created only at new names, and resumes only the file it names", "[io][shared]") {
-  const auto data = scratch("jdata.bin"), other = scratch("jother.bin"), moved = scratch("jmoved.bin");
-  write_text(data, std::string(4096, 'd'));
-  write_text(other, std::string(4096, 'o'));
-  const std::string journal = data.string() + ".journal-0";
-  fs::remove(journal);
-  const Fingerprint job{{"job", "a"}};
-  const fs::path v = victim("journal_victim.txt");
-  std::string why;
-
-  fs::create_symlink(v, journal + ".new");  // a link at the journal's own new name
-  CHECK_THROWS_WITH(Journal(journal, data.string(), job), Catch::Contains("cannot create the resume journal"));
-  CHECK(fs::is_symlink(journal + ".new"));
-  CHECK_FALSE(fs::exists(fs::symlink_status(journal)));
-  fs::remove(journal + ".new");
-  fs::create_symlink(v, journal);  // a link at the journal's name: not replaced, not followed
-  CHECK_THROWS_WITH(Journal(journal, data.string(), job), Catch::Contains("cannot move the resume journal into place"));
-  CHECK(fs::is_symlink(journal));
-  CHECK_FALSE(fs::exists(fs::symlink_status(journal + ".new")));
-  CHECK_FALSE(Journal::read(journal, data.string(), job, why));
-  CHECK(why.find("is a symbolic link") != std::string::npos);
-  CHECK(contents(v) == "someone's notes\n");
-  fs::remove(journal);
-  const fs::path data_link = scratch("jlink.bin");
-  fs::create_symlink(data, data_link);  // nor is the output it syncs opened through a link
-  CHECK_THROWS_WITH(Journal(data_link.string() + ".journal-0", data_link.string(), job),
-                    Catch::Contains("is a symbolic link"));
-  fs::remove(data_link);
-
-  { const Journal written(journal, data.string(), job, {{{0, 1}, {0, 10}}}); }
-  const auto back = Journal::read(journal, data.string(), job, why);
-  REQUIRE(back);
-  CHECK(back->size() == 1);
-  CHECK_FALSE(Journal::read(journal, other.string(), job, why));  // the same job, another file
-  CHECK(why.find("its journal names another file") != std::string::npos);
-  fs::rename(data, moved);  // a rename keeps what it names
-  CHECK(Journal::read(journal, moved.string(), job, why));
-  if (can_chown()) {
-    give_away(journal);
-    CHECK_FALSE(Journal::read(journal, moved.string(), job, why));
-    CHECK(why.find("owned by another user") != std::string::npos);
-  } else {
-    WARN("not root: a journal of another user's is not checked here");
-  }
-  for (const auto& f : {fs::path(journal), other, moved}) fs::remove(f);
 }

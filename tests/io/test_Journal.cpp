@@ -1,0 +1,74 @@
+// The resume journal in a shared folder.
+#include "io/Disk.hpp"
+#include "io/Generator.hpp"
+#include "io/Input.hpp"
+#include "io/OutputFile.hpp"
+#include "io/OutputLock.hpp"
+#include "io/Journal.hpp"
+#include "io/TempFiles.hpp"
+#include "Scratch.hpp"
+#include "Planted.hpp"
+
+#include <catch2/catch.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <fcntl.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace cvest;
+using namespace cvest::io;
+using namespace cvest::test;
+namespace fs = std::filesystem;
+
+TEST_CASE("a journal is created only at new names, and resumes only the file it names", "[io][shared]") {
+  const auto data = scratch("jdata.bin"), other = scratch("jother.bin"), moved = scratch("jmoved.bin");
+  write_text(data, std::string(4096, 'd'));
+  write_text(other, std::string(4096, 'o'));
+  const std::string journal = data.string() + ".journal-0";
+  fs::remove(journal);
+  const Fingerprint job{{"job", "a"}};
+  const fs::path v = victim("journal_victim.txt");
+  std::string why;
+
+  fs::create_symlink(v, journal + ".new");  // a link at the journal's own new name
+  CHECK_THROWS_WITH(Journal(journal, data.string(), job), Catch::Contains("cannot create the resume journal"));
+  CHECK(fs::is_symlink(journal + ".new"));
+  CHECK_FALSE(fs::exists(fs::symlink_status(journal)));
+  fs::remove(journal + ".new");
+  fs::create_symlink(v, journal);  // a link at the journal's name: not replaced, not followed
+  CHECK_THROWS_WITH(Journal(journal, data.string(), job), Catch::Contains("cannot move the resume journal into place"));
+  CHECK(fs::is_symlink(journal));
+  CHECK_FALSE(fs::exists(fs::symlink_status(journal + ".new")));
+  CHECK_FALSE(Journal::read(journal, data.string(), job, why));
+  CHECK(why.find("is a symbolic link") != std::string::npos);
+  CHECK(contents(v) == "someone's notes\n");
+  fs::remove(journal);
+  const fs::path data_link = scratch("jlink.bin");
+  fs::create_symlink(data, data_link);  // nor is the output it syncs opened through a link
+  CHECK_THROWS_WITH(Journal(data_link.string() + ".journal-0", data_link.string(), job),
+                    Catch::Contains("is a symbolic link"));
+  fs::remove(data_link);
+
+  { const Journal written(journal, data.string(), job, {{{0, 1}, {0, 10}}}); }
+  const auto back = Journal::read(journal, data.string(), job, why);
+  REQUIRE(back);
+  CHECK(back->size() == 1);
+  CHECK_FALSE(Journal::read(journal, other.string(), job, why));  // the same job, another file
+  CHECK(why.find("its journal names another file") != std::string::npos);
+  fs::rename(data, moved);  // a rename keeps what it names
+  CHECK(Journal::read(journal, moved.string(), job, why));
+  if (can_chown()) {
+    give_away(journal);
+    CHECK_FALSE(Journal::read(journal, moved.string(), job, why));
+    CHECK(why.find("owned by another user") != std::string::npos);
+  } else {
+    WARN("not root: a journal of another user's is not checked here");
+  }
+  for (const auto& f : {fs::path(journal), other, moved}) fs::remove(f);
+}
