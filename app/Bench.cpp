@@ -209,6 +209,109 @@ double bytes_moved(Index T, Index N, Index K, Precision precision) {
   return (2.0 * double(T) * double(N) * double(K) + double(N) * double(K)) * double(element_size(precision));
 }
 
+// Every variant's timings over the repeats, and the roof's (regular copy,
+// streaming copy, triad), and each variant's own copy of its arrays.
+struct Timings {
+  std::vector<std::vector<double>> roof{3};
+  std::vector<std::vector<double>> kernels;  // variant by variant, strategy by strategy
+  std::vector<std::array<std::vector<double>, 2>> own_roof;  // regular, streaming
+};
+
+double time_roof(const Space& space, const RoofArrays& roof_arrays, int which) {
+  switch (which) {
+    case 0: return roof_arrays.copy(space, roof::Stores::regular);
+    case 1: return roof_arrays.copy(space, roof::Stores::streaming);
+    default: return roof_arrays.triad(space);
+  }
+}
+
+// Everything in turn until warm_seconds have passed, so no variant (nor the
+// roof) meets memory the process has only just touched.
+void warm_up(const Space& space, const Config& config, std::vector<Variant>& variants, const RoofArrays& roof_arrays,
+             std::ostream& progress) {
+  for (int w = 0; w < 3; ++w) time_roof(space, roof_arrays, w);
+  Kokkos::Timer warm;
+  while (warm.seconds() < config.warm_seconds) {
+    throw_if_interrupted();
+    for (int w = 0; w < 2; ++w) time_roof(space, roof_arrays, w);
+    for (auto& v : variants) {
+      for (auto stores : {roof::Stores::regular, roof::Stores::streaming}) v.copy_once(stores);
+      for (auto s : config.strategies) v.time_once(s);
+    }
+  }
+  fmt::print(progress, "  warmed {:.1f} s\n", warm.seconds());
+}
+
+// Timed passes, interleaved so that bandwidth swings hit every variant alike.
+// Each variant's own roof too: its discount copied into its cv, both kinds
+// of store, in the same repeats. Its pages are the kernels' pages: the
+// roof's arrays, allocated last, got half as many huge pages on this
+// machine, and a kernel then ran at 1.12-1.23 of their copy.
+Timings timed_passes(const Space& space, const Config& config, std::vector<Variant>& variants,
+                     const RoofArrays& roof_arrays, std::ostream& progress) {
+  Timings t;
+  t.kernels.resize(variants.size() * config.strategies.size());
+  t.own_roof.resize(variants.size());
+  for (int r = 0; r < config.repeats; ++r) {
+    throw_if_interrupted();
+    for (int w = 0; w < 3; ++w) t.roof[w].push_back(time_roof(space, roof_arrays, w));
+    for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+      t.own_roof[vi][0].push_back(variants[vi].copy_once(roof::Stores::regular));
+      t.own_roof[vi][1].push_back(variants[vi].copy_once(roof::Stores::streaming));
+      for (std::size_t si = 0; si < config.strategies.size(); ++si)
+        t.kernels[vi * config.strategies.size() + si].push_back(variants[vi].time_once(config.strategies[si]));
+    }
+    fmt::print(progress, "  pass {}/{} done\n", r + 1, config.repeats);
+  }
+  return t;
+}
+
+// The roof's figures; UnsteadyRoof where they disagree beyond noise: the
+// roof judges everything else, and fractions of such a roof would mislead.
+void roof_figures(const Timings& t, Index elements, Report& report) {
+  const double roof_bytes = 2.0 * double(elements) * 8, triad_bytes = 3.0 * double(elements) * 8;
+  report.roof.copy_GBps = roof_bytes / median(t.roof[0]) / 1e9;
+  report.roof.copy_streaming_GBps = roof_bytes / median(t.roof[1]) / 1e9;
+  report.roof.triad_GBps = triad_bytes / median(t.roof[2]) / 1e9;
+  const auto [c0, c1] = std::minmax_element(t.roof[0].begin(), t.roof[0].end());
+  const auto [s0, s1] = std::minmax_element(t.roof[1].begin(), t.roof[1].end());
+  report.roof.copy_min_GBps = roof_bytes / *c1 / 1e9;
+  report.roof.copy_max_GBps = roof_bytes / *c0 / 1e9;
+  report.roof.copy_streaming_min_GBps = roof_bytes / *s1 / 1e9;
+  report.roof.copy_streaming_max_GBps = roof_bytes / *s0 / 1e9;
+  if (const auto problem = unsteady_roof(t.roof[0], t.roof[1], roof_bytes, elements * 8 >= (Index(64) << 20));
+      !problem.empty())
+    throw UnsteadyRoof(problem + "; the machine was busy or its memory still cold, and fractions of such a roof would "
+                                 "mislead; run again (a longer --warm helps)");
+}
+
+void result_figures(const Timings& t, const Config& config, const std::vector<Variant>& variants, Report& report) {
+  const Index elements = config.dates * config.ids * config.cols;
+  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
+    const Precision precision = variants[vi].precision;
+    const double copied = bytes_copied(elements, precision);
+    const double moved = bytes_moved(config.dates, config.ids, config.cols, precision);
+    const auto& [regular_s, streaming_s] = t.own_roof[vi];
+    for (std::size_t si = 0; si < config.strategies.size(); ++si) {
+      const auto& k = t.kernels[vi * config.strategies.size() + si];
+      Result res{config.strategies[si], variants[vi].layout, precision};
+      res.roof_copy_GBps = copied / median(regular_s) / 1e9;
+      res.roof_copy_streaming_GBps = copied / median(streaming_s) / 1e9;
+      res.roof_GBps = std::max(res.roof_copy_GBps, res.roof_copy_streaming_GBps);
+      res.streaming = variants[vi].streaming(res.strategy);
+      res.median_s = median(k);
+      res.min_s = *std::min_element(k.begin(), k.end());
+      res.max_s = *std::max_element(k.begin(), k.end());
+      res.GBps = moved / res.median_s / 1e9;
+      res.roof_fraction = roof_fraction(k, moved, regular_s, streaming_s, copied);
+      res.kernel_s = k;
+      res.roof_regular_s = regular_s;
+      res.roof_streaming_s = streaming_s;
+      report.results.push_back(res);
+    }
+  }
+}
+
 Report run(const Config& config_in, std::ostream& progress) {
   const Config config = completed(config_in);
   Space space;
@@ -225,86 +328,10 @@ Report run(const Config& config_in, std::ostream& progress) {
   // Warm-up: one pass of everything, each output checked against m * d.
   std::vector<Variant> variants = checked_variants(space, config, config.precisions);
   const RoofArrays roof_arrays(space, elements);
-  const double roof_bytes = 2.0 * double(elements) * 8, triad_bytes = 3.0 * double(elements) * 8;
-  auto time_roof = [&](int which) {
-    switch (which) {
-      case 0: return roof_arrays.copy(space, roof::Stores::regular);
-      case 1: return roof_arrays.copy(space, roof::Stores::streaming);
-      default: return roof_arrays.triad(space);
-    }
-  };
-  for (int w = 0; w < 3; ++w) time_roof(w);
-
-  // Warm: everything in turn until warm_seconds have passed, so no variant
-  // (nor the roof) meets memory the process has only just touched.
-  Kokkos::Timer warm;
-  while (warm.seconds() < config.warm_seconds) {
-    throw_if_interrupted();
-    for (int w = 0; w < 2; ++w) time_roof(w);
-    for (auto& v : variants) {
-      for (auto stores : {roof::Stores::regular, roof::Stores::streaming}) v.copy_once(stores);
-      for (auto s : config.strategies) v.time_once(s);
-    }
-  }
-  fmt::print(progress, "  warmed {:.1f} s\n", warm.seconds());
-
-  // Timed passes, interleaved so that bandwidth swings hit every variant alike.
-  // Each variant's own roof too: its discount copied into its cv, both
-  // kinds of store, in the same repeats. Its pages are the kernels' pages:
-  // the roof's arrays, allocated last, got half as many huge pages on this
-  // machine, and a kernel then ran at 1.12-1.23 of their copy.
-  std::vector<std::vector<double>> roof_times(3), times(variants.size() * config.strategies.size());
-  std::vector<std::array<std::vector<double>, 2>> own_roof_times(variants.size());
-  for (int r = 0; r < config.repeats; ++r) {
-    throw_if_interrupted();
-    for (int w = 0; w < 3; ++w) roof_times[w].push_back(time_roof(w));
-    for (std::size_t vi = 0; vi < variants.size(); ++vi) {
-      own_roof_times[vi][0].push_back(variants[vi].copy_once(roof::Stores::regular));
-      own_roof_times[vi][1].push_back(variants[vi].copy_once(roof::Stores::streaming));
-      for (std::size_t si = 0; si < config.strategies.size(); ++si)
-        times[vi * config.strategies.size() + si].push_back(variants[vi].time_once(config.strategies[si]));
-    }
-    fmt::print(progress, "  pass {}/{} done\n", r + 1, config.repeats);
-  }
-
-  report.roof.copy_GBps = roof_bytes / median(roof_times[0]) / 1e9;
-  report.roof.copy_streaming_GBps = roof_bytes / median(roof_times[1]) / 1e9;
-  report.roof.triad_GBps = triad_bytes / median(roof_times[2]) / 1e9;
-  const auto [c0, c1] = std::minmax_element(roof_times[0].begin(), roof_times[0].end());
-  const auto [s0, s1] = std::minmax_element(roof_times[1].begin(), roof_times[1].end());
-  report.roof.copy_min_GBps = roof_bytes / *c1 / 1e9;
-  report.roof.copy_max_GBps = roof_bytes / *c0 / 1e9;
-  report.roof.copy_streaming_min_GBps = roof_bytes / *s1 / 1e9;
-  report.roof.copy_streaming_max_GBps = roof_bytes / *s0 / 1e9;
-  // The roof judges everything else: where its own figures disagree beyond
-  // noise, the run says so instead of printing fractions against it.
-  if (const auto problem = unsteady_roof(roof_times[0], roof_times[1], roof_bytes, elements * 8 >= (Index(64) << 20));
-      !problem.empty())
-    throw UnsteadyRoof(problem + "; the machine was busy or its memory still cold, and fractions of such a roof would "
-                                 "mislead; run again (a longer --warm helps)");
-  for (std::size_t vi = 0; vi < variants.size(); ++vi) {
-    const Precision precision = variants[vi].precision;
-    const double copied = bytes_copied(elements, precision);
-    const double moved = bytes_moved(config.dates, config.ids, config.cols, precision);
-    const auto& [regular_s, streaming_s] = own_roof_times[vi];
-    for (std::size_t si = 0; si < config.strategies.size(); ++si) {
-      const auto& t = times[vi * config.strategies.size() + si];
-      Result res{config.strategies[si], variants[vi].layout, precision};
-      res.roof_copy_GBps = copied / median(regular_s) / 1e9;
-      res.roof_copy_streaming_GBps = copied / median(streaming_s) / 1e9;
-      res.roof_GBps = std::max(res.roof_copy_GBps, res.roof_copy_streaming_GBps);
-      res.streaming = variants[vi].streaming(res.strategy);
-      res.median_s = median(t);
-      res.min_s = *std::min_element(t.begin(), t.end());
-      res.max_s = *std::max_element(t.begin(), t.end());
-      res.GBps = moved / res.median_s / 1e9;
-      res.roof_fraction = roof_fraction(t, moved, regular_s, streaming_s, copied);
-      res.kernel_s = t;
-      res.roof_regular_s = regular_s;
-      res.roof_streaming_s = streaming_s;
-      report.results.push_back(res);
-    }
-  }
+  warm_up(space, config, variants, roof_arrays, progress);
+  const Timings timings = timed_passes(space, config, variants, roof_arrays, progress);
+  roof_figures(timings, elements, report);
+  result_figures(timings, config, variants, report);
   return report;
 }
 

@@ -112,20 +112,41 @@ class Reader {
 // a table header (both found by fuzzing): outside strings and comments, only
 // printable ASCII, tabs and line ends pass, and text that is not UTF-8 is
 // refused. InputError names `where`, the line and column.
-std::string ascii_toml(const std::string& text, const std::string& where) {
-  enum { plain, basic, literal, multi_basic, multi_literal, comment } state = plain;
-  std::string out;
-  out.reserve(text.size() + 16);
-  const auto fail = [&](std::size_t at, const std::string& what) {
-    const long line = 1 + long(std::count(text.begin(), text.begin() + long(at), '\n'));
-    const std::size_t line_start = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+class AsciiToml {
+ public:
+  AsciiToml(const std::string& text, const std::string& where) : text_(text), where_(where) {}
+
+  std::string convert() {
+    out_.reserve(text_.size() + 16);
+    for (std::size_t i = 0; i < text_.size(); ++i) {
+      switch (state_) {
+        case plain: in_plain(i); break;
+        case basic:
+        case multi_basic: in_basic(i); break;
+        case literal:
+        case multi_literal: in_literal(i); break;
+        case comment:
+          out_ += static_cast<unsigned char>(text_[i]) >= 0x80 ? '?' : text_[i];
+          if (text_[i] == '\n') state_ = plain;
+          break;
+      }
+    }
+    return out_;
+  }
+
+ private:
+  [[noreturn]] void fail(std::size_t at, const std::string& what) const {
+    const long line = 1 + long(std::count(text_.begin(), text_.begin() + long(at), '\n'));
+    const std::size_t line_start = at == 0 ? std::string::npos : text_.rfind('\n', at - 1);
     const std::size_t column = at - (line_start == std::string::npos ? 0 : line_start + 1) + 1;
-    throw InputError(where + ":" + std::to_string(line) + ":" + std::to_string(column) + ": TOML syntax error: " + what);
-  };
+    throw InputError(where_ + ":" + std::to_string(line) + ":" + std::to_string(column) + ": TOML syntax error: " + what);
+  }
+  bool ahead(std::size_t i, const std::string& s) const { return text_.compare(i, s.size(), s) == 0; }
+
   // The UTF-8 character starting at i (a byte beyond ASCII), written as an
   // escape; i left on its last byte.
-  const auto escape = [&](std::size_t& i) {
-    const auto lead = static_cast<unsigned char>(text[i]);
+  void escape(std::size_t& i) {
+    const auto lead = static_cast<unsigned char>(text_[i]);
     const int more = lead >= 0xC2 && lead <= 0xDF   ? 1
                      : lead >= 0xE0 && lead <= 0xEF ? 2
                      : lead >= 0xF0 && lead <= 0xF4 ? 3
@@ -133,81 +154,82 @@ std::string ascii_toml(const std::string& text, const std::string& where) {
     if (more < 0) fail(i, "not UTF-8");
     std::uint32_t cp = lead & (0x3Fu >> more);
     for (int k = 1; k <= more; ++k) {
-      if (i + std::size_t(k) >= text.size() || (static_cast<unsigned char>(text[i + std::size_t(k)]) & 0xC0) != 0x80)
+      if (i + std::size_t(k) >= text_.size() || (static_cast<unsigned char>(text_[i + std::size_t(k)]) & 0xC0) != 0x80)
         fail(i, "not UTF-8");
-      cp = cp << 6 | (static_cast<unsigned char>(text[i + std::size_t(k)]) & 0x3Fu);
+      cp = cp << 6 | (static_cast<unsigned char>(text_[i + std::size_t(k)]) & 0x3Fu);
     }
     if ((more == 2 && cp < 0x800) || (more == 3 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
       fail(i, "not UTF-8");
     char escaped[16];
     std::snprintf(escaped, sizeof escaped, cp <= 0xFFFF ? "\\u%04X" : "\\U%08X", unsigned(cp));
-    out += escaped;
+    out_ += escaped;
     i += std::size_t(more);
-  };
-  const std::string triple_double(3, '"'), triple_single(3, '\'');
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
+  }
+
+  void in_plain(std::size_t& i) {
+    const char c = text_[i];
     const auto u = static_cast<unsigned char>(c);
-    const auto ahead = [&](const std::string& s) { return text.compare(i, s.size(), s) == 0; };
-    switch (state) {
-      case plain:
-        if (u >= 0x7F || (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == '\\')
-          fail(i, "a character TOML allows only in strings and comments (keys and syntax are printable ASCII; quote "
-                  "the value)");
-        if (ahead(triple_double) || ahead(triple_single)) {
-          state = c == '"' ? multi_basic : multi_literal;
-          out += triple_double;
-          i += 2;
-          continue;
-        }
-        if (c == '#') state = comment;
-        else if (c == '"') state = basic;
-        else if (c == '\'') state = literal;
-        out += c == '\'' ? '"' : c;
-        break;
-      case basic:
-      case multi_basic:
-        if (u >= 0x80) {
-          escape(i);
-        } else if (c == '\\') {  // an escape sequence, as it is (TOML's are ASCII)
-          out += c;
-          if (i + 1 < text.size()) {
-            if (static_cast<unsigned char>(text[i + 1]) >= 0x80) fail(i, "an escape sequence TOML does not have");
-            out += text[++i];
-          }
-        } else if (state == multi_basic && ahead(triple_double)) {
-          out += triple_double;
-          i += 2;
-          state = plain;
-        } else {
-          out += c;
-          if (state == basic && (c == '"' || c == '\n')) state = plain;
-        }
-        break;
-      case literal:
-      case multi_literal:
-        if (u >= 0x80) {
-          escape(i);
-        } else if (state == multi_literal && ahead(triple_single)) {
-          out += triple_double;
-          i += 2;
-          state = plain;
-        } else if (state == literal && (c == '\'' || c == '\n')) {
-          out += c == '\'' ? '"' : c;
-          state = plain;
-        } else {
-          if (c == '\\' || c == '"') out += '\\';
-          out += c;
-        }
-        break;
-      case comment:
-        out += u >= 0x80 ? '?' : c;
-        if (c == '\n') state = plain;
-        break;
+    if (u >= 0x7F || (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == '\\')
+      fail(i, "a character TOML allows only in strings and comments (keys and syntax are printable ASCII; quote "
+              "the value)");
+    if (ahead(i, triple_double_) || ahead(i, triple_single_)) {
+      state_ = c == '"' ? multi_basic : multi_literal;
+      out_ += triple_double_;
+      i += 2;
+      return;
+    }
+    if (c == '#') state_ = comment;
+    else if (c == '"') state_ = basic;
+    else if (c == '\'') state_ = literal;
+    out_ += c == '\'' ? '"' : c;
+  }
+
+  void in_basic(std::size_t& i) {
+    const char c = text_[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      escape(i);
+    } else if (c == '\\') {  // an escape sequence, as it is (TOML's are ASCII)
+      out_ += c;
+      if (i + 1 < text_.size()) {
+        if (static_cast<unsigned char>(text_[i + 1]) >= 0x80) fail(i, "an escape sequence TOML does not have");
+        out_ += text_[++i];
+      }
+    } else if (state_ == multi_basic && ahead(i, triple_double_)) {
+      out_ += triple_double_;
+      i += 2;
+      state_ = plain;
+    } else {
+      out_ += c;
+      if (state_ == basic && (c == '"' || c == '\n')) state_ = plain;
     }
   }
-  return out;
-}
+
+  // Literal strings become basic strings: their backslashes and quotes escaped.
+  void in_literal(std::size_t& i) {
+    const char c = text_[i];
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      escape(i);
+    } else if (state_ == multi_literal && ahead(i, triple_single_)) {
+      out_ += triple_double_;
+      i += 2;
+      state_ = plain;
+    } else if (state_ == literal && (c == '\'' || c == '\n')) {
+      out_ += c == '\'' ? '"' : c;
+      state_ = plain;
+    } else {
+      if (c == '\\' || c == '"') out_ += '\\';
+      out_ += c;
+    }
+  }
+
+  const std::string& text_;
+  const std::string& where_;
+  const std::string triple_double_ = std::string(3, '"'), triple_single_ = std::string(3, '\'');
+  enum { plain, basic, literal, multi_basic, multi_literal, comment } state_ = plain;
+  std::string out_;
+};
+
+std::string ascii_toml(const std::string& text, const std::string& where) { return AsciiToml(text, where).convert(); }
 
 void apply_override(toml::table& root, const std::string& deck, const std::string& text) {
   const auto eq = text.find('=');
@@ -239,9 +261,10 @@ void apply_override(toml::table& root, const std::string& deck, const std::strin
   table->insert_or_assign(path.back(), *parsed["v"].node());
 }
 
-}  // namespace
 
-Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+// The deck's TOML with the --set overrides applied; InputError for a
+// missing file or bad syntax, naming the line and column.
+toml::table parse_deck(const std::string& path, const std::vector<std::string>& overrides) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) throw InputError(path + ": no such deck file");
   toml::table root;
@@ -255,7 +278,96 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
     throw InputError(where.str() + ": TOML syntax error: " + std::string(e.description()));
   }
   for (const auto& o : overrides) apply_override(root, path, o);
+  return root;
+}
 
+GenerateSpec read_generate(const Reader& r, const toml::node& n) {
+  const auto* g = n.as_table();
+  if (!g) r.fail("[input] generate", "must be a table {dates, ids, cols}, found " + type_name(n));
+  r.known_keys(*g, "[input.generate]", {"dates", "ids", "cols", "seed", "precision"});
+  GenerateSpec spec;
+  for (const char* key : {"dates", "ids", "cols"})
+    if (!g->get(key)) r.fail(std::string("[input.generate] ") + key, "is missing");
+  spec.dates = r.integer(*g->get("dates"), "[input.generate] dates", 1);
+  spec.ids = r.integer(*g->get("ids"), "[input.generate] ids", 1);
+  spec.cols = r.integer(*g->get("cols"), "[input.generate] cols", 1);
+  if (const auto* s = g->get("seed")) spec.seed = std::uint64_t(r.integer(*s, "[input.generate] seed", 0));
+  if (const auto* p = g->get("precision"))
+    spec.precision = r.checked("[input.generate] precision", [&] { return precision_from_name(r.string(*p, "[input.generate] precision")); });
+  return spec;
+}
+
+void read_input(const Reader& r, const toml::table* input, Deck::Input& deck) {
+  if (!input) r.fail("[input]", "is missing (it names the input file)");
+  r.known_keys(*input, "[input]", {"file", "multby", "discount", "generate"});
+  if (const auto* n = input->get("file")) deck.file = r.path(*n, "[input] file");
+  else r.fail("[input] file", "is missing");
+  if (const auto* n = input->get("multby")) deck.multby = r.string(*n, "[input] multby");
+  if (const auto* n = input->get("discount")) deck.discount = r.string(*n, "[input] discount");
+  if (const auto* n = input->get("generate")) deck.generate = read_generate(r, *n);
+}
+
+void read_output(const Reader& r, const toml::table* output, Deck::Output& deck) {
+  if (!output) r.fail("[output]", "is missing (it names the output file)");
+  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "chunk", "journal", "resume",
+                                        "direct"});
+  if (const auto* n = output->get("file")) deck.file = r.path(*n, "[output] file");
+  else r.fail("[output] file", "is missing");
+  if (const auto* n = output->get("dataset")) deck.dataset = r.string(*n, "[output] dataset");
+  if (const auto* n = output->get("overwrite")) deck.overwrite = r.boolean(*n, "[output] overwrite");
+  if (const auto* n = output->get("journal")) deck.journal = r.boolean(*n, "[output] journal");
+  if (const auto* n = output->get("resume")) deck.resume = r.boolean(*n, "[output] resume");
+  if (const auto* n = output->get("compression")) {
+    deck.compression =
+        r.checked("[output] compression", [&] { return compression_from_name(r.string(*n, "[output] compression")); });
+  }
+  if (const auto* n = output->get("gzip_level")) {
+    deck.gzip_level = int(r.integer(*n, "[output] gzip_level", 1));
+    if (deck.gzip_level > 9) r.fail("[output] gzip_level", "must be 1..9");
+  }
+  if (const auto* n = output->get("chunk")) deck.chunk_ids = r.integer(*n, "[output] chunk", 1);
+  if (const auto* n = output->get("direct")) {  // true, false, or "auto"
+    if (n->is_boolean()) deck.direct = r.boolean(*n, "[output] direct") ? DirectWrites::on : DirectWrites::off;
+    else deck.direct = r.checked("[output] direct", [&] { return direct_writes_from_name(r.string(*n, "[output] direct")); });
+  }
+}
+
+// Bytes as an integer or a size ("2GiB").
+std::size_t read_bytes(const Reader& r, const toml::node& n, const std::string& where, Index min) {
+  if (n.is_integer()) return std::size_t(r.integer(n, where, min));
+  return r.checked(where, [&] { return parse_bytes(r.string(n, where)); });
+}
+
+void read_run(const Reader& r, const toml::table& run, Deck::Run& deck) {
+  r.known_keys(run, "[run]", {"strategy", "layout", "precision", "memory_budget", "max_block", "pipeline", "repeats",
+                              "verify"});
+  if (const auto* n = run.get("strategy"))
+    deck.strategies = r.checked("[run] strategy", [&] { return strategies_from_names(r.names(*n, "[run] strategy")); });
+  if (const auto* n = run.get("layout")) {
+    deck.layouts.clear();
+    for (const auto& name : r.names(*n, "[run] layout")) {
+      if (name == "all") {
+        deck.layouts.push_back(LayoutKind::right);
+        deck.layouts.push_back(LayoutKind::left);
+      } else {
+        deck.layouts.push_back(r.checked("[run] layout", [&] { return layout_from_name(name); }));
+      }
+    }
+  }
+  if (const auto* n = run.get("precision"))
+    deck.precision = r.checked("[run] precision", [&] { return precision_from_name(r.string(*n, "[run] precision")); });
+  if (const auto* n = run.get("memory_budget")) deck.memory_budget = read_bytes(r, *n, "[run] memory_budget", 1);
+  if (const auto* n = run.get("max_block")) deck.max_block = read_bytes(r, *n, "[run] max_block", 0);
+  if (const auto* n = run.get("pipeline"))
+    deck.pipeline = r.checked("[run] pipeline", [&] { return pipeline_from_name(r.string(*n, "[run] pipeline")); });
+  if (const auto* n = run.get("repeats")) deck.repeats = int(r.integer(*n, "[run] repeats", 1));
+  if (const auto* n = run.get("verify")) deck.verify = r.boolean(*n, "[run] verify");
+}
+
+}  // namespace
+
+Deck load_deck(const std::string& path, const std::vector<std::string>& overrides) {
+  const toml::table root = parse_deck(path, overrides);
   Deck deck;
   deck.path = path;
   const Reader r(path, std::filesystem::path(path).parent_path());
@@ -266,92 +378,15 @@ Deck load_deck(const std::string& path, const std::vector<std::string>& override
     if (!node->is_table()) r.fail(std::string("[") + name + "]", "must be a table, found " + type_name(*node));
     return node->as_table();
   };
-
-  const auto* input = section("input");
-  if (!input) r.fail("[input]", "is missing (it names the input file)");
-  r.known_keys(*input, "[input]", {"file", "multby", "discount", "generate"});
-  if (const auto* n = input->get("file")) deck.input.file = r.path(*n, "[input] file");
-  else r.fail("[input] file", "is missing");
-  if (const auto* n = input->get("multby")) deck.input.multby = r.string(*n, "[input] multby");
-  if (const auto* n = input->get("discount")) deck.input.discount = r.string(*n, "[input] discount");
-  if (const auto* n = input->get("generate")) {
-    const auto* g = n->as_table();
-    if (!g) r.fail("[input] generate", "must be a table {dates, ids, cols}, found " + type_name(*n));
-    r.known_keys(*g, "[input.generate]", {"dates", "ids", "cols", "seed", "precision"});
-    GenerateSpec spec;
-    for (const char* key : {"dates", "ids", "cols"})
-      if (!g->get(key)) r.fail(std::string("[input.generate] ") + key, "is missing");
-    spec.dates = r.integer(*g->get("dates"), "[input.generate] dates", 1);
-    spec.ids = r.integer(*g->get("ids"), "[input.generate] ids", 1);
-    spec.cols = r.integer(*g->get("cols"), "[input.generate] cols", 1);
-    if (const auto* s = g->get("seed")) spec.seed = std::uint64_t(r.integer(*s, "[input.generate] seed", 0));
-    if (const auto* p = g->get("precision"))
-      spec.precision = r.checked("[input.generate] precision", [&] { return precision_from_name(r.string(*p, "[input.generate] precision")); });
-    deck.input.generate = spec;
-  }
-
-  const auto* output = section("output");
-  if (!output) r.fail("[output]", "is missing (it names the output file)");
-  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "chunk", "journal", "resume",
-                                        "direct"});
-  if (const auto* n = output->get("file")) deck.output.file = r.path(*n, "[output] file");
-  else r.fail("[output] file", "is missing");
-  if (const auto* n = output->get("dataset")) deck.output.dataset = r.string(*n, "[output] dataset");
-  if (const auto* n = output->get("overwrite")) deck.output.overwrite = r.boolean(*n, "[output] overwrite");
-  if (const auto* n = output->get("journal")) deck.output.journal = r.boolean(*n, "[output] journal");
-  if (const auto* n = output->get("resume")) deck.output.resume = r.boolean(*n, "[output] resume");
-  if (const auto* n = output->get("compression")) {
-    deck.output.compression =
-        r.checked("[output] compression", [&] { return compression_from_name(r.string(*n, "[output] compression")); });
-  }
-  if (const auto* n = output->get("gzip_level")) {
-    deck.output.gzip_level = int(r.integer(*n, "[output] gzip_level", 1));
-    if (deck.output.gzip_level > 9) r.fail("[output] gzip_level", "must be 1..9");
-  }
-  if (const auto* n = output->get("chunk")) deck.output.chunk_ids = r.integer(*n, "[output] chunk", 1);
-  if (const auto* n = output->get("direct")) {  // true, false, or "auto"
-    if (n->is_boolean()) deck.output.direct = r.boolean(*n, "[output] direct") ? DirectWrites::on : DirectWrites::off;
-    else deck.output.direct = r.checked("[output] direct", [&] { return direct_writes_from_name(r.string(*n, "[output] direct")); });
-  }
-
-  if (const auto* run = section("run")) {
-    r.known_keys(*run, "[run]", {"strategy", "layout", "precision", "memory_budget", "max_block", "pipeline", "repeats",
-                                  "verify"});
-    if (const auto* n = run->get("strategy"))
-      deck.run.strategies = r.checked("[run] strategy", [&] { return strategies_from_names(r.names(*n, "[run] strategy")); });
-    if (const auto* n = run->get("layout")) {
-      deck.run.layouts.clear();
-      for (const auto& name : r.names(*n, "[run] layout")) {
-        if (name == "all") {
-          deck.run.layouts.push_back(LayoutKind::right);
-          deck.run.layouts.push_back(LayoutKind::left);
-        } else {
-          deck.run.layouts.push_back(r.checked("[run] layout", [&] { return layout_from_name(name); }));
-        }
-      }
-    }
-    if (const auto* n = run->get("precision"))
-      deck.run.precision = r.checked("[run] precision", [&] { return precision_from_name(r.string(*n, "[run] precision")); });
-    if (const auto* n = run->get("memory_budget")) {
-      if (n->is_integer()) deck.run.memory_budget = std::size_t(r.integer(*n, "[run] memory_budget", 1));
-      else deck.run.memory_budget = r.checked("[run] memory_budget", [&] { return parse_bytes(r.string(*n, "[run] memory_budget")); });
-    }
-    if (const auto* n = run->get("max_block")) {
-      if (n->is_integer()) deck.run.max_block = std::size_t(r.integer(*n, "[run] max_block", 0));
-      else deck.run.max_block = r.checked("[run] max_block", [&] { return parse_bytes(r.string(*n, "[run] max_block")); });
-    }
-    if (const auto* n = run->get("pipeline"))
-      deck.run.pipeline = r.checked("[run] pipeline", [&] { return pipeline_from_name(r.string(*n, "[run] pipeline")); });
-    if (const auto* n = run->get("repeats")) deck.run.repeats = int(r.integer(*n, "[run] repeats", 1));
-    if (const auto* n = run->get("verify")) deck.run.verify = r.boolean(*n, "[run] verify");
-  }
-
+  read_input(r, section("input"), deck.input);
+  read_output(r, section("output"), deck.output);
+  if (const auto* run = section("run")) read_run(r, *run, deck.run);
   if (const auto* report = section("report")) {
     r.known_keys(*report, "[report]", {"json", "csv"});
     if (const auto* n = report->get("json")) deck.report.json = r.path(*n, "[report] json");
     if (const auto* n = report->get("csv")) deck.report.csv = r.path(*n, "[report] csv");
   }
-
+  std::error_code ec;
   if (std::filesystem::weakly_canonical(deck.input.file, ec) == std::filesystem::weakly_canonical(deck.output.file, ec))
     r.fail("[output] file", "is the input file (" + deck.input.file + "); cvest never overwrites its input");
   return deck;

@@ -54,98 +54,131 @@ CopyRates measure_copies(const Config& c) {
           bytes / bench::median(t[3]) / 1e9};
 }
 
+// The in-memory pipeline's arrays (pinned staging on a device build, the
+// bench's values), its blocks, and what the pipeline's copies alone take:
+// the same blocks copied in (and out) back to back on one instance, two
+// block buffers alternating as in the pipeline, multBy once.
 template <class Scalar, class Layout>
-void measure_pipeline(const Config& c, Report& rep, std::ostream& progress) {
-  const Index T = c.dates, N = c.ids, K = c.cols, NK = N * K;
+class PipelineCopies {
+ public:
   using HostFlat = Kokkos::View<Scalar*, StagingSpace>;
   using HostConst = Kokkos::View<const Scalar*, StagingSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
   using HostMut = Kokkos::View<Scalar*, StagingSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-  HostFlat m(Kokkos::view_alloc("cvest::transfers::multBy", Kokkos::WithoutInitializing), NK);
-  HostFlat d(Kokkos::view_alloc("cvest::transfers::discount", Kokkos::WithoutInitializing), T * NK);
-  HostFlat cv(Kokkos::view_alloc("cvest::transfers::cv", Kokkos::WithoutInitializing), T * NK);
+
+  explicit PipelineCopies(const Config& c)
+      : c_(c), T_(c.dates), N_(c.ids), K_(c.cols), NK_(N_ * K_),
+        m_(Kokkos::view_alloc("cvest::transfers::multBy", Kokkos::WithoutInitializing), NK_),
+        d_(Kokkos::view_alloc("cvest::transfers::discount", Kokkos::WithoutInitializing), T_ * NK_),
+        cv_(Kokkos::view_alloc("cvest::transfers::cv", Kokkos::WithoutInitializing), T_ * NK_),
+        // The budget is no limit here: the block cap decides. Blocks are
+        // whole dates or one date's id range, so each is contiguous in the
+        // C-order cube.
+        plan_(plan_blocks(T_, N_, K_, sizeof(Scalar), std::size_t(1) << 50, {},
+                          c.block_bytes ? c.block_bytes : policy::default_block_bytes<Space>)),
+        block_elems_(plan_.block_dates * plan_.block_ids * K_),
+        landing_(Kokkos::view_alloc("cvest::transfers::landing", Kokkos::WithoutInitializing), 2 * block_elems_ + NK_) {
+    fill();
+    io_.multby_at = [this](Range ids) -> const Scalar* { return m_.data() + ids.begin * K_; };
+    io_.discount_at = [this](const Block& b) -> const Scalar* { return d_.data() + offset(b); };
+    io_.cv_at = [this](const Block& b) -> Scalar* { return cv_.data() + offset(b); };
+    options_.strategy = c.strategy;
+    options_.progress = false;
+    options_.force_staging = true;  // host spaces: copy in and out as a device would
+  }
+
+  PipelineCopies(const PipelineCopies&) = delete;  // the BlockIO refers to this object
+  PipelineCopies& operator=(const PipelineCopies&) = delete;
+
+  const BlockPlan& plan() const { return plan_; }
+  PipelineStats run_once() {
+    std::ostream null_out(nullptr);
+    return run_pipeline<Scalar, Layout>(plan_, io_, options_, null_out);
+  }
+  double copies_in() {
+    space_.fence();
+    Kokkos::Timer timer;
+    Kokkos::deep_copy(space_, Kokkos::subview(landing_, std::make_pair(2 * block_elems_, 2 * block_elems_ + NK_)),
+                      HostConst(m_.data(), NK_));
+    for (std::size_t b = 0; b < plan_.blocks.size(); ++b) {
+      const Block& blk = plan_.blocks[b];
+      Kokkos::deep_copy(space_, slot(b, length(blk)), HostConst(d_.data() + offset(blk), length(blk)));
+    }
+    space_.fence();
+    return timer.seconds();
+  }
+  double copies_out() {
+    space_.fence();
+    Kokkos::Timer timer;
+    for (std::size_t b = 0; b < plan_.blocks.size(); ++b) {
+      const Block& blk = plan_.blocks[b];
+      Kokkos::deep_copy(space_, HostMut(cv_.data() + offset(blk), length(blk)), slot(b, length(blk)));
+    }
+    space_.fence();
+    return timer.seconds();
+  }
+  // The pipeline's output against m * d everywhere.
+  void check() const {
+    const HostFlat m = m_, d = d_, cv = cv_;
+    const Index NK = NK_;
+    Index bad = 0;
+    Kokkos::parallel_reduce(
+        "cvest::transfers::check", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, T_ * NK),
+        [=](Index j, Index& sum) { sum += cv(j) != m(j % NK) * d(j) ? 1 : 0; }, bad);
+    if (bad != 0)
+      throw std::runtime_error(fmt::format("the in-memory pipeline ({}, {}) wrote {} of {} elements wrong",
+                                           to_string(c_.strategy), to_string(layout_kind<Layout>()), bad, T_ * NK));
+  }
+
+ private:
   // The bench's values, filled (and first touched) on the host, in parallel.
-  Kokkos::parallel_for("cvest::transfers::fill_multBy", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, NK),
-                       [=](Index j) { m(j) = bench::multby_value<Scalar>(j / K, j % K); });
-  Kokkos::parallel_for("cvest::transfers::fill_discount",
-                       Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, T * NK), [=](Index j) {
-                         d(j) = bench::discount_value<Scalar>(j / NK, j % NK / K, j % K);
-                         cv(j) = Scalar(0);
-                       });
-  Host().fence();
+  void fill() {
+    const HostFlat m = m_, d = d_, cv = cv_;
+    const Index K = K_, NK = NK_;
+    Kokkos::parallel_for("cvest::transfers::fill_multBy", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, NK),
+                         [=](Index j) { m(j) = bench::multby_value<Scalar>(j / K, j % K); });
+    Kokkos::parallel_for("cvest::transfers::fill_discount",
+                         Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, T_ * NK), [=](Index j) {
+                           d(j) = bench::discount_value<Scalar>(j / NK, j % NK / K, j % K);
+                           cv(j) = Scalar(0);
+                         });
+    Host().fence();
+  }
+  Index offset(const Block& b) const { return (b.dates.begin * N_ + b.ids.begin) * K_; }
+  Index length(const Block& b) const { return b.dates.size() * b.ids.size() * K_; }
+  auto slot(std::size_t b, Index len) const {
+    const Index at = Index(b % 2) * block_elems_;
+    return Kokkos::subview(landing_, std::make_pair(at, at + len));
+  }
 
-  const std::size_t block = c.block_bytes ? c.block_bytes : policy::default_block_bytes<Space>;
-  // The budget is no limit here: the block cap decides. Blocks are whole
-  // dates or one date's id range, so each is contiguous in the C-order cube.
-  const BlockPlan plan = plan_blocks(T, N, K, sizeof(Scalar), std::size_t(1) << 50, {}, block);
-  rep.blocks = plan.blocks.size();
-  rep.block_dates = plan.block_dates;
-  rep.block_ids = plan.block_ids;
-  const auto offset = [=](const Block& b) { return (b.dates.begin * N + b.ids.begin) * K; };
-  const auto length = [=](const Block& b) { return b.dates.size() * b.ids.size() * K; };
+  const Config& c_;
+  const Index T_, N_, K_, NK_;
+  HostFlat m_, d_, cv_;
+  const BlockPlan plan_;
+  const Index block_elems_;
+  Kokkos::View<Scalar*, Mem> landing_;
+  Space space_;
+  BlockIO<Scalar> io_;
+  PipelineOptions options_;
+};
 
-  BlockIO<Scalar> io;
-  io.multby_at = [&](Range ids) -> const Scalar* { return m.data() + ids.begin * K; };
-  io.discount_at = [&](const Block& b) -> const Scalar* { return d.data() + offset(b); };
-  io.cv_at = [&](const Block& b) -> Scalar* { return cv.data() + offset(b); };
-  PipelineOptions options;
-  options.strategy = c.strategy;
-  options.progress = false;
-  options.force_staging = true;  // host spaces: copy in and out as a device would
-  std::ostream null_out(nullptr);
-  const auto run_once = [&] { return run_pipeline<Scalar, Layout>(plan, io, options, null_out); };
-
-  // The same blocks copied in (and out) back to back on one instance, two
-  // block buffers alternating as in the pipeline, multBy once.
-  Space space;
-  const Index block_elems = plan.block_dates * plan.block_ids * K;
-  Kokkos::View<Scalar*, Mem> landing(Kokkos::view_alloc("cvest::transfers::landing", Kokkos::WithoutInitializing),
-                                     2 * block_elems + NK);
-  const auto slot = [&](std::size_t b, Index len) {
-    const Index at = Index(b % 2) * block_elems;
-    return Kokkos::subview(landing, std::make_pair(at, at + len));
-  };
-  const auto copies_in = [&] {
-    space.fence();
-    Kokkos::Timer timer;
-    Kokkos::deep_copy(space, Kokkos::subview(landing, std::make_pair(2 * block_elems, 2 * block_elems + NK)),
-                      HostConst(m.data(), NK));
-    for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
-      const Block& blk = plan.blocks[b];
-      Kokkos::deep_copy(space, slot(b, length(blk)), HostConst(d.data() + offset(blk), length(blk)));
-    }
-    space.fence();
-    return timer.seconds();
-  };
-  const auto copies_out = [&] {
-    space.fence();
-    Kokkos::Timer timer;
-    for (std::size_t b = 0; b < plan.blocks.size(); ++b) {
-      const Block& blk = plan.blocks[b];
-      Kokkos::deep_copy(space, HostMut(cv.data() + offset(blk), length(blk)), slot(b, length(blk)));
-    }
-    space.fence();
-    return timer.seconds();
-  };
-
+template <class Scalar, class Layout>
+void measure_pipeline(const Config& c, Report& rep, std::ostream& progress) {
+  PipelineCopies<Scalar, Layout> pipeline(c);
+  rep.blocks = pipeline.plan().blocks.size();
+  rep.block_dates = pipeline.plan().block_dates;
+  rep.block_ids = pipeline.plan().block_ids;
   // Warm-up, and the pipeline's output checked against m * d everywhere.
-  run_once();
-  Index bad = 0;
-  Kokkos::parallel_reduce(
-      "cvest::transfers::check", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, T * NK),
-      [=](Index j, Index& sum) { sum += cv(j) != m(j % NK) * d(j) ? 1 : 0; }, bad);
-  if (bad != 0)
-    throw std::runtime_error(fmt::format("the in-memory pipeline ({}, {}) wrote {} of {} elements wrong",
-                                         to_string(c.strategy), to_string(layout_kind<Layout>()), bad, T * NK));
-  copies_in();
-  copies_out();
-
+  pipeline.run_once();
+  pipeline.check();
+  pipeline.copies_in();
+  pipeline.copies_out();
   // Interleaved rounds, so bandwidth swings hit all three alike.
   std::vector<double> in_s, out_s;
   std::vector<PipelineStats> runs;
   for (int r = 0; r < c.repeats; ++r) {
-    in_s.push_back(copies_in());
-    out_s.push_back(copies_out());
-    runs.push_back(run_once());
+    in_s.push_back(pipeline.copies_in());
+    out_s.push_back(pipeline.copies_out());
+    runs.push_back(pipeline.run_once());
     fmt::print(progress, "  round {}/{}: copies in {:.4f} s, copies out {:.4f} s, pipeline {:.4f} s\n", r + 1,
                c.repeats, in_s.back(), out_s.back(), runs.back().total_s);
   }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <utility>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -20,6 +21,117 @@ BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, 
   return BlockQuantum{dates, std::max<Index>(decoded[1], 1)};
 }
 
+namespace {
+
+// A block's extents within a budget: what fits it and the cap, in whole
+// chunks (plan_blocks' rules).
+class BlockSizer {
+ public:
+  BlockSizer(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes, BlockQuantum quantum,
+             std::size_t max_block_bytes)
+      : T_(T), N_(N), row_(double(K) * double(element_size)), per_id_date_(double(pipeline_buffers) * row_),
+        budget_(double(budget_bytes)), max_block_(double(max_block_bytes)),
+        id_quantum_(std::clamp<Index>(quantum.ids, 1, N)), date_quantum_(std::clamp<Index>(quantum.dates, 1, T)) {
+    if (!in_budget(date_quantum_, 1)) date_quantum_ = 1;  // chunks along dates get cut
+  }
+
+  // multBy for the id block is resident too: one row per id.
+  double bytes(Index dates, Index ids) const { return per_id_date_ * double(dates) * double(ids) + row_ * double(ids); }
+  bool in_budget(Index dates, Index ids) const { return bytes(dates, ids) <= budget_; }
+  bool fits(Index dates, Index ids) const {
+    return in_budget(dates, ids) && (max_block_ == 0 || row_ * double(dates) * double(ids) <= max_block_);
+  }
+  Index id_quantum() const { return id_quantum_; }
+
+  // LayoutLeft: dates first, all of them, else the most (in whole chunks)
+  // that one id quantum's block holds within the budget; then ids.
+  std::pair<Index, Index> left() const {
+    Index dates = T_;
+    if (!in_budget(dates, id_quantum_)) {  // id_quantum is within [1, N] already
+      dates = date_quantum_;
+      for (Index d = date_quantum_; d <= T_ && in_budget(d, id_quantum_); d += date_quantum_) dates = d;
+    }
+    Index ids = ids_for(dates);
+    // Where the cap (not the budget) leaves each date's piece shorter than
+    // left_min_run_bytes, trade dates for ids.
+    const Index min_ids = std::min<Index>(N_, Index((double(left_min_run_bytes) + row_ - 1) / row_));
+    if (ids < min_ids && in_budget(date_quantum_, min_ids)) {
+      while (dates > date_quantum_ && ids_for(dates) < min_ids)
+        dates = std::max(date_quantum_, dates / 2 - (dates / 2) % date_quantum_);
+      ids = ids_for(dates);
+    }
+    // Keep a few blocks so reading, computing and writing overlap.
+    if (ids >= N_ && dates >= T_ && N_ >= 4) {
+      const Index quarter = (N_ + 3) / 4;
+      ids = quarter >= id_quantum_ ? quarter - quarter % id_quantum_ : id_quantum_;
+    }
+    return {dates, ids};
+  }
+
+  // LayoutRight: whole dates where a date fits, as many as fit; else one
+  // date's chunk of dates and as many ids as fit.
+  std::pair<Index, Index> right() const {
+    Index dates = date_quantum_;
+    if (!fits(dates, N_)) return {dates, ids_for(dates)};
+    while (dates < T_ && fits(std::min(T_, dates + date_quantum_), N_)) dates = std::min(T_, dates + date_quantum_);
+    // Keep a few blocks so reading, computing and writing overlap.
+    if (T_ >= 4) {
+      const Index quarter = (T_ + 3) / 4;
+      dates = std::min(dates, std::max(date_quantum_, quarter - quarter % date_quantum_));
+    }
+    return {dates, N_};
+  }
+
+ private:
+  // Largest id count in [1, N] for which pred holds (pred(1) assumed).
+  template <class Pred>
+  Index most_ids(Pred&& pred) const {
+    Index lo = 1, hi = N_;
+    while (lo < hi) {
+      const Index mid = lo + (hi - lo + 1) / 2;
+      if (pred(mid)) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+  // Ids for a block of `dates`: as many as fit, rounded down to whole output
+  // chunks; one whole chunk even above the cap (not the budget).
+  Index ids_for(Index dates) const {
+    Index ids = most_ids([&](Index n) { return fits(dates, n); });
+    if (ids >= N_) return N_;
+    if (ids >= id_quantum_) ids -= ids % id_quantum_;
+    else if (in_budget(dates, id_quantum_)) ids = id_quantum_;
+    return ids;
+  }
+
+  Index T_, N_;
+  double row_;          // one id of one date
+  double per_id_date_;  // the pipeline's buffers of one id of one date
+  double budget_, max_block_;
+  Index id_quantum_, date_quantum_;
+};
+
+// The plan's blocks of `dates` x `ids`. Id ranges of `ids`; blocks thinner
+// than a chunk stay inside it (the last of a chunk is shorter), so no block
+// needs two chunks' worth of decoding. LayoutLeft blocks go id range by id
+// range: each holds its dates already.
+void list_blocks(BlockPlan& plan, Index dates, Index ids, Index id_quantum, bool ids_outer) {
+  const Index T = plan.T, N = plan.N;
+  std::vector<Range> id_ranges;
+  const Index span = ids < id_quantum ? id_quantum : ids;
+  for (Index q0 = 0; q0 < N; q0 += span)
+    for (Index i0 = q0, q1 = std::min(N, q0 + span); i0 < q1; i0 += ids) id_ranges.push_back({i0, std::min(q1, i0 + ids)});
+  if (plan.multby_resident && !ids_outer && plan.layout == LayoutKind::right) {
+    for (Index t0 = 0; t0 < T; t0 += dates)
+      for (const Range& r : id_ranges) plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, r});
+  } else {
+    for (const Range& r : id_ranges)
+      for (Index t0 = 0; t0 < T; t0 += dates) plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, r});
+  }
+}
+
+}  // namespace
+
 BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
                       BlockQuantum quantum, std::size_t max_block_bytes, LayoutKind layout) {
   BlockPlan plan;
@@ -28,96 +140,23 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   plan.N = N;
   plan.K = K;
   plan.element_size = element_size;
-  const double row = double(K) * double(element_size);  // one id of one date
-  // multBy for the id block is resident too: one row per id.
-  const double per_id_date = double(pipeline_buffers) * row;
-  const auto in_budget = [&](Index dates, Index ids) {
-    return per_id_date * double(dates) * double(ids) + row * double(ids) <= double(budget_bytes);
-  };
-  const auto fits = [&](Index dates, Index ids) {
-    return in_budget(dates, ids) && (max_block_bytes == 0 || row * double(dates) * double(ids) <= double(max_block_bytes));
-  };
+  const double row = double(K) * double(element_size);
   // A resident multBy (and its copy in the compute space) takes its share first.
   const double multby_bytes = 2.0 * row * double(N);
   plan.multby_resident = multby_bytes <= double(budget_bytes) / 4;
   if (plan.multby_resident) budget_bytes -= std::size_t(multby_bytes);
+  const double per_id_date = double(pipeline_buffers) * row;
   if (per_id_date + row > double(budget_bytes))
     throw InputError(fmt::format("memory_budget {} is too small: one id row needs {} ({} buffers of {} columns)",
                                  format_bytes(double(budget_bytes)), format_bytes(per_id_date + row),
                                  pipeline_buffers, K));
-  const Index id_quantum = std::clamp<Index>(quantum.ids, 1, N);
-  Index date_quantum = std::clamp<Index>(quantum.dates, 1, T);
-  if (!in_budget(date_quantum, 1)) date_quantum = 1;  // chunks along dates get cut
-  // Largest id count in [1, N] for which pred holds (pred(1) assumed).
-  const auto most_ids = [&](auto&& pred) {
-    Index lo = 1, hi = N;
-    while (lo < hi) {
-      const Index mid = lo + (hi - lo + 1) / 2;
-      if (pred(mid)) lo = mid;
-      else hi = mid - 1;
-    }
-    return lo;
-  };
-  // Ids for a block of `dates`: as many as fit, rounded down to whole
-  // output chunks; one whole chunk even above the cap (not the budget).
-  const auto ids_for = [&](Index dates) {
-    Index ids = most_ids([&](Index n) { return fits(dates, n); });
-    if (ids >= N) return N;
-    if (ids >= id_quantum) ids -= ids % id_quantum;
-    else if (in_budget(dates, id_quantum)) ids = id_quantum;
-    return ids;
-  };
-  Index dates = date_quantum, ids = N;
-  if (layout == LayoutKind::left) {
-    // Dates first: all of them, else the most (in whole chunks) that one id
-    // quantum's block holds within the budget.
-    dates = T;
-    if (!in_budget(dates, id_quantum)) {  // id_quantum is within [1, N] already
-      dates = date_quantum;
-      for (Index d = date_quantum; d <= T && in_budget(d, id_quantum); d += date_quantum) dates = d;
-    }
-    ids = ids_for(dates);
-    // Where the cap (not the budget) leaves each date's piece shorter than
-    // left_min_run_bytes, trade dates for ids.
-    const Index min_ids = std::min<Index>(N, Index((double(left_min_run_bytes) + row - 1) / row));
-    if (ids < min_ids && in_budget(date_quantum, min_ids)) {
-      while (dates > date_quantum && ids_for(dates) < min_ids)
-        dates = std::max(date_quantum, dates / 2 - (dates / 2) % date_quantum);
-      ids = ids_for(dates);
-    }
-    // Keep a few blocks so reading, computing and writing overlap.
-    if (ids >= N && dates >= T && N >= 4) {
-      const Index quarter = (N + 3) / 4;
-      ids = quarter >= id_quantum ? quarter - quarter % id_quantum : id_quantum;
-    }
-  } else if (!fits(dates, N)) {
-    ids = ids_for(dates);
-  } else {
-    while (dates < T && fits(std::min(T, dates + date_quantum), N)) dates = std::min(T, dates + date_quantum);
-    // Keep a few blocks so reading, computing and writing overlap.
-    if (T >= 4) {
-      const Index quarter = (T + 3) / 4;
-      dates = std::min(dates, std::max(date_quantum, quarter - quarter % date_quantum));
-    }
-  }
+  const BlockSizer sizer(T, N, K, element_size, budget_bytes, quantum, max_block_bytes);
+  const auto [dates, ids] = layout == LayoutKind::left ? sizer.left() : sizer.right();
   plan.block_dates = dates;
   plan.block_ids = ids;
-  plan.buffer_bytes = std::size_t(per_id_date * double(dates) * double(ids) + row * double(ids));
-  // Id ranges of `ids`; blocks thinner than a chunk stay inside it (the last
-  // of a chunk is shorter), so no block needs two chunks' worth of decoding.
-  std::vector<Range> id_ranges;
-  const Index span = ids < id_quantum ? id_quantum : ids;
-  for (Index q0 = 0; q0 < N; q0 += span)
-    for (Index i0 = q0, q1 = std::min(N, q0 + span); i0 < q1; i0 += ids) id_ranges.push_back({i0, std::min(q1, i0 + ids)});
+  plan.buffer_bytes = std::size_t(sizer.bytes(dates, ids));
   if (plan.multby_resident) plan.buffer_bytes += std::size_t(multby_bytes);
-  // LayoutLeft blocks go id range by id range: each holds its dates already.
-  if (plan.multby_resident && !quantum.ids_outer && layout == LayoutKind::right) {
-    for (Index t0 = 0; t0 < T; t0 += dates)
-      for (const Range& r : id_ranges) plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, r});
-  } else {
-    for (const Range& r : id_ranges)
-      for (Index t0 = 0; t0 < T; t0 += dates) plan.blocks.push_back({{t0, std::min(T, t0 + dates)}, r});
-  }
+  list_blocks(plan, dates, ids, sizer.id_quantum(), quantum.ids_outer);
   return plan;
 }
 

@@ -535,63 +535,67 @@ void copy_runs(unsigned char* dst, std::size_t dst_step, const unsigned char* sr
 
 }  // namespace
 
-bool ChunkedCube::read(const Block& b, void* buffer) const {
-  // Plain names, not a structured binding: C++17 lambdas cannot capture those.
-  const Index ct = chunk_[0], ci = chunk_[1], ck = chunk_[2];
-  const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
+const unsigned char* ChunkedCube::decoded(const std::array<Index, 3>& origin) const {
+  thread_local std::vector<unsigned char> packed, inflated, plain;  // scratch per thread
   const std::size_t chunk_bytes = this->chunk_bytes();
+  const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
+  quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
+  unsigned mask = 0;
+  haddr_t addr = HADDR_UNDEF;
+  hsize_t stored = 0;
+  if (!chunk_record(ds_, rank_, origin, mask, addr, stored) || stored == 0) return nullptr;
+  check_chunk_record(where, addr, stored, file_bytes_, 0);  // (its decoders check the sizes they produce)
+  packed.resize(stored);
+  read_at(fd_, packed.data(), stored, off_t(chunk_base_ + addr), where());
+  const unsigned char* data = packed.data();
+  std::size_t size = stored;
+  if (codec_index_ >= 0 && !(mask & (1u << codec_index_))) {  // a set bit: skipped for this chunk
+    inflated.resize(chunk_bytes);
+    std::size_t got = 0;
+    const bool ok =
+        codec_ == Codec::deflate
+            ? libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) ==
+                  LIBDEFLATE_SUCCESS
+            : (got = lzf_decompress(data, unsigned(size), inflated.data(), unsigned(chunk_bytes))) > 0;
+    if (!ok || got != chunk_bytes)
+      throw IoError(where() + ": not a valid " + (codec_ == Codec::deflate ? "deflate" : "lzf") + " stream of " +
+                    std::to_string(chunk_bytes) + " bytes");
+    data = inflated.data();
+    size = got;
+  }
+  if (size != chunk_bytes)
+    throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
+  if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
+    plain.resize(chunk_bytes);
+    byte_planes<false>(data, chunk_bytes, es_, plain.data());
+    data = plain.data();
+  }
+  return data;
+}
+
+bool ChunkedCube::decode_into(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const {
+  const unsigned char* data = decoded(origin);
+  if (!data) return false;
+  // The part of the chunk inside the block: dates [t0, t1), ids [i0, i1),
+  // columns [kc, kc + nk).
+  const Index ct = chunk_[0], ci = chunk_[1], ck = chunk_[2];
+  const Index tc = origin[0], ic = origin[1], kc = origin[2];
+  const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
+  const Index t0 = std::max(tc, b.dates.begin), t1 = std::min(tc + ct, b.dates.end);
+  const Index i0 = std::max(ic, b.ids.begin), i1 = std::min(ic + ci, b.ids.end);
+  const std::size_t nk_bytes = std::size_t(std::min(ck, K_ - kc)) * es_;
+  for (Index t = t0; t < t1; ++t) {
+    const unsigned char* src = data + (std::size_t((t - tc) * ci) + std::size_t(i0 - ic)) * chunk_row;
+    unsigned char* dst = out + offset_in_block(b, t, i0, row) + std::size_t(kc) * es_;
+    if (ck == K_) std::memcpy(dst, src, std::size_t(i1 - i0) * row);  // whole rows: one run
+    else copy_runs(dst, row, src, chunk_row, std::size_t(i1 - i0), nk_bytes);
+  }
+  return true;
+}
+
+bool ChunkedCube::read(const Block& b, void* buffer) const {
   auto* out = static_cast<unsigned char*>(buffer);
   const auto chunks = chunk_origins(b, chunk_, K_);
-  // Decodes one chunk and copies its part of the block; false when it is not
-  // in the file. Scratch buffers are per thread.
-  const auto decode = [&](const std::array<Index, 3>& origin) {
-    thread_local std::vector<unsigned char> packed, inflated, plain;
-    const Index tc = origin[0], ic = origin[1], kc = origin[2];
-    const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
-    quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
-    unsigned mask = 0;
-    haddr_t addr = HADDR_UNDEF;
-    hsize_t stored = 0;
-    if (!chunk_record(ds_, rank_, origin, mask, addr, stored) || stored == 0) return false;
-    check_chunk_record(where, addr, stored, file_bytes_, 0);  // (its decoders check the sizes they produce)
-    packed.resize(stored);
-    read_at(fd_, packed.data(), stored, off_t(chunk_base_ + addr), where());
-    const unsigned char* data = packed.data();
-    std::size_t size = stored;
-    if (codec_index_ >= 0 && !(mask & (1u << codec_index_))) {  // a set bit: skipped for this chunk
-      inflated.resize(chunk_bytes);
-      std::size_t got = 0;
-      const bool ok =
-          codec_ == Codec::deflate
-              ? libdeflate_zlib_decompress(thread_decompressor(), data, size, inflated.data(), chunk_bytes, &got) ==
-                    LIBDEFLATE_SUCCESS
-              : (got = lzf_decompress(data, unsigned(size), inflated.data(), unsigned(chunk_bytes))) > 0;
-      if (!ok || got != chunk_bytes)
-        throw IoError(where() + ": not a valid " + (codec_ == Codec::deflate ? "deflate" : "lzf") + " stream of " +
-                      std::to_string(chunk_bytes) + " bytes");
-      data = inflated.data();
-      size = got;
-    }
-    if (size != chunk_bytes)
-      throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
-    if (shuffle_index_ >= 0 && !(mask & (1u << shuffle_index_))) {
-      plain.resize(chunk_bytes);
-      byte_planes<false>(data, chunk_bytes, es_, plain.data());
-      data = plain.data();
-    }
-    // The part of the chunk inside the block: dates [t0, t1), ids [i0, i1),
-    // columns [kc, kc + nk).
-    const Index t0 = std::max(tc, b.dates.begin), t1 = std::min(tc + ct, b.dates.end);
-    const Index i0 = std::max(ic, b.ids.begin), i1 = std::min(ic + ci, b.ids.end);
-    const std::size_t nk_bytes = std::size_t(std::min(ck, K_ - kc)) * es_;
-    for (Index t = t0; t < t1; ++t) {
-      const unsigned char* src = data + (std::size_t((t - tc) * ci) + std::size_t(i0 - ic)) * chunk_row;
-      unsigned char* dst = out + offset_in_block(b, t, i0, row) + std::size_t(kc) * es_;
-      if (ck == K_) std::memcpy(dst, src, std::size_t(i1 - i0) * row);  // whole rows: one run
-      else copy_runs(dst, row, src, chunk_row, std::size_t(i1 - i0), nk_bytes);
-    }
-    return true;
-  };
 #ifdef _OPENMP
   if (chunks.size() > 1 && !omp_in_parallel()) {
     // The overlapped pipeline's reader thread (outside any parallel region):
@@ -606,7 +610,7 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
     for (long j = 0; j < n; ++j) {
       if (!complete.load()) continue;
       try {
-        if (!decode(chunks[std::size_t(j)])) complete = false;
+        if (!decode_into(b, chunks[std::size_t(j)], out)) complete = false;
       } catch (...) {
         const std::lock_guard lock(error_lock);
         if (!error) error = std::current_exception();
@@ -618,7 +622,7 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   }
 #endif
   for (const auto& origin : chunks)
-    if (!decode(origin)) return false;
+    if (!decode_into(b, origin, out)) return false;
   return true;
 }
 

@@ -110,6 +110,11 @@ class ChunkedCube {
 
  private:
   ChunkedCube() = default;
+  // The chunk at `origin` read and decoded (inflated, unshuffled) into this
+  // thread's scratch: chunk_bytes() of them; nullptr where it is not in the file.
+  const unsigned char* decoded(const std::array<Index, 3>& origin) const;
+  // Its part of block `b` copied into `out` (the block's C-order buffer).
+  bool decode_into(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const;
   hid_t ds_ = -1;
   std::string path_;
   int fd_ = -1;

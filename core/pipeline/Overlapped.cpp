@@ -97,10 +97,7 @@ class Overlapped {
     });
     reader.join();
     writer.join();
-    progress_.finish();
-    stats_.total_s = rec_.now();
-    failure_.rethrow();
-    return std::move(stats_);
+    return finish_run(progress_, stats_, rec_, failure_);
   }
 
  private:

@@ -112,10 +112,7 @@ class PerThread {
 #else
     work(0);
 #endif
-    progress_.finish();
-    stats_.total_s = rec_.now();
-    failure_.rethrow();
-    return std::move(stats_);
+    return finish_run(progress_, stats_, rec_, failure_);
   }
 
  private:

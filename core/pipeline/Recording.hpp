@@ -10,6 +10,7 @@
 #include <exception>
 #include <iostream>
 #include <mutex>
+#include <utility>
 #include <ostream>
 #include <unistd.h>
 
@@ -125,5 +126,14 @@ class Failure {
   std::mutex m_;
   std::exception_ptr first_;
 };
+
+// A pipeline's end, once its threads are done: the progress line closed,
+// the run's time taken, the first failure thrown, else the stats.
+inline PipelineStats finish_run(ProgressLine& progress, PipelineStats& stats, const Recorder& rec, Failure& failure) {
+  progress.finish();
+  stats.total_s = rec.now();
+  failure.rethrow();
+  return std::move(stats);
+}
 
 }  // namespace cvest::pipeline_detail
