@@ -1,7 +1,7 @@
 #pragma once
 // The processes one deck runs on. Under a launcher (mpiexec, srun) these are
 // MPI's ranks: every rank runs its share of each job's block plan and the
-// ranks together write one output (app/Job.cpp). Started as a plain command,
+// ranks together write one output (app/run/). Started as a plain command,
 // this process alone, without MPI. MPI stays in Ranks.cpp: nothing else
 // includes mpi.h.
 //

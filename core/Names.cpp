@@ -82,4 +82,15 @@ std::string_view to_string(ReadBy read_by) {
   return "?";
 }
 
+std::string_view to_string(StorageLayout layout) {
+  switch (layout) {
+    case StorageLayout::contiguous: return "contiguous";
+    case StorageLayout::chunked: return "chunked";
+    case StorageLayout::compact: return "compact";
+    case StorageLayout::virtual_dataset: return "virtual";
+    case StorageLayout::external: return "external";
+  }
+  return "?";
+}
+
 }  // namespace cvest

@@ -30,6 +30,9 @@ enum class DirectWrites { automatic, on, off };
 // block, decoding whole chunks on cvest's threads, HDF5's H5Dread, or none
 // (HDF5 lacks a filter the data needs).
 enum class ReadBy { pread, decode, hdf5, none };
+// How a dataset's data lies in its file (HDF5's layouts; external: in raw
+// files beside it, a contiguous layout's variant).
+enum class StorageLayout { contiguous, chunked, compact, virtual_dataset, external };
 
 // Bytes per element.
 constexpr std::size_t element_size(Precision precision) { return precision == Precision::f64 ? 8 : 4; }
@@ -45,5 +48,6 @@ Compression compression_from_name(std::string_view name);  // throws std::invali
 std::string_view to_string(DirectWrites direct);                // "auto", "true", "false"
 DirectWrites direct_writes_from_name(std::string_view name);    // throws std::invalid_argument
 std::string_view to_string(ReadBy read_by);                     // "pread", "decode", "hdf5", "none"
+std::string_view to_string(StorageLayout layout);               // "contiguous", ..., "virtual", "external"
 
 }  // namespace cvest

@@ -669,11 +669,11 @@ CubeStorage CubeReader::storage(Precision precision) const {
   CubeStorage st;
   PropList create(H5Dget_create_plist(ds_.get()));
   const H5D_layout_t layout = H5Pget_layout(create.get());
-  st.layout = layout == H5D_CHUNKED   ? "chunked"
-              : layout == H5D_COMPACT ? "compact"
-              : layout == H5D_VIRTUAL ? "virtual"
-              : H5Pget_external_count(create.get()) > 0 ? "external"
-                                                          : "contiguous";
+  st.layout = layout == H5D_CHUNKED                         ? StorageLayout::chunked
+              : layout == H5D_COMPACT                       ? StorageLayout::compact
+              : layout == H5D_VIRTUAL                       ? StorageLayout::virtual_dataset
+              : H5Pget_external_count(create.get()) > 0     ? StorageLayout::external
+                                                            : StorageLayout::contiguous;
   if (layout == H5D_CHUNKED) {
     hsize_t chunk[3] = {0, 0, 0};
     const int rank = H5Pget_chunk(create.get(), 3, chunk);
@@ -691,10 +691,10 @@ CubeStorage CubeReader::storage(Precision precision) const {
 }
 
 std::string to_text(const CubeStorage& st) {
-  std::string text = st.layout == "virtual"    ? "virtual (VDS)"
-                     : st.layout == "external" ? "in external raw files"
-                     : st.chunk.empty()        ? st.layout
-                                               : "chunks (";
+  std::string text = st.layout == StorageLayout::virtual_dataset ? "virtual (VDS)"
+                     : st.layout == StorageLayout::external        ? "in external raw files"
+                     : st.chunk.empty()                            ? std::string(to_string(st.layout))
+                                                                   : "chunks (";
   for (std::size_t d = 0; d < st.chunk.size(); ++d)
     text += std::to_string(st.chunk[d]) + (d + 1 < st.chunk.size() ? ", " : ")");
   for (const auto& f : st.filters) text += ", " + f;

@@ -145,7 +145,7 @@ bool hdf5_decodes(const Dataset& ds);
 // How a dataset is stored and which path reads it: a report says so, so that
 // a slow read can be told from a slow machine.
 struct CubeStorage {
-  std::string layout = "contiguous";  // or "chunked", "compact", "virtual" (VDS), "external" (raw files)
+  StorageLayout layout = StorageLayout::contiguous;
   std::vector<Index> chunk;          // empty unless chunked
   std::vector<std::string> filters;  // HDF5's names, in pipeline order
   ReadBy read_by = ReadBy::hdf5;     // none: HDF5 lacks a filter it would need (`unreadable` names it)

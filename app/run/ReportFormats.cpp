@@ -244,7 +244,7 @@ nlohmann::json to_json(const RunReport& rep) {
   j["output_gzip_level"] = rep.output_gzip_level;
   j["output_chunk_ids"] = rep.output_chunk_ids;
   j["output_writes"] = rep.output_writes;
-  j["input_storage"] = {{"layout", rep.input_storage.layout},
+  j["input_storage"] = {{"layout", to_string(rep.input_storage.layout)},
                         {"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)
                                                                    : nlohmann::json(rep.input_storage.chunk)},
                         {"filters", rep.input_storage.filters},

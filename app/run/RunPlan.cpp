@@ -65,7 +65,7 @@ void plan_input_storage(const Deck& deck, RunPlan& plan, std::ostream& progress)
   if (plan.input) {
     plan.input_storage = plan.input->discount_storage(plan.precision);
   } else {
-    plan.input_storage.layout = "chunked";
+    plan.input_storage.layout = StorageLayout::chunked;
     plan.input_storage.chunk = {1, io::cube_chunk(plan.shape.N, plan.shape.K, element_size(plan.shape.precision))[1],
                                 plan.shape.K};
     plan.input_storage.read_by = plan.precision == plan.shape.precision ? ReadBy::pread : ReadBy::hdf5;
