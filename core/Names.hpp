@@ -1,15 +1,14 @@
 #pragma once
 // Run-time names for cvest's compile-time choices, free of Kokkos so that
 // host-only code (deck parsing) compiles with the host compiler in Cuda builds.
+#include "core/Index.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace cvest {
-
-// 64-bit indices everywhere a T*N*K count can pass 2^32 (200 x 10M x 5 does).
-using Index = std::int64_t;
 
 // As decks and flags spell them.
 enum class LayoutKind { right, left };

@@ -1,4 +1,5 @@
-// The overlapped pipeline (every space): see Pipeline.hpp.
+// The overlapped pipeline (every space): see Pipeline.hpp; run_pipeline
+// (Pipeline.cpp) hands it a plan where options.threads is 0.
 #include "core/pipeline/Pipeline.hpp"
 
 #include "core/Multiply.hpp"
@@ -24,38 +25,7 @@
 
 namespace cvest {
 
-std::string_view to_string(Phase phase) {
-  switch (phase) {
-    case Phase::read: return "read";
-    case Phase::h2d: return "h2d";
-    case Phase::kernel: return "kernel";
-    case Phase::d2h: return "d2h";
-    case Phase::write: return "write";
-  }
-  return "?";
-}
-
-double PipelineStats::kernel_roof_fraction() const {
-  std::vector<double> ratios;  // the same bytes both ways: GB/s over GB/s is copy seconds over kernel seconds
-  for (const RoofCall& c : roof)
-    if (c.kernel_s > 0 && c.copy_s > 0) ratios.push_back(c.copy_s / c.kernel_s);
-  return roof::median(std::move(ratios));
-}
-
-double PipelineStats::roof_GBps() const {
-  std::vector<double> rates;
-  for (const RoofCall& c : roof)
-    if (c.copy_s > 0) rates.push_back(c.bytes / c.copy_s / 1e9);
-  return roof::median(std::move(rates));
-}
-
 namespace pipeline_detail {
-
-// The per-thread pipeline (PerThread.cpp), which run_pipeline hands a plan to
-// when options.threads > 0.
-template <class Scalar, class Layout>
-PipelineStats run_per_thread(const BlockPlan& plan, const BlockIO<Scalar>& io, const PipelineOptions& options,
-                             std::ostream& progress_out);
 
 // The overlapped pipeline over one plan: a reader thread fills host
 // staging slots, the calling thread computes (in place, or staged through
@@ -393,21 +363,19 @@ class Overlapped {
   Failure failure_;
 };
 
-}  // namespace pipeline_detail
-
 template <class Scalar, class Layout>
-PipelineStats run_pipeline(const BlockPlan& plan, const BlockIO<Scalar>& io, const PipelineOptions& options,
-                           std::ostream& progress_out) {
-  using namespace pipeline_detail;
-  if (options.threads > 0) return run_per_thread<Scalar, Layout>(plan, io, options, progress_out);
+PipelineStats run_overlapped(const BlockPlan& plan, const BlockIO<Scalar>& io, const PipelineOptions& options,
+                             std::ostream& progress_out) {
   if (plan.blocks.empty()) return {};
   return Overlapped<Scalar, Layout>(plan, io, options, progress_out).run();
 }
 
-#define CVEST_INSTANTIATE(SCALAR, LAYOUT)                                                                   \
-  template PipelineStats run_pipeline<SCALAR, LAYOUT>(const BlockPlan&, const BlockIO<SCALAR>&, const PipelineOptions&, \
-                                                std::ostream&);
+#define CVEST_INSTANTIATE(SCALAR, LAYOUT)                                                                       \
+  template PipelineStats run_overlapped<SCALAR, LAYOUT>(const BlockPlan&, const BlockIO<SCALAR>&, const PipelineOptions&, \
+                                                        std::ostream&);
 CVEST_FOR_EACH_PIPELINE_TYPE(CVEST_INSTANTIATE)
 #undef CVEST_INSTANTIATE
+
+}  // namespace pipeline_detail
 
 }  // namespace cvest
