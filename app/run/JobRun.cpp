@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace cvest::app {
@@ -49,30 +50,36 @@ JobReport planned_job_report(const JobPlan& job, const RunPlan& plan, int repeat
   return report;
 }
 
-JobReport JobRunner::run(const JobPlan& plan, std::string& output_writes) {
-  JobReport job = planned_job_report(plan, plan_, deck_.run.repeats);
-  const BlockPlan mine = plan_.share(plan.layout, ranks_.rank());  // all of it in one process
+JobReport JobRunner::run(const JobPlan& planned, std::string& output_writes) {
+  JobReport job = planned_job_report(planned, plan_, deck_.run.repeats);
+  const BlockPlan mine = plan_.share(planned.layout, ranks_.rank());  // all of it in one process
   // What one kernel call computes: a block, or a LayoutLeft tile of one in
   // the per-thread pipeline.
-  job.kernel_ids = kernel_ids(mine, plan.layout, plan.pipeline_threads);
-  keep_buffers_within_budget(plan, mine);
+  job.kernel_ids = kernel_ids(mine, planned.layout, planned.pipeline_threads);
+  keep_buffers_within_budget(planned, mine);
   std::vector<PipelineStats> runs;
-  for (int r = 0; r < deck_.run.repeats; ++r) runs.push_back(run_once(plan, mine, job, output_writes));
+  for (int r = 0; r < deck_.run.repeats; ++r) runs.push_back(run_once(planned, mine, job, output_writes));
   buffers_.end_job();
+  summarize_runs(std::move(runs), job);
+  if (ranks_.size() > 1) gather_rank_stats(ranks_, mine, job);
+  job.peak_rss_bytes = peak_rss_bytes();
+  return job;
+}
+
+// The job's figures are its median run's (by total time), with the range of
+// the kernel's roof fraction over all its runs.
+void JobRunner::summarize_runs(std::vector<PipelineStats> runs, JobReport& job) {
   std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.total_s < b.total_s; });
-  std::vector<double> fractions;  // each run's, for the range beside the median run's
+  std::vector<double> fractions;
   for (const PipelineStats& s : runs)
     if (const double f = s.kernel_roof_fraction(); f > 0) fractions.push_back(f);
   if (!fractions.empty()) {
     job.kernel_roof_min = *std::min_element(fractions.begin(), fractions.end());
     job.kernel_roof_max = *std::max_element(fractions.begin(), fractions.end());
   }
-  job.stats = runs[runs.size() / 2];
+  job.stats = std::move(runs[runs.size() / 2]);
   job.kernel_roof_fraction = job.stats.kernel_roof_fraction();
   job.roof_GBps = job.stats.roof_GBps();
-  if (ranks_.size() > 1) gather_rank_stats(ranks_, mine, job);
-  job.peak_rss_bytes = peak_rss_bytes();
-  return job;
 }
 
 // Every BlockIO call may run on several threads at once: input reads

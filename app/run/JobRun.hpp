@@ -12,7 +12,11 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <functional>
 #include <iosfwd>
+#include <map>
+#include <string>
+#include <vector>
 
 namespace cvest::app {
 
@@ -27,7 +31,7 @@ class JobRunner {
             std::ostream& progress);
   // Collective. The report of `job` (at rank 0 with every rank's figures);
   // `output_writes` says how the output reached the disk where it wrote it.
-  JobReport run(const JobPlan& job, std::string& output_writes);
+  JobReport run(const JobPlan& planned, std::string& output_writes);
   // Before verification: the check has the whole budget.
   void free_buffers();
 
@@ -36,6 +40,7 @@ class JobRunner {
   template <class Scalar>
   BlockIO<Scalar> block_io(const std::function<void(const Block&, const void*)>& sink);
   void keep_buffers_within_budget(const JobPlan& job, const BlockPlan& mine);
+  static void summarize_runs(std::vector<PipelineStats> runs, JobReport& job);
   std::map<std::string, std::string> output_attributes(const JobPlan& job) const;
 
   const Deck& deck_;
