@@ -93,4 +93,6 @@ std::string_view to_string(StorageLayout layout) {
   return "?";
 }
 
+std::string_view kokkos_name(LayoutKind layout) { return layout == LayoutKind::right ? "LayoutRight" : "LayoutLeft"; }
+
 }  // namespace cvest

@@ -37,6 +37,7 @@ enum class StorageLayout { contiguous, chunked, compact, virtual_dataset, extern
 constexpr std::size_t element_size(Precision precision) { return precision == Precision::f64 ? 8 : 4; }
 
 std::string_view to_string(LayoutKind layout);
+std::string_view kokkos_name(LayoutKind layout);        // "LayoutRight", "LayoutLeft": for messages
 std::string_view to_string(Precision precision);
 LayoutKind layout_from_name(std::string_view name);     // throws std::invalid_argument
 Precision precision_from_name(std::string_view name);   // throws std::invalid_argument

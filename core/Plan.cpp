@@ -7,12 +7,19 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
 
 namespace cvest {
+
+const BlockPlan& plan_for(const std::vector<BlockPlan>& plans, LayoutKind layout) {
+  for (const BlockPlan& p : plans)
+    if (p.layout == layout) return p;
+  throw std::logic_error("cvest: no block plan for a layout the deck runs");
+}
 
 BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids) {
   if (hdf5_row.ids > 0) return hdf5_row;

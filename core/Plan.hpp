@@ -34,6 +34,10 @@ struct BlockPlan {
   std::vector<Block> blocks;
 };
 
+// The plan of `plans` for `layout` (a run keeps one per layout of its deck);
+// std::logic_error where there is none.
+const BlockPlan& plan_for(const std::vector<BlockPlan>& plans, LayoutKind layout);
+
 // How many block-sized buffers the pipeline holds at once: two discount and
 // two cv slots in host staging (one being read or written while the other is
 // computed), two sets of discount + cv in the compute space (the staged path

@@ -16,7 +16,6 @@ namespace cvest::app {
 
 namespace {
 
-std::string_view kokkos_name(LayoutKind layout) { return layout == LayoutKind::right ? "LayoutRight" : "LayoutLeft"; }
 
 // A job's block shape; "/ids" where its kernels ran a tile of the block at a time.
 std::string block_text(const BlockPlan& plan, Index kernel_ids) {

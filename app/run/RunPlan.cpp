@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <ostream>
-#include <stdexcept>
 #include <utility>
 
 #include <sys/stat.h>
@@ -24,7 +23,6 @@ namespace cvest::app {
 namespace {
 
 std::string_view numpy_name(Precision p) { return p == Precision::f64 ? "float64" : "float32"; }
-std::string_view kokkos_name(LayoutKind layout) { return layout == LayoutKind::right ? "LayoutRight" : "LayoutLeft"; }
 
 // Opens the input (the deck's generate spec in its place where it is not on
 // disk yet): its shape, the run's precision, and a chunk cache that holds a
@@ -94,8 +92,8 @@ Index output_chunk_ids(const Deck& deck, const RunPlan& plan, std::array<Index, 
   return ids;
 }
 
-void plan_layouts(const Deck& deck, const io::ChunkRow& row, Index chunk_ids, RunPlan& plan, std::ostream& progress) {
-  const auto decoded = plan.input ? plan.input->decoded_chunk() : std::array<Index, 2>{0, 0};
+void plan_layouts(const Deck& deck, const io::ChunkRow& row, std::array<Index, 2> decoded, Index chunk_ids,
+                  RunPlan& plan, std::ostream& progress) {
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   const auto& s = plan.shape;
   for (const LayoutKind layout : deck.run.layouts) {
@@ -196,11 +194,7 @@ JobPlan job_plan(const Deck& deck, const RunPlan& plan, Strategy strategy, Layou
 
 }  // namespace
 
-const BlockPlan& RunPlan::plan(LayoutKind layout) const {
-  for (const BlockPlan& p : blocks)
-    if (p.layout == layout) return p;
-  throw std::logic_error("cvest: no block plan for a layout the deck runs");
-}
+const BlockPlan& RunPlan::plan(LayoutKind layout) const { return plan_for(blocks, layout); }
 
 BlockPlan RunPlan::share(LayoutKind layout, int rank) const {
   const BlockPlan& whole = plan(layout);
@@ -216,9 +210,10 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     const io::ChunkRow row = open_input(deck, input_on_disk, plan, progress);
     note_narrowing(deck, plan, progress);
     plan_input_storage(deck, plan, progress);
-    const Index chunk_ids =
-        output_chunk_ids(deck, plan, plan.input ? plan.input->decoded_chunk() : std::array<Index, 2>{0, 0});
-    plan_layouts(deck, row, chunk_ids, plan, progress);
+    // Chunks cvest decodes itself (dates, ids), 0 where it decodes none.
+    const auto decoded = plan.input ? plan.input->decoded_chunk() : std::array<Index, 2>{0, 0};
+    const Index chunk_ids = output_chunk_ids(deck, plan, decoded);
+    plan_layouts(deck, row, decoded, chunk_ids, plan, progress);
     warn_tiny_blocks(deck, plan, progress);
     share_among_ranks(ranks, chunk_ids, plan, progress);
     plan.output = output_spec(deck, plan, chunk_ids, ranks);

@@ -1,6 +1,5 @@
 #include "app/run/RunReport.hpp"
 
-#include <stdexcept>
 
 namespace cvest::app {
 
@@ -18,10 +17,6 @@ double JobReport::load_balance() const {
   return sum > 0 ? per_rank[std::size_t(slowest_rank())].total_s / (sum / double(per_rank.size())) : 1;
 }
 
-const BlockPlan& RunReport::plan(LayoutKind layout) const {
-  for (const BlockPlan& p : plans)
-    if (p.layout == layout) return p;
-  throw std::logic_error("cvest: no block plan for a layout the deck runs");
-}
+const BlockPlan& RunReport::plan(LayoutKind layout) const { return plan_for(plans, layout); }
 
 }  // namespace cvest::app

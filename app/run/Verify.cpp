@@ -48,7 +48,7 @@ int this_thread() {
 
 // What one checking thread holds: a block's inputs, the output's values and
 // the recomputed ones.
-struct CheckBuffers {
+struct ThreadBuffers {
   std::vector<unsigned char> m, d, found, expected;
   Index m_ids = -1;  // the id range whose multBy rows m holds
 };
@@ -56,7 +56,7 @@ struct CheckBuffers {
 // Block `b` read from both files and recomputed into buf.expected; "" where
 // the output holds the same bits, else the first difference.
 std::string check_block(const InputFile& input, const CubeReader& cv_reader, const Block& b, Precision p,
-                        CheckBuffers& buf) {
+                        ThreadBuffers& buf) {
   const Index K = input.shape().K;
   const std::size_t es = element_size(p), slice = std::size_t(b.ids.size() * K);
   const std::size_t n = std::size_t(b.dates.size()) * slice;
@@ -87,7 +87,7 @@ std::string check_block(const InputFile& input, const CubeReader& cv_reader, con
 // earliest block that differs decides: VerifyError naming it.
 void check_blocks(const VerifyOptions& o, const InputFile& input, const CubeReader& cv_reader, const BlockPlan& plan,
                   Precision p, int threads) {
-  std::vector<CheckBuffers> per_thread(static_cast<std::size_t>(threads));
+  std::vector<ThreadBuffers> per_thread(static_cast<std::size_t>(threads));
   const long nblocks = long(plan.blocks.size());
   std::atomic<long> first_bad{nblocks};  // the earliest block found to differ
   std::atomic<bool> failed{false};
