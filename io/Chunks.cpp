@@ -254,7 +254,8 @@ std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {
 // --- raw access -----------------------------------------------------------------
 
 std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
-                                       Index N, Index K, DirectWrites direct, const std::string& off_because) {
+                                       Index N, Index K, DirectWrites direct, const std::string& off_because,
+                                       std::size_t direct_memory) {
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
@@ -291,7 +292,7 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& sho
   raw->chunk_base_ = bytes.chunk_base;
   if (!writable) raw->input_bytes_ = bytes.size;
   if (!writable) ::posix_fadvise(raw->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
-  if (writable) raw->direct_ = std::make_unique<DirectWriter>(raw->fd_, direct, shown, off_because);
+  if (writable) raw->direct_ = std::make_unique<DirectWriter>(raw->fd_, direct, shown, off_because, direct_memory);
   return raw;
 }
 
@@ -336,7 +337,8 @@ std::vector<std::uint64_t> RawCube::placement() const {
 
 std::unique_ptr<RawCube> RawCube::open_placed(const std::string& path, const std::string& shown,
                                               const std::vector<std::uint64_t>& p, bool writable,
-                                              DirectWrites direct, const std::string& off_because) {
+                                              DirectWrites direct, const std::string& off_because,
+                                              std::size_t direct_memory) {
   if (p.size() < 7) throw std::logic_error("cvest: a cube placement of fewer than 7 fields");
   std::unique_ptr<RawCube> raw(new RawCube);
   raw->N_ = Index(p[0]);
@@ -356,7 +358,7 @@ std::unique_ptr<RawCube> RawCube::open_placed(const std::string& path, const std
   std::string why;  // another process's temporary file of this run: ours, and never through a link
   raw->fd_ = open_own_file(path, writable ? O_WRONLY : O_RDONLY, why);
   if (raw->fd_ < 0) throw IoError(shown + ": cannot open " + path + ": it is " + why);
-  if (writable) raw->direct_ = std::make_unique<DirectWriter>(raw->fd_, direct, shown, off_because);
+  if (writable) raw->direct_ = std::make_unique<DirectWriter>(raw->fd_, direct, shown, off_because, direct_memory);
   return raw;
 }
 

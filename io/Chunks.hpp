@@ -32,7 +32,8 @@ class RawCube {
   // (io/DirectWriter.hpp; `off_because`: why not, when off).
   static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
                                        Index N, Index K, DirectWrites direct = DirectWrites::off,
-                                       const std::string& off_because = "");
+                                       const std::string& off_because = "",
+                                       std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20));
   ~RawCube();
   RawCube(const RawCube&) = delete;
   RawCube& operator=(const RawCube&) = delete;
@@ -54,7 +55,8 @@ class RawCube {
   static std::unique_ptr<RawCube> open_placed(const std::string& path, const std::string& shown,
                                               const std::vector<std::uint64_t>& placement, bool writable,
                                               DirectWrites direct = DirectWrites::off,
-                                              const std::string& off_because = "");
+                                              const std::string& off_because = "",
+                                              std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20));
   // How a writable cube's data reached the file (DirectWriter::text).
   const DirectWriter* writer() const { return direct_.get(); }
 

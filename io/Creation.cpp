@@ -2,7 +2,6 @@
 
 #include "core/Errors.hpp"
 #include "io/Chunks.hpp"
-#include "io/Faults.hpp"
 
 #include <fmt/format.h>
 
@@ -10,11 +9,8 @@
 #include <cstring>
 #include <fcntl.h>
 #include <lzf.h>
-#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
-
-namespace fs = std::filesystem;
 
 namespace cvest::io {
 
@@ -22,12 +18,14 @@ namespace cvest::io {
 // (temp_path_for; H5F_ACC_EXCL: never an existing name, and so never through
 // a link planted there), registered with `guard`, and checks that what HDF5
 // holds open is a regular file of ours at that name. `temp` is the name to
-// try first (empty: a fresh one) and, on return, the name used.
+// try first (empty: a fresh one) and, on return, the name used; `made`, the
+// file's identity (what io::publish checks it against).
 // `page` > 0: objects of a page or more (an output's chunks) start on a page
 // boundary, so the ranks of a distributed run, which split the output at
 // chunk boundaries, never write into the same page (which NFS clients may
 // write back whole, and Lustre locks).
-File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, hsize_t page) {
+File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, FileIdentity& made,
+                      hsize_t page) {
   const PropList access(H5Pcreate(H5P_FILE_ACCESS));
   if (page > 0) check(H5Pset_alignment(access.get(), page, page), "H5Pset_alignment", path);
   constexpr int attempts = 16;
@@ -54,6 +52,7 @@ File create_temp_file(const std::string& path, std::string& temp, TempFileGuard&
         held.st_ino != named.st_ino)
       throw IoError(path + ": " + temp + " is not the file this run just created there (replaced by another "
                            "process?); left as it is");
+    made = {true, std::uint64_t(held.st_dev), std::uint64_t(held.st_ino)};
     return file;
   }
   throw IoError(path + ": cannot create a temporary file beside it: " + std::to_string(attempts) +
@@ -99,42 +98,5 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
   if (!ds) throw IoError(shown + ": cannot create dataset '" + name + "'");
   return ds;
 }
-
-// fsync of the file or directory at `path` (a file: never through a link);
-// IoError (never retried: a failed fsync may have dropped the pages it could
-// not write) naming `shown`.
-void sync_file(const std::string& path, const std::string& shown, bool directory) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (directory ? O_DIRECTORY : O_NOFOLLOW));
-  if (fd < 0) throw IoError(shown + ": cannot open " + path + " to sync it: " + std::strerror(errno));
-  const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  if (rc != 0) throw IoError(shown + ": sync failed: " + std::strerror(error));
-}
-
-void rename_into_place(const std::string& temp, const std::string& path, const FileIdentity& found, bool overwrite) {
-  const FileIdentity now = FileIdentity::at(path);
-  if (now.exists && (!overwrite || !found.exists || now != found))
-    throw IoError(path + (found.exists ? ": was replaced by another process while this run wrote its output; left as "
-                                         "it is, this run's output discarded"
-                                       : ": appeared while this run wrote its output (another process wrote it); left "
-                                         "as it is, this run's output discarded"));
-  std::error_code ec;
-  if (now.exists) {
-    // What the run found at the start is replaced, and only that. It goes
-    // first: ext4 flushes a file renamed over an existing one (auto_da_alloc)
-    // inside rename, which took 1.8-2.4 s for a 1.6 GB output; renamed onto
-    // a free name it is written back as any new file is.
-    fs::remove(path, ec);
-  }
-  if (!rename_without_replacing(temp, path)) {
-    const int error = errno;
-    if (error == EEXIST)
-      throw IoError(path + ": appeared while this run wrote its output (another process wrote it); left as it is, "
-                           "this run's output discarded");
-    throw IoError(path + ": cannot rename the finished output into place: " + std::strerror(error));
-  }
-}
-
 
 }  // namespace cvest::io

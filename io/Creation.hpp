@@ -1,7 +1,7 @@
 #pragma once
 // How cvest's HDF5 files come to be: created exclusively at a fresh temporary
 // name beside their final path, their cube dataset, synced, and renamed into
-// place (never over a file that appeared meanwhile).
+// place by io::publish (io/Publish.hpp).
 #include "core/Names.hpp"
 #include "io/Disk.hpp"
 #include "io/Hdf5.hpp"
@@ -16,12 +16,14 @@ namespace cvest::io {
 // (temp_path_for; H5F_ACC_EXCL: never an existing name, and so never through
 // a link planted there), registered with `guard`, and checks that what HDF5
 // holds open is a regular file of ours at that name. `temp` is the name to
-// try first (empty: a fresh one) and, on return, the name used.
+// try first (empty: a fresh one) and, on return, the name used; `made`, the
+// file's identity (what io::publish checks it against).
 // `page` > 0: objects of a page or more (an output's chunks) start on a page
 // boundary, so the ranks of a distributed run, which split the output at
 // chunk boundaries, never write into the same page (which NFS clients may
 // write back whole, and Lustre locks).
-File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, hsize_t page = 0);
+File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, FileIdentity& made,
+                      hsize_t page = 0);
 
 // The cube (or table) dataset `name` of `dims` in `chunk`s, plain or
 // compressed: gzip: shuffle, deflate at gzip_level; lzf: shuffle, h5py's lzf
@@ -30,15 +32,5 @@ File create_temp_file(const std::string& path, std::string& temp, TempFileGuard&
 Dataset create_dataset(const File& file, const std::string& name, Precision precision, const std::vector<hsize_t>& dims,
                        const std::vector<hsize_t>& chunk, Compression compression, int gzip_level,
                        const std::string& shown);
-
-// fsync of the file or directory at `path` (a file: never through a link);
-// IoError (never retried: a failed fsync may have dropped the pages it could
-// not write) naming `shown`.
-void sync_file(const std::string& path, const std::string& shown, bool directory = false);
-
-// Renames the finished `temp` onto `path`: never onto a file that appeared
-// since the run started, and with `overwrite` onto the one it `found` then
-// only. IoError otherwise, the file at `path` left as it is.
-void rename_into_place(const std::string& temp, const std::string& path, const FileIdentity& found, bool overwrite);
 
 }  // namespace cvest::io

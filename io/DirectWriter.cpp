@@ -16,15 +16,13 @@
 
 #include <algorithm>
 #include <exception>
+#include <system_error>
 #include <thread>
 
 namespace cvest::io {
 
 namespace {
 
-// What a direct write moves at a time from an aligned copy: large enough
-// that one thread's synchronous writes keep the device busy (docs/benchmarks.md).
-constexpr std::size_t copy_bytes = std::size_t(8) << 20;
 
 // The file system's name where statfs knows it, for messages.
 std::string file_system_of(int fd) {
@@ -50,6 +48,17 @@ off_t align_up(off_t at) { return align_down(at + off_t(direct_alignment) - 1); 
 bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % direct_alignment == 0; }
 
 }  // namespace
+
+std::size_t direct_write_memory(std::size_t budget_bytes) {
+  return std::min(budget_bytes / 8, std::size_t(32) << 20);
+}
+
+// What a direct write moves at a time from an aligned copy: large enough
+// that one thread's synchronous writes keep the device busy (8 MiB where the
+// budget allows; docs/benchmarks.md), at least a page.
+std::size_t direct_copy_bytes(std::size_t memory_bytes) {
+  return std::max(direct_alignment, memory_bytes / max_direct_lanes / direct_alignment * direct_alignment);
+}
 
 double writeback_threshold_bytes() {
   if (const long bytes = fault_value("writeback_threshold"); bytes >= 0) return double(bytes);
@@ -82,8 +91,9 @@ DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because
   return DirectWrites::off;
 }
 
-DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because)
-    : fd_(fd), mode_(mode), shown_(shown) {
+DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because,
+                           std::size_t memory)
+    : fd_(fd), mode_(mode), shown_(shown), copy_bytes_(direct_copy_bytes(memory)) {
   if (mode == DirectWrites::off) {
     why_buffered_ = off_because.empty() ? "[output] direct = false" : off_because;
     return;
@@ -101,6 +111,12 @@ DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown, 
 }
 
 DirectWriter::~DirectWriter() {
+  {
+    const std::lock_guard lock(lanes_m_);
+    stopping_ = true;
+  }
+  work_.notify_all();
+  for (std::thread& t : lanes_) t.join();
   if (direct_fd_ >= 0) ::close(direct_fd_);
   for (void* p : copies_) std::free(p);
 }
@@ -136,31 +152,67 @@ void DirectWriter::write(const void* buffer, std::size_t bytes, off_t at) {
   buffered_bytes_ += std::uint64_t(bytes) - std::uint64_t(tail - middle);
 }
 
+std::size_t DirectWriter::start_lanes() {
+  const std::lock_guard lock(lanes_m_);
+  if (lanes_started_) return lanes_.size();
+  lanes_started_ = true;
+  // A thread that cannot be started (ulimit -u, a cgroup's pids.max) is a
+  // lane fewer: the caller writes that part itself.
+  try {
+    while (lanes_.size() + 1 < max_direct_lanes) lanes_.emplace_back([this] { lane(); });
+  } catch (const std::system_error&) {
+  }
+  return lanes_.size();
+}
+
+void DirectWriter::lane() {
+  std::unique_lock lock(lanes_m_);
+  for (;;) {
+    work_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, nothing left
+    const Piece piece = queue_.front();
+    queue_.pop_front();
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      write_direct_lane(piece.in, piece.bytes, piece.at);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error && !piece.batch->error) piece.batch->error = error;
+    if (--piece.batch->left == 0) done_.notify_all();
+  }
+}
+
 void DirectWriter::write_direct(const char* in, std::size_t bytes, off_t at) {
   // A few writes in flight at once: one synchronous direct write at a time
   // left the device idle between them (1.6 GB: 2.88-2.96 s in one lane,
   // 2.29-2.57 s in four, 2.28-2.44 s in eight).
-  constexpr std::size_t max_lanes = 4;
-  const std::size_t lanes = std::clamp<std::size_t>(bytes / (std::size_t(2) << 20), 1, max_lanes);
-  if (lanes == 1) return write_direct_lane(in, bytes, at);
-  const std::size_t share = (bytes / lanes + direct_alignment - 1) / direct_alignment * direct_alignment;
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(lanes);
-  for (std::size_t l = 0; l < lanes; ++l) {
-    const std::size_t begin = std::min(bytes, l * share), end = l + 1 == lanes ? bytes : std::min(bytes, (l + 1) * share);
-    const auto lane = [&, l, begin, end] {
-      try {
-        write_direct_lane(in + begin, end - begin, at + off_t(begin));
-      } catch (...) {
-        errors[l] = std::current_exception();
-      }
-    };
-    if (l + 1 == lanes) lane();
-    else threads.emplace_back(lane);
+  const std::size_t pieces = std::clamp<std::size_t>(bytes / (std::size_t(2) << 20), 1, max_direct_lanes);
+  if (pieces == 1 || start_lanes() == 0) return write_direct_lane(in, bytes, at);
+  const std::size_t share = (bytes / pieces + direct_alignment - 1) / direct_alignment * direct_alignment;
+  Batch batch;
+  {
+    const std::lock_guard lock(lanes_m_);
+    for (std::size_t p = 1; p < pieces; ++p) {
+      const std::size_t begin = std::min(bytes, p * share), end = p + 1 == pieces ? bytes : std::min(bytes, (p + 1) * share);
+      if (end <= begin) continue;
+      queue_.push_back({in + begin, end - begin, at + off_t(begin), &batch});
+      ++batch.left;
+    }
   }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  work_.notify_all();
+  std::exception_ptr mine;
+  try {
+    write_direct_lane(in, std::min(bytes, share), at);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  std::unique_lock lock(lanes_m_);
+  done_.wait(lock, [&] { return batch.left == 0; });  // the pieces point into the caller's buffer
+  if (mine) std::rethrow_exception(mine);
+  if (batch.error) std::rethrow_exception(batch.error);
 }
 
 void DirectWriter::write_direct_lane(const char* in, std::size_t bytes, off_t at) {
@@ -178,7 +230,7 @@ void DirectWriter::write_direct_lane(const char* in, std::size_t bytes, off_t at
       buffered_bytes_ += bytes - done;
       return;
     }
-    const std::size_t n = copy ? std::min(copy_bytes, bytes - done) : bytes - done;
+    const std::size_t n = copy ? std::min(copy_bytes_, bytes - done) : bytes - done;
     const char* from = in + done;
     if (copy) from = static_cast<const char*>(std::memcpy(copy, from, n));
     ssize_t put = pwrite_once(direct_fd_, from, n, at + off_t(done));
@@ -201,22 +253,26 @@ void DirectWriter::refuse(const std::string& why) {
 }
 
 void* DirectWriter::take_copy() {
-  const std::lock_guard lock(copies_m_);
+  std::unique_lock lock(copies_m_);
+  copy_freed_.wait(lock, [&] { return !free_copies_.empty() || copies_.size() < max_direct_lanes; });
   if (!free_copies_.empty()) {
     void* p = free_copies_.back();
     free_copies_.pop_back();
     return p;
   }
   void* p = nullptr;
-  if (::posix_memalign(&p, direct_alignment, copy_bytes) != 0)
+  if (::posix_memalign(&p, direct_alignment, copy_bytes_) != 0)
     throw IoError(shown_ + ": out of memory for a direct write's aligned copy");
   copies_.push_back(p);
   return p;
 }
 
 void DirectWriter::give_copy(void* copy) {
-  const std::lock_guard lock(copies_m_);
-  free_copies_.push_back(copy);
+  {
+    const std::lock_guard lock(copies_m_);
+    free_copies_.push_back(copy);
+  }
+  copy_freed_.notify_one();
 }
 
 }  // namespace cvest::io

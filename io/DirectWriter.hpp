@@ -4,18 +4,28 @@
 // write-back and swing with it (a 6 GB file took 27-30 s buffered against
 // 4-6.5 s direct on this project's machines; docs/benchmarks.md); direct
 // writes go at the device's own rate. O_DIRECT wants offsets, lengths and
-// memory aligned: each write's aligned middle goes direct (through a
-// per-thread aligned copy where the caller's memory is not aligned), its
-// unaligned head and tail through the page cache. The two never share a
-// page, and HDF5's metadata stays buffered on HDF5's own descriptor.
+// memory aligned: each write's aligned middle goes direct, its unaligned
+// head and tail through the page cache. The two never share a page, and
+// HDF5's metadata stays buffered on HDF5's own descriptor.
+// What a writer holds is bounded, whatever number of threads write through
+// it (the per-thread pipeline: one per core): at most max_direct_lanes - 1
+// threads of its own (lanes, started on the first large write; where one
+// cannot be started, the write goes on in fewer) and max_direct_lanes
+// aligned copies of direct_copy_bytes(memory) each, for callers' memory that
+// is not aligned as the file offset is (pipeline buffers are page-aligned,
+// so a block's first rows need none); a writer waits for a free copy.
 #include "core/Names.hpp"
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <sys/types.h>
+#include <thread>
 #include <vector>
 
 namespace cvest::io {
@@ -28,6 +38,13 @@ inline constexpr std::size_t direct_alignment = 4096;
 // (vm.dirty_background_bytes, else vm.dirty_background_ratio of the
 // available memory); 0 where it cannot be read (auto then writes direct).
 double writeback_threshold_bytes();
+
+// Writes in flight at once for one output: the caller's and its lanes'.
+inline constexpr std::size_t max_direct_lanes = 4;
+// What a writer's aligned copies take in all, within a run's memory_budget
+// (counted in its plan): an eighth of it, at most 32 MiB; and each copy.
+std::size_t direct_write_memory(std::size_t budget_bytes);
+std::size_t direct_copy_bytes(std::size_t memory_bytes);
 
 // What `auto` takes for an output of `bytes`: direct writes where it
 // passes the write-back threshold, since below it the page cache takes the
@@ -44,7 +61,9 @@ class DirectWriter {
   // buffered. automatic: direct where the file system accepts O_DIRECT, else
   // buffered (why_buffered says why). on: IoError where it refuses.
   // `off_because`: why it is off (empty: the deck's direct = false).
-  DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because = "");
+  // `memory`: what its aligned copies may take in all (direct_write_memory).
+  DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because = "",
+               std::size_t memory = direct_write_memory(std::size_t(256) << 20));
   ~DirectWriter();
   DirectWriter(const DirectWriter&) = delete;
   DirectWriter& operator=(const DirectWriter&) = delete;
@@ -75,12 +94,32 @@ class DirectWriter {
   mutable std::mutex why_m_;
   std::string why_buffered_;
   std::atomic<std::uint64_t> direct_bytes_{0}, buffered_bytes_{0};
-  // Aligned copies of unaligned callers' data, one per writing thread at a
-  // time, freed with the writer.
+  // Aligned copies of unaligned callers' data: at most max_direct_lanes,
+  // waited for, freed with the writer.
+  std::size_t copy_bytes_;
   std::mutex copies_m_;
+  std::condition_variable copy_freed_;
   std::vector<void*> copies_, free_copies_;
   void* take_copy();
   void give_copy(void* copy);
+  // The lanes: pieces of callers' writes, taken by the writer's threads.
+  struct Batch {
+    std::size_t left = 0;
+    std::exception_ptr error;
+  };
+  struct Piece {
+    const char* in;
+    std::size_t bytes;
+    off_t at;
+    Batch* batch;
+  };
+  std::mutex lanes_m_;
+  std::condition_variable work_, done_;
+  std::deque<Piece> queue_;
+  std::vector<std::thread> lanes_;
+  bool lanes_started_ = false, stopping_ = false;
+  std::size_t start_lanes();  // how many run (0: every write goes on its caller's thread)
+  void lane();
 };
 
 }  // namespace cvest::io

@@ -3,6 +3,7 @@
 #include "core/Errors.hpp"
 #include "core/Plan.hpp"
 #include "io/Chunks.hpp"
+#include "io/Publish.hpp"
 #include "io/TempFiles.hpp"
 
 #include <algorithm>
@@ -43,6 +44,8 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir,
                      "where it points: give the target's own path, or remove the link");
   if (fs::exists(path, ec) && !overwrite) throw InputError(path + ": output exists; " + to_replace + " to replace it");
   if (fs::is_directory(path, ec)) throw InputError(path + ": output is a directory");
+  // Found out now, not after an hour of work when the rename is refused.
+  if (const std::string why = replace_refusal(path); !why.empty()) throw IoError(path + ": cannot be replaced: " + why);
   const fs::path dir = output_dir(path);
   if (create_dir) {
     fs::create_directories(dir, ec);
@@ -61,17 +64,18 @@ void write_whole_file(const std::string& path, const std::string& text, const st
   const int fd = create_exclusive_temp(path, temp, guard);
   if (fd < 0) throw IoError(path + ": cannot write " + what + ": " + std::strerror(errno));
   try {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw IoError(path + ": cannot write " + what + ": " + std::strerror(errno));
     write_at(fd, text.data(), text.size(), 0, path);
+    // Whatever is at the path now is replaced (a report is rewritten by every run).
+    publish(temp, {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)}, path, {FileIdentity::at(path), true},
+            what, path, fd);
   } catch (...) {
     ::close(fd);
     ::unlink(temp.c_str());
     throw;
   }
-  if (::close(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
-    const int why = errno;
-    ::unlink(temp.c_str());
-    throw IoError(path + ": cannot write " + what + ": " + std::strerror(why));
-  }
+  ::close(fd);
 }
 
 FileIdentity FileIdentity::of(const std::string& path) {

@@ -21,18 +21,22 @@ struct FileIdentity {
   bool operator!=(const FileIdentity& o) const {
     return exists != o.exists || device != o.device || inode != o.inode;
   }
+  bool operator==(const FileIdentity& o) const { return !(*this != o); }
 };
 
 // Writes `text` to `path` whole: to a fresh temporary file beside it
-// (created exclusively, io/TempFiles.hpp), renamed onto `path`, replacing
-// what is there (a link there is replaced, not followed). IoError naming
-// the path and `what` ("report") on failure, the temporary file removed.
+// (created exclusively, io/TempFiles.hpp), put in place by io::publish
+// (synced, renamed over what is there in one step: a link there is
+// replaced, not followed; the folder synced). IoError naming the path and
+// `what` ("report") on failure, the temporary file removed.
 void write_whole_file(const std::string& path, const std::string& text, const std::string& what);
 
 // Refuses to proceed when `path` exists and overwrite is false, when it is
 // a symbolic link (a finished file is renamed onto its path, which would
 // replace the link, not write where it points), or when its directory
-// cannot be written. InputError / IoError naming the path. Makes
+// cannot be written, or (overwrite) when the file there cannot be replaced
+// by this user (io::replace_refusal: IoError, before any work). InputError /
+// IoError naming the path. Makes
 // the directory unless create_dir is false (then the nearest existing one
 // above must be writable).
 // `to_replace` says how to allow replacing it (a deck key, a flag).

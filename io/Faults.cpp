@@ -1,5 +1,6 @@
 #include "io/Faults.hpp"
 
+#include <csignal>
 #include <cstdlib>
 #include <unistd.h>
 #include <string>
@@ -44,6 +45,13 @@ long fault_value(std::string_view point) {
   std::string_view where, value;
   if (!fault_here(where, value) || where != point || value.empty()) return -1;
   return std::atol(std::string(value).c_str());
+}
+
+void stop_if_injected(std::string_view step) {
+  std::string_view where, value;
+  if (!fault_here(where, value) || value != step) return;
+  if (where == "kill_at") ::raise(SIGKILL);
+  if (where == "interrupt_at") ::raise(SIGINT);
 }
 
 void slow_write_if_injected() {

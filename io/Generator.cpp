@@ -3,6 +3,7 @@
 #include "io/Creation.hpp"
 #include "core/Errors.hpp"
 #include "io/Faults.hpp"
+#include "io/Publish.hpp"
 
 #include <fmt/format.h>
 
@@ -43,7 +44,8 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
   check_free_space(path, generated_bytes(spec));
   std::string temp = temp_path_for(path);
   TempFileGuard guard(temp);
-  File file = create_temp_file(path, temp, guard);
+  FileIdentity made;
+  File file = create_temp_file(path, temp, guard, made);
   try {
     const auto chunk = cube_chunk(spec.ids, spec.cols, element_size(spec.precision));
     const hsize_t T = spec.dates, N = spec.ids, K = spec.cols;
@@ -76,7 +78,7 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
     m.reset();
     if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(path + ": flush failed (disk full?)");
     file.reset();
-    rename_into_place(temp, path, found, overwrite);
+    publish(temp, made, path, {found, overwrite}, "input", path);
   } catch (...) {
     file.reset();
     std::error_code ec;

@@ -1,7 +1,9 @@
 #include "io/Journal.hpp"
 
 #include "core/Errors.hpp"
+#include "core/Threads.hpp"
 #include "io/Faults.hpp"
+#include "io/Publish.hpp"
 #include "io/TempFiles.hpp"
 
 #include <chrono>
@@ -95,6 +97,7 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
     sync_or_throw(fd_, path);
     if (!rename_without_replacing(temp, path))
       throw IoError(path + ": cannot move the resume journal into place: " + std::strerror(errno));
+    sync_folder(output_dir(path).string(), path);
   } catch (...) {
     ::close(fd_);
     ::close(data_fd_);
@@ -102,7 +105,19 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
     throw;
   }
   // Records are appended through the same descriptor, now at the header's end.
-  syncer_ = std::thread([this] {
+  try {
+    start_syncer();
+  } catch (...) {
+    ::close(fd_);
+    ::close(data_fd_);
+    fd_ = data_fd_ = -1;
+    ::unlink(path.c_str());
+    throw;
+  }
+}
+
+void Journal::start_syncer() {
+  syncer_ = start_thread("the resume journal's thread", [this] {
     std::unique_lock lock(pending_m_);
     while (!stopping_) {  // a batch when it is full, or a second after the last
       wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || pending_bytes_ >= batch_bytes_; });
@@ -177,6 +192,45 @@ void Journal::sync() {
   sync_or_throw(fd_, path_);
   ++syncs_;
   recorded_ += long(records.size());
+}
+
+namespace {
+constexpr char state_field[] = "state";
+Fingerprint sealed_fingerprint(const Fingerprint& fingerprint, const struct stat& data) {
+  Fingerprint named = fingerprint;
+  named[state_field] = "sealed";
+  named[temporary_field] = identity_of(data);
+  return named;
+}
+}  // namespace
+
+void Journal::seal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint) {
+  std::string why;
+  const int data_fd = open_own_file(data_path, O_RDONLY, why);
+  struct stat data {};
+  const bool ok = data_fd >= 0 && ::fstat(data_fd, &data) == 0;
+  if (data_fd >= 0) ::close(data_fd);
+  if (!ok) throw IoError(path + ": cannot seal " + data_path + ": it is " + (why.empty() ? "unreadable" : why));
+  const int fd = create_exclusive(path, O_WRONLY);
+  if (fd < 0) throw IoError(path + ": cannot create the output's seal: " + std::strerror(errno));
+  try {
+    const std::string text = header(sealed_fingerprint(fingerprint, data));
+    write_all(fd, text.data(), text.size(), path);
+    sync_or_throw(fd, path);
+    sync_folder(output_dir(path).string(), path);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    throw;
+  }
+  ::close(fd);
+}
+
+bool Journal::sealed(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
+                     std::string& why_not) {
+  Fingerprint with_state = fingerprint;
+  with_state[state_field] = "sealed";
+  return read(path, data_path, with_state, why_not).has_value();
 }
 
 std::optional<std::vector<Block>> Journal::read(const std::string& path, const std::string& data_path,

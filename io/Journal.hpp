@@ -62,6 +62,17 @@ class Journal {
   // fingerprint is `fingerprint` and it names the file at `data_path`;
   // nullopt, with the reason in `why_not` (the field that changed, or that
   // it cannot be read or is not the running user's), otherwise.
+  // The seal of a finished output: written once its data and metadata are
+  // synced, before it is renamed into place, so that a run killed between
+  // the two leaves a file the next run of the same job puts in place rather
+  // than computes again. A journal's header with the field state=sealed and
+  // no blocks, at `path` (created exclusively, synced, the folder synced).
+  static void seal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint);
+  // Whether the seal at `path` is that of the file at `data_path` for this
+  // job (`why_not` says why not).
+  static bool sealed(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
+                     std::string& why_not);
+
   static std::optional<std::vector<Block>> read(const std::string& path, const std::string& data_path,
                                                 const Fingerprint& fingerprint, std::string& why_not);
 
@@ -76,6 +87,7 @@ class Journal {
   bool stopping_ = false;
   std::string failed_;  // the failed sync's message; empty while none failed
   std::thread syncer_;
+  void start_syncer();
   int syncs_ = 0;
   long written_count_ = 0;        // blocks written() (under pending_m_)
   std::atomic<long> recorded_{0};  // blocks recorded and synced (a fault's message says so)

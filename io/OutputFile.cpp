@@ -3,6 +3,7 @@
 #include "core/Interrupt.hpp"
 #include "io/Creation.hpp"
 #include "io/Faults.hpp"
+#include "io/Publish.hpp"
 
 #include <fmt/format.h>
 
@@ -62,6 +63,8 @@ std::size_t journal_batch_bytes() {
 
 std::string journal_path(const std::string& temp, int rank) { return temp + ".journal-" + std::to_string(rank); }
 
+std::string seal_path(const std::string& temp) { return temp + ".sealed"; }
+
 namespace {
 // The journals beside the temporary file `temp`, of every rank: regular
 // files of the running user's only (a link or another user's file at such a
@@ -81,6 +84,38 @@ std::vector<std::string> journals_of(const std::string& temp) {
   return found;
 }
 }  // namespace
+
+// A killed run's file taken over under this run's own (fresh) name, and
+// only the file that was checked (`named`): one swapped in meanwhile is
+// left where it now is. False where it could not be.
+bool OutputFile::take_over(const std::string& candidate, const FileIdentity& named) {
+  if (!rename_without_replacing(candidate, temp_path_)) return false;
+  if (FileIdentity::at(temp_path_) != named) {
+    fmt::print(stderr, "cvest: not resuming {}: it was replaced while this run took it over; left as {}, starting "
+                       "over\n", candidate, temp_path_);
+    temp_path_ = temp_path_for(spec_.path);
+    temp_guard_.retarget(temp_path_);
+    return false;
+  }
+  made_ = named;
+  return true;
+}
+
+bool OutputFile::adopt_sealed_run() {
+  for (const std::string& candidate : stale_temp_files(spec_.path, false)) {
+    std::string why;
+    const FileIdentity named = FileIdentity::at(candidate);
+    if (!Journal::sealed(seal_path(candidate), candidate, spec_.fingerprint, why)) continue;
+    if (!take_over(candidate, named)) continue;
+    fmt::print(stderr, "cvest: {}: a run that stopped had finished and synced it ({}) but not yet put it in place; "
+                       "putting it in place\n", spec_.path, candidate);
+    sealed_ = true;
+    std::error_code ec;
+    fs::remove(seal_path(candidate), ec);  // this run seals it again, under its own name
+    return true;
+  }
+  return false;
+}
 
 bool OutputFile::adopt_killed_run() {
   for (const std::string& candidate : stale_temp_files(spec_.path, false)) {
@@ -106,17 +141,7 @@ bool OutputFile::adopt_killed_run() {
                          "starting over\n", candidate);
       continue;
     }
-    // Taken over under this run's own (fresh) name, and only the file its
-    // journals named: one swapped in meanwhile is left where it now is.
-    const FileIdentity named = FileIdentity::at(candidate);
-    if (!rename_without_replacing(candidate, temp_path_)) continue;
-    if (FileIdentity::at(temp_path_) != named) {
-      fmt::print(stderr, "cvest: not resuming {}: it was replaced while this run took it over; left as {}, starting "
-                         "over\n", candidate, temp_path_);
-      temp_path_ = temp_path_for(spec_.path);
-      temp_guard_.retarget(temp_path_);
-      return false;
-    }
+    if (!take_over(candidate, FileIdentity::at(candidate))) return false;
     File file(H5Fopen(temp_path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
     Dataset ds(file ? H5Dopen2(file.get(), spec_.dataset.c_str(), H5P_DEFAULT) : H5I_INVALID_HID);
     if (!ds) {
@@ -143,6 +168,11 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
                               : cube_chunk(spec.N, spec.K, element_size(spec.precision));
   const bool journaled = spec.compression == Compression::none && !spec.fingerprint.empty();
+  if (!spec.fingerprint.empty() && spec.resume && adopt_sealed_run()) {
+    temp_guard_.keep_on_terminate(true);
+    clean_up_after_killed_runs(spec.path);
+    return;
+  }
   const bool adopted = journaled && spec.resume && adopt_killed_run();
   if (!journaled && !spec.fingerprint.empty() && !stale_temp_files(spec.path, false).empty())
     fmt::print(stderr, "cvest: {}: a run that stopped left its temporary file; a compressed output is not resumed "
@@ -151,7 +181,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   if (!adopted) {
     clean_up_after_killed_runs(spec.path);
     if (const double bytes = output_bytes(spec); bytes > 0) check_free_space(spec.path, bytes);
-    file_ = create_temp_file(spec.path, temp_path_, temp_guard_, output_page_bytes);
+    file_ = create_temp_file(spec.path, temp_path_, temp_guard_, made_, output_page_bytes);
     try {
       ds_ = create_dataset(file_, spec.dataset, spec.precision, {hsize_t(spec.T), hsize_t(spec.N), hsize_t(spec.K)},
                            {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])}, spec.compression,
@@ -173,7 +203,8 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     std::string because;
     const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because);
     try {
-      raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, direct, because);
+      raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, direct, because,
+                           spec.direct_memory);
     } catch (...) {  // direct = true where O_DIRECT is refused
       discard_temp();
       throw;
@@ -207,6 +238,7 @@ void OutputFile::discard_temp() {
 }
 
 std::string OutputFile::writes_text() const {
+  if (sealed_) return "by a run that stopped before putting it in place";
   if (raw_) return raw_->writer()->text();
   if (!writes_text_.empty()) return writes_text_;
   return spec_.compression == Compression::none ? "through HDF5 (H5Dwrite)" : "through HDF5 (compressed chunks)";
@@ -219,6 +251,7 @@ OutputFile::~OutputFile() {
     discard_temp();
     std::error_code ec;
     for (const std::string& j : journals_of(temp_path_)) fs::remove(j, ec);
+    fs::remove(seal_path(temp_path_), ec);
   }
 }
 
@@ -429,7 +462,7 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
     std::string because;
     const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because);
     raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true, direct,
-                                because);
+                                because, spec.direct_memory);
     if (!spec.fingerprint.empty()) {
       journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
       journal_guard_->keep_on_terminate(true);
@@ -495,7 +528,19 @@ void OutputShare::write(const Block& b, const void* buffer) {
 void OutputFile::commit(const std::map<std::string, std::string>& attributes, hid_t scales_like) {
   writes_text_ = writes_text();
   raw_.reset();
-  // Metadata changes from here on: a run killed now leaves nothing to resume.
+  if (!sealed_) finish(attributes, scales_like);
+  // Step by step (io/Publish.hpp): spec.path holds the old file or this one,
+  // whole, throughout; the seal goes only once the name is on disk.
+  publish(temp_path_, made_, spec_.path, {found_, spec_.overwrite}, "output", spec_.path);
+  committed_ = true;
+  std::error_code ec;
+  fs::remove(seal_path(temp_path_), ec);
+  seal_guard_.reset();
+}
+
+void OutputFile::finish(const std::map<std::string, std::string>& attributes, hid_t scales_like) {
+  // Metadata changes from here on: the journals go first (a file killed
+  // while HDF5 rewrites its metadata is not resumed: it is written again).
   // A sync the journal's thread saw fail is this run's failure: the pages it
   // could not write may be gone, and the fsync below would not say so.
   if (journal_) journal_->close();
@@ -503,6 +548,7 @@ void OutputFile::commit(const std::map<std::string, std::string>& attributes, hi
   std::error_code ec;
   for (const std::string& j : journals_of(temp_path_)) fs::remove(j, ec);
   journal_guard_.reset();
+  stop_if_injected("output.journal_gone");
   for (const auto& [k, v] : attributes) write_string_attribute(ds_.get(), k, v);
   const std::size_t slash = spec_.dataset.rfind('/');
   attach_dimension_scales(file_, ds_, slash == std::string::npos ? "" : spec_.dataset.substr(0, slash + 1),
@@ -510,14 +556,21 @@ void OutputFile::commit(const std::map<std::string, std::string>& attributes, hi
   ds_.reset();
   if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(spec_.path + ": flush failed (disk full?)");
   file_.reset();
-  // HDF5 closes without syncing: the output is on disk before it has its
-  // name, and the name is on disk before the run says it is done.
-  sync_file(temp_path_, spec_.path);
+  if (spec_.fingerprint.empty()) return;
+  // HDF5 closes without syncing: the file is on disk whole before its seal
+  // says so, and the seal before the rename it stands in for.
+  std::string why;
+  const int fd = open_own_file(temp_path_, O_RDONLY, why);
+  if (fd < 0) throw IoError(spec_.path + ": the finished file " + temp_path_ + " is " + why);
+  const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (rc != 0) throw IoError(spec_.path + ": sync failed: " + std::strerror(error));
+  seal_guard_ = std::make_unique<TempFileGuard>(seal_path(temp_path_));
+  seal_guard_->keep_on_terminate(true);
+  Journal::seal(seal_path(temp_path_), temp_path_, spec_.fingerprint);
+  stop_if_injected("output.sealed");
   if (fault_injected("kill_at_commit")) ::raise(SIGKILL);
-  rename_into_place(temp_path_, spec_.path, found_, spec_.overwrite);
-  sync_file(output_dir(spec_.path).string(), spec_.path, true);
-  committed_ = true;
 }
-
 
 }  // namespace cvest::io

@@ -37,6 +37,9 @@ struct OutputSpec {
   bool resume = true;
   int rank = 0;  // whose journal: `.journal-RANK` beside the temporary file
   DirectWrites direct = DirectWrites::automatic;  // uncompressed data past the page cache (io/DirectWriter.hpp)
+  // What the direct writer's aligned copies may take (a run's plan counts it
+  // in memory_budget: direct_write_memory).
+  std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20);
 };
 
 // Bytes of blocks the journal records at a time (io/Journal.hpp): 256 MiB,
@@ -46,6 +49,8 @@ std::size_t journal_batch_bytes();
 
 // The journal of `rank` for the temporary file `temp`.
 std::string journal_path(const std::string& temp, int rank);
+// The seal of the finished temporary file `temp` (Journal::seal).
+std::string seal_path(const std::string& temp);
 
 // Objects of an output of this size or more (its chunks) start on a
 // boundary of it: a distributed run's ranks then share no page.
@@ -61,6 +66,9 @@ class OutputFile {
   Index chunk_ids() const { return chunk_[1]; }
   // Blocks a killed run left on disk that this one resumed: not to be written again.
   const std::vector<Block>& resumed() const { return resumed_; }
+  // A killed run's output, finished and sealed (io/Journal.hpp) but not put
+  // in place: nothing is to be written, and commit only puts it in place.
+  bool sealed() const { return sealed_; }
   // How the data reached the file: past the page cache or through it, and
   // why (DirectWriter::text), or through HDF5 (compressed chunks).
   std::string writes_text() const;
@@ -69,10 +77,11 @@ class OutputFile {
   // calling thread and stored with H5Dwrite_chunk (HDF5 serialises that call).
   void write(const Block& block, const void* buffer);
   // Attributes and dimension scales (those of `scales_like`'s dimensions
-  // where it has them, see attach_dimension_scales), close, rename onto
-  // spec.path: never onto a file that appeared since it started, and with
-  // overwrite = true onto the one it found then only. IoError (exit 3)
-  // otherwise, the file at spec.path left as it is.
+  // where it has them, see attach_dimension_scales), close, sync, seal, and
+  // put in place at spec.path (io::publish): never onto a file that appeared
+  // since it started, and with overwrite = true over the one it found then
+  // only, in one rename. IoError (exit 3) otherwise, the file at spec.path
+  // left as it is.
   void commit(const std::map<std::string, std::string>& attributes, hid_t scales_like = H5I_INVALID_HID);
 
   // Distributed runs (app/Ranks.hpp): the temporary file, and what another
@@ -94,6 +103,9 @@ class OutputFile {
   Dataset ds_;
   std::array<Index, 3> chunk_{};
   FileIdentity found_;  // what was at spec.path when it started: all that overwrite = true replaces
+  FileIdentity made_;   // the temporary file, as this run created (or took over) it
+  bool sealed_ = false;
+  std::unique_ptr<TempFileGuard> seal_guard_;
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
   unsigned lzf_skipped_mask_ = 0;  // H5Dwrite_chunk's mask for a chunk stored without lzf
@@ -105,6 +117,11 @@ class OutputFile {
   void discard_temp();
   // Takes over a killed run's temporary file whose journals match, if any.
   bool adopt_killed_run();
+  // Takes over a killed run's sealed output of this job, if any.
+  bool adopt_sealed_run();
+  bool take_over(const std::string& candidate, const FileIdentity& named);
+  // Attributes, dimension scales, close, sync, seal.
+  void finish(const std::map<std::string, std::string>& attributes, hid_t scales_like);
 };
 
 // Another rank's share of an output that rank 0 created (OutputFile, whose

@@ -22,17 +22,21 @@ std::array<std::uint64_t, 4> key(const Block& b) {
 }  // namespace
 
 JobOutput::JobOutput(const io::OutputSpec& spec, const Ranks& ranks) : ranks_(ranks) {
-  std::vector<std::uint64_t> description, resumed;
+  std::vector<std::uint64_t> description, resumed, sealed{0};
   std::string temp;
   ranks.together([&] {
     if (!ranks.root()) return;
     out_ = std::make_unique<io::OutputFile>(spec);
+    sealed[0] = out_->sealed() ? 1 : 0;
     for (const Block& b : out_->resumed()) {
       const auto k = key(b);
       resumed.insert(resumed.end(), k.begin(), k.end());
     }
-    if (ranks.size() > 1) description = out_->share(), temp = out_->temp_path();
+    if (ranks.size() > 1 && !out_->sealed()) description = out_->share(), temp = out_->temp_path();
   });
+  ranks.broadcast(sealed);
+  sealed_ = sealed[0] != 0;
+  if (sealed_) return;  // a killed run's finished output: nothing to write
   ranks.broadcast(resumed);
   for (std::size_t k = 0; k + 3 < resumed.size(); k += 4)
     on_disk_.insert({resumed[k], resumed[k + 1], resumed[k + 2], resumed[k + 3]});
@@ -49,6 +53,7 @@ JobOutput::~JobOutput() = default;
 
 BlockPlan JobOutput::remaining(const BlockPlan& mine) const {
   BlockPlan todo = mine;
+  if (sealed_) todo.blocks.clear();
   if (on_disk_.empty()) return todo;
   const auto done = [&](const Block& b) { return on_disk_.count(key(b)) > 0; };
   todo.blocks.erase(std::remove_if(todo.blocks.begin(), todo.blocks.end(), done), todo.blocks.end());

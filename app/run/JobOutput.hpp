@@ -47,6 +47,7 @@ class JobOutput {
   std::unique_ptr<io::OutputFile> out_;   // rank 0
   std::unique_ptr<io::OutputShare> share_;  // the other ranks
   std::set<std::array<std::uint64_t, 4>> on_disk_;  // resumed blocks: dates and ids, begin and end
+  bool sealed_ = false;  // the whole output is on disk (io::OutputFile::sealed)
 };
 
 // A later job's blocks against the written output: VerifyError at the first

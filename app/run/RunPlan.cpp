@@ -99,7 +99,7 @@ void plan_layouts(const Deck& deck, const io::ChunkRow& row, std::array<Index, 2
   for (const LayoutKind layout : deck.run.layouts) {
     const bool whole_output_chunks = layout == LayoutKind::right || deck.output.compression != Compression::none;
     plan.blocks.push_back(plan_blocks(s.T, s.N, s.K, element_size(plan.precision),
-                                      deck.run.memory_budget - row.cache_bytes,
+                                      deck.run.memory_budget - row.cache_bytes - plan.direct_memory,
                                       block_quantum(row.quantum, decoded, whole_output_chunks ? chunk_ids : 0),
                                       max_block, layout));
     const BlockPlan& p = plan.blocks.back();
@@ -160,6 +160,7 @@ io::OutputSpec output_spec(const Deck& deck, const RunPlan& plan, Index chunk_id
   out.chunk_ids = chunk_ids;
   out.overwrite = deck.output.overwrite;
   out.direct = deck.output.direct;
+  out.direct_memory = plan.direct_memory;
   if (!deck.output.journal || !plan.input) return out;
   const io::FileIdentity in = io::FileIdentity::of(deck.input.file);
   struct stat st {};
@@ -183,7 +184,8 @@ JobPlan job_plan(const Deck& deck, const RunPlan& plan, Strategy strategy, Layou
   job.strategy = strategy;
   job.layout = layout;
   std::string why_not;
-  const int threads = per_thread_threads(plan.plan(layout), deck.run.memory_budget, strategy, layout, true, why_not);
+  const int threads =
+      per_thread_threads(plan.plan(layout), deck.run.memory_budget - plan.direct_memory, strategy, layout, true, why_not);
   if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
     throw InputError(fmt::format("{}: [run] pipeline = \"per_thread\" does not apply to {}/{}: {}", deck.path,
                                  to_string(strategy), to_string(layout), why_not));
@@ -213,6 +215,12 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     // Chunks cvest decodes itself (dates, ids), 0 where it decodes none.
     const auto decoded = plan.input ? plan.input->decoded_chunk() : std::array<Index, 2>{0, 0};
     const Index chunk_ids = output_chunk_ids(deck, plan, decoded);
+    // The direct writer's aligned copies, within the budget, where it writes direct.
+    std::string because;
+    const double out_bytes = double(plan.shape.T * plan.shape.N * plan.shape.K) * double(element_size(plan.precision));
+    if (deck.output.compression == Compression::none &&
+        io::choose_direct(deck.output.direct, out_bytes, because) != DirectWrites::off)
+      plan.direct_memory = io::direct_write_memory(deck.run.memory_budget);
     plan_layouts(deck, row, decoded, chunk_ids, plan, progress);
     warn_tiny_blocks(deck, plan, progress);
     share_among_ranks(ranks, chunk_ids, plan, progress);

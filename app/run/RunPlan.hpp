@@ -37,6 +37,7 @@ struct RunPlan {
   // blocks[p] (rank_blocks[p][r]); one range of all blocks in one process.
   std::vector<std::vector<Range>> rank_blocks;
   io::OutputSpec output;       // what the first job writes
+  std::size_t direct_memory = 0;  // the output's direct writes' aligned copies (io::direct_write_memory), in the budget
   std::vector<JobPlan> jobs;   // the deck's strategies x layouts, strategy by strategy
 
   const BlockPlan& plan(LayoutKind layout) const;

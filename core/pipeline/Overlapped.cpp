@@ -6,6 +6,7 @@
 #include "core/Policies.hpp"
 #include "core/pipeline/Channel.hpp"
 #include "core/Roof.hpp"
+#include "core/Threads.hpp"
 #include "core/pipeline/Recording.hpp"
 #include "core/pipeline/Staging.hpp"
 
@@ -53,20 +54,23 @@ class Overlapped {
       in_free_.push(s);
       out_free_.push(s);
     }
-    std::thread reader([&] {
+    std::thread reader = start_thread("the pipeline's reader thread", [&] {
       unpin_this_thread();
       guarded([&] { read_blocks(); });
     });
-    std::thread writer([&] {
-      unpin_this_thread();
-      guarded([&] { write_blocks(); });
+    std::thread writer;
+    guarded([&] {  // where it cannot start, the reader is stopped and the run fails
+      writer = start_thread("the pipeline's writer thread", [&] {
+        unpin_this_thread();
+        guarded([&] { write_blocks(); });
+      });
     });
-    guarded([&] {
+    if (writer.joinable()) guarded([&] {
       if (direct_) run_direct();
       else run_staged();
     });
     reader.join();
-    writer.join();
+    if (writer.joinable()) writer.join();
     return finish_run(progress_, stats_, rec_, failure_);
   }
 

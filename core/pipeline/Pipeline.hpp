@@ -18,6 +18,7 @@
 #include "core/Types.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -66,9 +67,13 @@ class BufferCache {
     Entry& e = entries_[label];
     if (!e.memory || e.bytes < bytes || e.space != Space::name()) {
       e = Entry{};  // free before allocating its successor
+      // Page-aligned (Kokkos puts its allocation header first): an output's
+      // direct writes (O_DIRECT) then take a block's rows without a copy.
+      constexpr std::size_t page = 4096;
       auto view = std::make_shared<Kokkos::View<unsigned char*, Space>>(
-          Kokkos::view_alloc(label, Kokkos::WithoutInitializing), std::max<std::size_t>(bytes, 1));
-      e.data = view->data();
+          Kokkos::view_alloc(label, Kokkos::WithoutInitializing), std::max<std::size_t>(bytes, 1) + page - 1);
+      const auto address = reinterpret_cast<std::uintptr_t>(view->data());
+      e.data = view->data() + (page - address % page) % page;
       e.bytes = bytes;
       e.space = Space::name();
       e.memory = std::move(view);
