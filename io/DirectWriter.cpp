@@ -152,6 +152,16 @@ void DirectWriter::write(const void* buffer, std::size_t bytes, off_t at) {
   buffered_bytes_ += std::uint64_t(bytes) - std::uint64_t(tail - middle);
 }
 
+std::size_t DirectWriter::copy_memory() const {
+  const std::lock_guard lock(const_cast<std::mutex&>(copies_m_));
+  return copies_.size() * copy_bytes_;
+}
+
+std::size_t DirectWriter::lanes() const {
+  const std::lock_guard lock(const_cast<std::mutex&>(lanes_m_));
+  return lanes_.size();
+}
+
 std::size_t DirectWriter::start_lanes() {
   const std::lock_guard lock(lanes_m_);
   if (lanes_started_) return lanes_.size();

@@ -80,6 +80,9 @@ class DirectWriter {
   // "past the page cache (O_DIRECT, 4096-byte aligned; 99.6% of the bytes)"
   // or "through the page cache: WHY".
   std::string text() const;
+  // What it holds: bytes of aligned copies allocated, threads started.
+  std::size_t copy_memory() const;
+  std::size_t lanes() const;
 
  private:
   void write_direct(const char* in, std::size_t bytes, off_t at);

@@ -59,6 +59,7 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir,
 }
 
 void write_whole_file(const std::string& path, const std::string& text, const std::string& what) {
+  clean_up_after_killed_runs(path);  // a report a killed run left at its temporary name
   std::string temp = temp_path_for(path);
   TempFileGuard guard(temp);
   const int fd = create_exclusive_temp(path, temp, guard);

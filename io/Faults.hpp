@@ -17,7 +17,7 @@
 //   kill_before_journal  killed after a batch of blocks is synced to disk,
 //               before the journal records it;
 //   kill_at_commit  killed while committing: attributes written, the file
-//               synced, not yet renamed;
+//               synced and sealed, not yet renamed;
 //   fsync       fsync of the finished output fails with EIO;
 //   kill_after_blocks=N  killed (SIGKILL) as soon as N blocks' writes have
 //               returned, saying first how many of them the journal had

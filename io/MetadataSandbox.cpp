@@ -184,6 +184,17 @@ struct MetadataReader {
   pid_t pid = -1;
   int socket = -1;
   volatile int* step = nullptr;  // shared with it: how far its request got
+  pid_t parent = -1;             // the process that forked it (a forked Python child has none)
+  // At exit the reader is ended and reaped, not left to init: where PID 1
+  // reaps slowly (containers), an orphan counts against the user's
+  // process limit (ulimit -u) for the next run.
+  ~MetadataReader() {
+    if (pid <= 0 || parent != ::getpid()) return;
+    ::close(socket);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
 };
 std::mutex reader_mutex;
 MetadataReader reader;
@@ -238,6 +249,7 @@ bool start_reader() {
   }
   reader.pid = pid;
   reader.socket = ends[0];
+  reader.parent = ::getpid();
   return true;
 }
 

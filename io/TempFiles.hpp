@@ -11,8 +11,7 @@
 // by the running user, looked at with lstat, never through a link.
 //
 // Outputs, generated inputs and reports are written to a temporary file and
-// renamed into place on success (io/OutputFile.cpp, io/Generator.cpp, app/main.cpp); a failure
-// removes it. A job stopped by Ctrl-C (SIGINT), a batch scheduler (SIGTERM)
+// put in place on success (io/Publish.hpp); a failure removes it. A job stopped by Ctrl-C (SIGINT), a batch scheduler (SIGTERM)
 // or a closed terminal (SIGHUP) would still leave it behind, as large as the
 // output: the handlers installed here unlink every registered temporary file
 // and let the signal end the process as it would have. SIGKILL (the OOM

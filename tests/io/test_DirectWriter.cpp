@@ -117,6 +117,37 @@ TEST_CASE("direct writes from several threads at once, disjoint ranges", "[io][d
   ::unlink(path.c_str());
 }
 
+TEST_CASE("a writer holds at most four aligned copies and three threads, however many threads write", "[io][direct]") {
+  const auto path = scratch("direct_writer_bounded.bin").string();
+  const bool direct = takes_direct(path);  // else nothing is copied, and the bytes are still checked
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  // 16 writers, each a run of 9 MiB pieces from memory a byte past a page
+  // (every byte through a copy), each piece split into four lanes.
+  const std::size_t piece = (std::size_t(9) << 20), writers = 16, each = 2;
+  const auto source = random_bytes(piece * writers * each + 1, 5);
+  const std::size_t memory = std::size_t(8) << 20;  // copies of 2 MiB
+  {
+    DirectWriter writer(fd, DirectWrites::automatic, path, "", memory);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < writers; ++t)
+      threads.emplace_back([&, t] {
+        for (std::size_t k = 0; k < each; ++k) {
+          const std::size_t p = t * each + k;
+          writer.write(source.data() + 1 + p * piece, piece, off_t(p * piece));
+        }
+      });
+    for (auto& t : threads) t.join();
+    CHECK(writer.direct_bytes() == (direct ? piece * writers * each : 0));
+    CHECK(writer.copy_memory() <= memory);
+    CHECK((writer.copy_memory() > 0) == direct);
+    CHECK(writer.lanes() <= max_direct_lanes - 1);
+  }
+  CHECK(file_bytes(fd, piece * writers * each) == std::vector<unsigned char>(source.begin() + 1, source.end()));
+  ::close(fd);
+  ::unlink(path.c_str());
+}
+
 TEST_CASE("direct = false writes through the page cache and says so", "[io][direct]") {
   const auto path = scratch("direct_writer_off.bin").string();
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

@@ -1,0 +1,342 @@
+#!/usr/bin/env python3
+"""Nothing lost at the last step: every file cvest puts in place.
+
+    publish.py CVEST_BINARY steps|syscalls|owners|writers
+
+steps: SIGKILL and SIGINT at every step of putting an output, a generated
+  input and a report in place (CVEST_FAULT=kill_at / interrupt_at, io/Faults.hpp)
+  over an existing file: the path holds the old file or the new one, whole
+  (bytes compared), and the next run leaves the new one there (an output
+  sealed before the kill is put in place, not computed again), with nothing
+  left beside it.
+syscalls: strace of a run over an existing output and report, and of
+  `generate --overwrite`: no unlink of a final name; each rename onto it
+  comes after an fsync of the file renamed and before an fsync of its folder.
+owners: a second real user's cv.h5 in a sticky 1777 folder: the run (as a
+  third user) is refused before its first block, exit 3, one line naming the
+  owner, nothing left; an immutable output (chattr +i, where the file system
+  takes it) is refused the same way. Needs root (useradd, setpriv): exits 77
+  (ctest: not run) otherwise, saying why.
+writers: the direct writer's memory and threads: a per-thread run over 16
+  threads (blocks of 8 MiB, each written in four lanes) with direct = true
+  peaks within memory_budget + 64 MiB; a run whose
+  user may not start its threads (RLIMIT_NPROC, as a non-root user) exits 3
+  with one line and leaves nothing, or (the direct writer's own lanes) runs
+  with fewer lanes and writes the right bytes. Needs root as `owners` does.
+"""
+import glob
+import json
+import os
+import pwd
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from checks import check, failures
+
+cvest, case = os.path.abspath(sys.argv[1]), sys.argv[2]
+SKIP = 77
+
+
+def run(*args, fault=None, env=None, timeout=300, **kw):
+    e = dict(os.environ, CVEST_JOURNAL_BATCH="1MiB", **(env or {}))
+    if fault:
+        e["CVEST_FAULT"] = fault
+    return subprocess.run([cvest, *args], env=e, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def leftovers(name):
+    return sorted(glob.glob("." + name + ".tmp-*"))
+
+
+def error_lines(stderr):
+    return [l for l in stderr.splitlines() if "error" in l]
+
+
+DECK = """[input]
+file = "in.h5"
+[output]
+file = "cv.h5"
+overwrite = true
+[run]
+strategy = "flat"
+max_block = "64KiB"
+[report]
+json = "r.json"
+"""
+
+
+def steps():
+    run("generate", "--dates", "12", "--ids", "3000", "--cols", "5", "--seed", "7", "--out", "in.h5")
+    write("deck.toml", DECK.encode())
+    p = run("run", "deck.toml")
+    check(p.returncode == 0, "a clean run writes the reference output")
+    new_output = read("cv.h5")
+    run("generate", "--dates", "12", "--ids", "3000", "--cols", "5", "--seed", "8", "--out", "new_in.h5")
+    new_input = read("new_in.h5")
+    old = {"output": b"the old output, whole\n", "input": read("in.h5"), "report": b'{"old": "report"}\n'}
+
+    def is_new(what, data):
+        if what == "output":
+            return data == new_output
+        if what == "input":
+            return data == new_input
+        try:
+            return "jobs" in json.loads(data)
+        except (TypeError, ValueError):
+            return False
+
+    def command(what):
+        if what == "input":
+            return ["generate", "--dates", "12", "--ids", "3000", "--cols", "5", "--seed", "8", "--out", "in.h5",
+                    "--overwrite"]
+        return ["run", "deck.toml"]
+
+    paths = {"output": "cv.h5", "input": "in.h5", "report": "r.json"}
+    points = {"output": ["journal_gone", "sealed", "synced", "renamed", "done"],
+              "input": ["synced", "renamed", "done"], "report": ["synced", "renamed", "done"]}
+    for what, whens in points.items():
+        for when in whens:
+            for how, sig in [("kill_at", signal.SIGKILL), ("interrupt_at", signal.SIGINT)]:
+                write(paths[what], old[what])
+                if what != "input":
+                    write("in.h5", old["input"])
+                p = run(*command(what), fault=f"{how}={what}.{when}")
+                now = read(paths[what])
+                label = f"{how}={what}.{when}"
+                check(p.returncode == -sig, f"{label}: stopped by {sig.name} (exit {p.returncode})")
+                check(now == old[what] or is_new(what, now),
+                      f"{label}: {paths[what]} holds the old file or the new one, whole")
+                p = run(*command(what))
+                ok = p.returncode == 0 and is_new(what, read(paths[what]))
+                check(ok, f"{label}: the next run leaves the new {what} at {paths[what]}" +
+                      ("" if ok else f" ({p.returncode}: {p.stderr.strip()[-300:]})"))
+                if what == "output" and how == "kill_at" and when in ("sealed", "synced", "renamed"):
+                    sealed = when != "renamed"
+                    check(("putting it in place" in p.stderr) == sealed,
+                          f"{label}: the next run puts the sealed output in place without computing it again"
+                          if sealed else f"{label}: nothing sealed is left to finish")
+                check(not leftovers(paths[what]), f"{label}: nothing left beside {paths[what]}: {leftovers(paths[what])}")
+
+
+def syscalls():
+    if not shutil.which("strace"):
+        print("strace is missing (scripts/setup installs it): not run")
+        return SKIP
+    run("generate", "--dates", "8", "--ids", "3000", "--cols", "5", "--out", "in.h5")
+    write("deck.toml", DECK.encode())
+    check(run("run", "deck.toml").returncode == 0, "a first run writes cv.h5 and r.json")
+    folder = os.getcwd()
+
+    def trace(*args):
+        p = subprocess.run(["strace", "-f", "-y", "-qq", "-e",
+                            "trace=unlink,unlinkat,rename,renameat,renameat2,fsync,fdatasync", cvest, *args],
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, f"strace cvest {' '.join(args)} exits 0")
+        return [l for l in p.stderr.splitlines() if "= 0" in l or "= -1" in l]
+
+    def assert_order(lines, name):
+        final = [i for i, l in enumerate(lines) if "rename" in l and f'"{name}"' in l.split(",", 2)[-1]]
+        check(len(final) == 1, f"{name}: renamed onto once ({len(final)})")
+        unlinked = [l for l in lines if "unlink" in l and (f'"{name}"' in l or f'/{name}"' in l)]
+        check(not unlinked, f"{name}: never unlinked ({unlinked[:1]})")
+        if not final:
+            return
+        i = final[0]
+        source = lines[i].split('"')[1]
+        synced = [j for j, l in enumerate(lines[:i]) if "fsync(" in l and l.split("<", 1)[-1].startswith(
+            os.path.join(folder, source) + ">")]
+        check(bool(synced), f"{name}: {source} fsync'd before its rename")
+        folder_synced = [l for l in lines[i + 1:] if "fsync(" in l and f"<{folder}>" in l]
+        check(bool(folder_synced), f"{name}: the folder fsync'd after the rename")
+
+    lines = trace("run", "deck.toml")
+    assert_order(lines, "cv.h5")
+    assert_order(lines, "r.json")
+    lines = trace("generate", "--dates", "8", "--ids", "3000", "--cols", "5", "--out", "in.h5", "--overwrite")
+    assert_order(lines, "in.h5")
+
+
+# --- another user's files ---------------------------------------------------------------------------------------
+
+def need_root():
+    if os.geteuid() != 0 or not shutil.which("useradd") or not shutil.which("setpriv"):
+        print("not run: creating users and running as them needs root, useradd and setpriv")
+        sys.exit(SKIP)
+
+
+def user(name):
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        p = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            print(f"not run: useradd {name} failed: {p.stderr.strip()}")
+            sys.exit(SKIP)
+        return pwd.getpwnam(name)
+
+
+def portable_cvest(folder):
+    """cvest and the libraries it finds outside the system's folders (e.g.
+    Kokkos under root's ~/.cache), copied where another user can run them."""
+    os.makedirs(folder, exist_ok=True)
+    shutil.copy2(cvest, os.path.join(folder, "cvest"))
+    for line in subprocess.run(["ldd", cvest], capture_output=True, text=True).stdout.splitlines():
+        parts = line.split("=>")
+        if len(parts) == 2 and parts[1].strip().startswith("/"):
+            lib = parts[1].split("(")[0].strip()
+            if not lib.startswith(("/lib", "/usr/lib")):
+                shutil.copy2(lib, os.path.join(folder, os.path.basename(lib)))
+    os.chmod(folder, 0o755)
+    for f in os.listdir(folder):
+        os.chmod(os.path.join(folder, f), 0o755)
+    return os.path.join(folder, "cvest")
+
+
+def as_user(account, binary, args, limit_threads=None, env=None):
+    e = dict(os.environ, LD_LIBRARY_PATH=os.path.dirname(binary), HOME=os.getcwd(), **(env or {}))
+
+    def limit():
+        if limit_threads is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (limit_threads, limit_threads))
+
+    return subprocess.run(["setpriv", f"--reuid={account.pw_uid}", f"--regid={account.pw_gid}", "--clear-groups",
+                           binary, *args], env=e, capture_output=True, text=True, timeout=300, preexec_fn=limit)
+
+
+def owners():
+    need_root()
+    owner, runner = user("cvest-owner"), user("cvest-runner")
+    binary = portable_cvest(os.path.join(os.getcwd(), "bin"))
+    os.makedirs("shared")
+    os.chmod("shared", 0o1777)
+    os.chdir("shared")
+    run("generate", "--dates", "40", "--ids", "20000", "--cols", "5", "--out", "in.h5")
+    write("deck.toml", DECK.replace('[report]\njson = "r.json"\n', "").encode())
+    write("cv.h5", b"cvest-owner's results\n")
+    os.chown("cv.h5", owner.pw_uid, owner.pw_gid)
+    before = sorted(os.listdir("."))
+    p = as_user(runner, binary, ["run", "deck.toml"])
+    lines = error_lines(p.stderr)
+    check(p.returncode == 3, "another user's cv.h5 in a sticky folder: exit 3" +
+          ("" if p.returncode == 3 else f" ({p.returncode}: {p.stderr.strip()[-300:]})"))
+    check(len(lines) == 1 and "cvest-owner" in lines[0] and "sticky" in lines[0] and "cv.h5" in lines[0],
+          f"one line naming the file, its owner and the sticky folder: {lines}")
+    check("block" not in p.stdout + p.stderr, "refused before the first block")
+    check(sorted(os.listdir(".")) == before and read("cv.h5") == b"cvest-owner's results\n",
+          "nothing left, their file untouched")
+    # The owner themself may replace it.
+    os.chmod("in.h5", 0o644)
+    p = as_user(owner, binary, ["run", "deck.toml"])
+    ok = p.returncode == 0 and read("cv.h5") != b"cvest-owner's results\n" and os.stat("cv.h5").st_uid == owner.pw_uid
+    check(ok, "its owner replaces it" + ("" if ok else f" ({p.returncode}: {p.stderr.strip()[-200:]})"))
+    # Immutable (root cannot replace it either).
+    write("imm.toml", DECK.replace("cv.h5", "imm.h5").replace('[report]\njson = "r.json"\n', "").encode())
+    write("imm.h5", b"immutable\n")
+    if subprocess.run(["chattr", "+i", "imm.h5"], capture_output=True).returncode != 0:
+        print("not run: chattr +i is not supported on this file system (the immutable output case)")
+        return 0
+    try:
+        p = run("run", "imm.toml")
+        lines = error_lines(p.stderr)
+        check(p.returncode == 3 and len(lines) == 1 and "immutable" in lines[0] and "block" not in p.stdout,
+              f"an immutable output: refused before the first block, exit 3, one line ({p.returncode}: {lines})")
+    finally:
+        subprocess.run(["chattr", "-i", "imm.h5"])
+    check(read("imm.h5") == b"immutable\n" and not leftovers("imm.h5"), "the immutable file untouched, nothing left")
+    return 0
+
+
+def writers():
+    need_root()
+    # Memory: 16 threads, each with blocks to write direct.
+    run("generate", "--dates", "40", "--ids", "250000", "--cols", "5", "--out", "in.h5")
+    budget = 512 << 20
+    write("big.toml", f"""[input]
+file = "in.h5"
+[output]
+file = "big.h5"
+overwrite = true
+direct = true
+[run]
+strategy = "flat"
+pipeline = "per_thread"
+memory_budget = "512MiB"
+max_block = "8MiB"
+""".encode())
+    e = dict(os.environ, OMP_NUM_THREADS="16", OMP_PROC_BIND="false")
+    p = subprocess.Popen([cvest, "run", "big.toml"], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate(timeout=600)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak = usage.ru_maxrss * 1024
+    threads = re.search(r"per_thread:(\d+)", out)
+    ok = p.returncode == 0 and threads is not None and int(threads.group(1)) >= 8
+    check(ok, f"a per-thread run over {threads.group(1) if threads else '?'} threads (8 or more), direct" +
+          ("" if ok else f" ({p.returncode}: {err.strip()[-300:]})"))
+    if os.environ.get("CVEST_SANITIZED"):  # AddressSanitizer's shadow memory is not cvest's
+        print(f"peak RSS {peak / 2**20:.0f} MiB on a sanitizer build: not judged")
+    else:
+        check(peak <= budget + (64 << 20), f"its peak RSS {peak / 2**20:.0f} MiB is within memory_budget (512 MiB) + 64 MiB")
+    # Threads: as a user whose thread limit stops cvest at each of its own thread starts.
+    runner = user("cvest-runner")
+    binary = portable_cvest(os.path.join(os.getcwd(), "bin"))
+    os.makedirs("limited")
+    os.chmod("limited", 0o1777)
+    shutil.copy2("in.h5", "limited/in.h5")
+    os.chmod("limited/in.h5", 0o644)
+    os.chdir("limited")
+    write("deck.toml", DECK.replace('[report]\njson = "r.json"\n', "").replace(
+        'max_block = "64KiB"', 'max_block = "8MiB"\npipeline = "overlapped"').replace(
+        "overwrite = true", "overwrite = true\ndirect = true").encode())
+    env = {"OMP_NUM_THREADS": "2", "OMP_PROC_BIND": "false",
+           # LeakSanitizer's exit check starts a thread of its own, which the limit refuses.
+           "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0"}
+    failed_at = set()
+    for limit in range(2, 9):
+        p = as_user(runner, binary, ["run", "deck.toml"], limit_threads=limit, env=env)
+        lines = error_lines(p.stderr)
+        left = [f for f in os.listdir(".") if f not in ("in.h5", "deck.toml", "cv.h5")]
+        if p.returncode == 0:
+            check(not left, f"at most {limit} threads: the run finishes, nothing left ({left})")
+            import h5py
+            import numpy
+            with h5py.File("in.h5") as i, h5py.File("cv.h5") as o:
+                same = numpy.array_equal(o["cv"][...], i["multBy"][...][None] * i["discount"][...])
+            check(same, f"at most {limit} threads: the right bytes")
+            os.remove("cv.h5")
+            break
+        ok = p.returncode == 3 and len(lines) == 1 and "cannot start" in lines[0] and not left
+        check(ok, f"at most {limit} threads: exit 3, one line, nothing left" +
+              (f" ({lines[0].split(': ', 2)[-1][:60]}...)" if ok else f" ({p.returncode}: {p.stderr.strip()[-300:]}; left {left})"))
+        failed_at.add(lines[0].split("cannot start ")[-1].split(":")[0] if lines else "?")
+    print(f"thread starts refused: {sorted(failed_at)}")
+    check(len(failed_at) >= 2, "the limit was met at more than one of cvest's thread starts")
+    return 0
+
+
+with tempfile.TemporaryDirectory(prefix="cvest-publish-") as d:
+    os.chmod(d, 0o755)
+    os.chdir(d)
+    status = {"steps": steps, "syscalls": syscalls, "owners": owners, "writers": writers}[case]()
+if status == SKIP:
+    sys.exit(SKIP)
+if failures:
+    print(f"{len(failures)} check(s) failed")
+sys.exit(1 if failures else 0)
