@@ -22,36 +22,48 @@ const std::string& fault() {
   return value;
 }
 
-// "POINT[=N][@RANK]" split: POINT, N ("" if none), whether RANK is this one.
-bool fault_here(std::string_view& point, std::string_view& value) {
-  const std::string& f = fault();
-  if (f.empty()) return false;
-  const std::size_t at = f.find('@');
-  const int rank = at == std::string::npos ? 0 : std::atoi(f.c_str() + at + 1);
-  const std::string_view where = std::string_view(f).substr(0, at);
-  const std::size_t eq = where.find('=');
-  point = where.substr(0, eq);
-  value = eq == std::string_view::npos ? std::string_view() : where.substr(eq + 1);
-  return rank == launcher_rank();
+// Each of the comma-separated "POINT[=N][@RANK]" entries on this rank, split:
+// calls `on(POINT, N)` ("" if none) until it returns true.
+template <class On>
+bool for_each_fault_here(On&& on) {
+  std::string_view rest = fault();
+  while (!rest.empty()) {
+    const std::size_t comma = rest.find(',');
+    const std::string_view entry = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const std::size_t at = entry.find('@');
+    const int rank = at == std::string_view::npos ? 0 : std::atoi(std::string(entry.substr(at + 1)).c_str());
+    const std::string_view where = entry.substr(0, at);
+    const std::size_t eq = where.find('=');
+    const std::string_view value = eq == std::string_view::npos ? std::string_view() : where.substr(eq + 1);
+    if (rank == launcher_rank() && on(where.substr(0, eq), value)) return true;
+  }
+  return false;
 }
 }  // namespace
 
 bool fault_injected(std::string_view point) {
-  std::string_view where, value;
-  return fault_here(where, value) && where == point;
+  return for_each_fault_here([&](std::string_view where, std::string_view) { return where == point; });
 }
 
 long fault_value(std::string_view point) {
-  std::string_view where, value;
-  if (!fault_here(where, value) || where != point || value.empty()) return -1;
-  return std::atol(std::string(value).c_str());
+  long found = -1;
+  for_each_fault_here([&](std::string_view where, std::string_view value) {
+    if (where != point || value.empty()) return false;
+    found = std::atol(std::string(value).c_str());
+    return true;
+  });
+  return found;
 }
 
 void stop_if_injected(std::string_view step) {
-  std::string_view where, value;
-  if (!fault_here(where, value) || value != step) return;
-  if (where == "kill_at") ::raise(SIGKILL);
-  if (where == "interrupt_at") ::raise(SIGINT);
+  int sig = 0;
+  for_each_fault_here([&](std::string_view where, std::string_view value) {
+    if (value != step) return false;
+    sig = where == "kill_at" ? SIGKILL : where == "interrupt_at" ? SIGINT : 0;
+    return sig != 0;
+  });
+  if (sig) ::raise(sig);
 }
 
 void slow_write_if_injected() {

@@ -1,7 +1,7 @@
 #pragma once
 // Faults injected for tests, so that the failure paths of a distributed run
 // (and of one process) run for real: CVEST_FAULT="POINT@RANK" makes POINT
-// fail on that rank (the launcher's rank of this process: mpiexec's, Slurm's;
+// fail on that rank (several: "POINT,POINT@RANK,...") (the launcher's rank of this process: mpiexec's, Slurm's;
 // 0 without a launcher) as the real fault would:
 //   open_input  the input file cannot be opened (as if unreadable);
 //   write       the output's first write fails with ENOSPC (disk full);
@@ -29,7 +29,9 @@
 //               synced (before the rename), renamed (before the folder's
 //               sync), done (after it); for the output also journal_gone
 //               (before its metadata is written) and sealed (before the
-//               rename; io/OutputFile.hpp).
+//               rename; io/OutputFile.hpp);
+//   no_exchange  renameat2(RENAME_EXCHANGE) fails with EINVAL, as on a file
+//               system without it: a file is put in place by rename(2).
 // Unset (every normal run), nothing is injected.
 #include <string_view>
 

@@ -86,6 +86,7 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
     ::close(data_fd_);
     throw IoError(path + ": cannot create the resume journal " + temp + ": " + std::strerror(error));
   }
+  bool renamed = false;
   try {
     const std::string text = header(named);
     write_all(fd_, text.data(), text.size(), path);
@@ -97,11 +98,12 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
     sync_or_throw(fd_, path);
     if (!rename_without_replacing(temp, path))
       throw IoError(path + ": cannot move the resume journal into place: " + std::strerror(errno));
+    renamed = true;
     sync_folder(output_dir(path).string(), path);
   } catch (...) {
     ::close(fd_);
     ::close(data_fd_);
-    ::unlink(temp.c_str());
+    ::unlink((renamed ? path : temp).c_str());
     throw;
   }
   // Records are appended through the same descriptor, now at the header's end.

@@ -190,6 +190,7 @@ struct MetadataReader {
   // process limit (ulimit -u) for the next run.
   ~MetadataReader() {
     if (pid <= 0 || parent != ::getpid()) return;
+    ::kill(pid, SIGKILL);  // idle between requests, or stuck on a hung file system: either way, done
     ::close(socket);
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {

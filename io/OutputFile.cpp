@@ -101,17 +101,33 @@ bool OutputFile::take_over(const std::string& candidate, const FileIdentity& nam
   return true;
 }
 
+Fingerprint OutputFile::seal_fingerprint() const {
+  Fingerprint sealed = spec_.fingerprint;
+  sealed["storage"] = fmt::format("{}{}", to_string(spec_.compression),
+                                  spec_.compression == Compression::gzip ? fmt::format(" level {}", spec_.gzip_level)
+                                                                         : std::string());
+  for (const auto& [key, value] : spec_.attributes) sealed["attribute " + key] = value;
+  return sealed;
+}
+
+void OutputFile::seal() {
+  seal_guard_ = std::make_unique<TempFileGuard>(seal_path(temp_path_));
+  seal_guard_->keep_on_terminate(true);
+  Journal::seal(seal_path(temp_path_), temp_path_, seal_fingerprint());
+}
+
 bool OutputFile::adopt_sealed_run() {
   for (const std::string& candidate : stale_temp_files(spec_.path, false)) {
     std::string why;
     const FileIdentity named = FileIdentity::at(candidate);
-    if (!Journal::sealed(seal_path(candidate), candidate, spec_.fingerprint, why)) continue;
+    if (!Journal::sealed(seal_path(candidate), candidate, seal_fingerprint(), why)) continue;
     if (!take_over(candidate, named)) continue;
     fmt::print(stderr, "cvest: {}: a run that stopped had finished and synced it ({}) but not yet put it in place; "
                        "putting it in place\n", spec_.path, candidate);
     sealed_ = true;
+    seal();  // under this run's name, before the old seal goes: a kill between them leaves one
     std::error_code ec;
-    fs::remove(seal_path(candidate), ec);  // this run seals it again, under its own name
+    fs::remove(seal_path(candidate), ec);
     return true;
   }
   return false;
@@ -566,9 +582,7 @@ void OutputFile::finish(const std::map<std::string, std::string>& attributes, hi
   const int error = errno;
   ::close(fd);
   if (rc != 0) throw IoError(spec_.path + ": sync failed: " + std::strerror(error));
-  seal_guard_ = std::make_unique<TempFileGuard>(seal_path(temp_path_));
-  seal_guard_->keep_on_terminate(true);
-  Journal::seal(seal_path(temp_path_), temp_path_, spec_.fingerprint);
+  seal();
   stop_if_injected("output.sealed");
   if (fault_injected("kill_at_commit")) ::raise(SIGKILL);
 }

@@ -36,6 +36,10 @@ struct OutputSpec {
   Fingerprint fingerprint;
   bool resume = true;
   int rank = 0;  // whose journal: `.journal-RANK` beside the temporary file
+  // What commit writes as the cube's attributes: with the fingerprint and the
+  // storage, what a sealed output must have been written with to be taken
+  // over (it is put in place as it is).
+  std::map<std::string, std::string> attributes;
   DirectWrites direct = DirectWrites::automatic;  // uncompressed data past the page cache (io/DirectWriter.hpp)
   // What the direct writer's aligned copies may take (a run's plan counts it
   // in memory_budget: direct_write_memory).
@@ -122,6 +126,11 @@ class OutputFile {
   bool take_over(const std::string& candidate, const FileIdentity& named);
   // Attributes, dimension scales, close, sync, seal.
   void finish(const std::map<std::string, std::string>& attributes, hid_t scales_like);
+  // What a seal records: the fingerprint, the storage and the attributes.
+  Fingerprint seal_fingerprint() const;
+  // Seals the temporary file (Journal::seal), guarded: a signal removes the
+  // seal unless it is a scheduler's SIGTERM.
+  void seal();
 };
 
 // Another rank's share of an output that rank 0 created (OutputFile, whose

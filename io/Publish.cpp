@@ -54,23 +54,43 @@ IoError refused(const std::string& path, int error) {
   return IoError(path + ": cannot be replaced: " + (why.empty() ? std::string(std::strerror(error)) : why) + discarded);
 }
 
+// A file another process put at `path` meanwhile, exchanged onto `temp`,
+// could not be given its name back: moved to a name of its own beside it,
+// so that this run's cleanup of `temp` never removes it.
+[[noreturn]] void keep_theirs(const std::string& temp, const std::string& path) {
+  const std::string kept = path + ".kept-" + std::to_string(::getpid());
+  const bool moved = rename_without_replacing(temp, kept);
+  throw IoError(path + ": was replaced by another process while this run wrote its output, and its file could not be "
+                "put back: it is at " + (moved ? kept : temp) + discarded);
+}
+
 // Step 2: `temp` takes `path`. True where it was exchanged with the file
 // found there, which is then at `temp`.
 bool put_in_place(const std::string& temp, const std::string& path, const Replacing& replacing) {
+  struct stat st {};
   const FileIdentity now = FileIdentity::at(path);
   if (now.exists) {
     if (!replacing.overwrite || !replacing.found.exists) throw appeared(path);
     if (now != replacing.found) throw replaced(path);
-    if (exchange(temp, path)) {
+    // A folder there is never exchanged (it would be moved aside whole).
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+      throw IoError(path + ": is " + (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") + discarded);
+    const bool exchanged = fault_injected("no_exchange") ? (errno = EINVAL, false) : exchange(temp, path);
+    if (exchanged) {
       if (FileIdentity::at(temp) == replacing.found) return true;
       // Another process put a file there between the look and the exchange:
       // it gets its name back.
-      exchange(temp, path);
+      if (!exchange(temp, path)) keep_theirs(temp, path);
       throw replaced(path);
     }
-    if (errno != EINVAL && errno != ENOSYS && errno != ENOENT) throw refused(path, errno);
-    // No exchange on this file system: a rename over the file just checked.
-    if (errno != ENOENT) {
+    // No exchange here (EINVAL, ENOSYS: the file system or kernel lacks it;
+    // EOPNOTSUPP: some FUSE and network file systems; EPERM: a sandbox's
+    // syscall filter, or a rename the folder refuses, which rename reports
+    // too): a rename over the file just checked. ENOENT: gone meanwhile.
+    const int error = errno;
+    if (error != EINVAL && error != ENOSYS && error != EOPNOTSUPP && error != EPERM && error != ENOENT)
+      throw refused(path, error);
+    if (error != ENOENT) {
       if (::rename(temp.c_str(), path.c_str()) != 0) throw refused(path, errno);
       return false;
     }
@@ -116,6 +136,11 @@ void publish(const std::string& temp, const FileIdentity& made, const std::strin
   if (rc != 0) throw IoError(shown + ": sync failed: " + std::strerror(errno));
   stop_if_injected(what + ".synced");
   const bool exchanged = put_in_place(temp, path, replacing);
+  // Only our temporary name was checked: in a folder others may write, the
+  // file could have been swapped there before the rename.
+  if (FileIdentity::at(path) != made)
+    throw IoError(shown + ": the file now at " + path + " is not the one this run wrote (" + temp +
+                  " was replaced by another process before it was renamed); check it");
   stop_if_injected(what + ".renamed");
   sync_folder(output_dir(path).string(), shown);
   stop_if_injected(what + ".done");

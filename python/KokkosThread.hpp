@@ -15,9 +15,20 @@
 // (Ctrl-C) sets the call's interrupt flag (core/Interrupt.hpp): the work
 // stops at its next block, its temporary files removed, and the caller
 // raises KeyboardInterrupt.
+//
+// fork(): a child (os.fork, multiprocessing's and Dask's 'fork' start
+// method) has neither this thread nor Kokkos' OpenMP threads, only their
+// memory; OpenMP's runtime (GCC's libgomp) hangs in a child's first
+// parallel region, and Kokkos cannot start twice. So a call in a child of a
+// process where this thread ran raises ForkedProcess at once, naming the
+// ways that work (cvest.multiply itself computes on the child's calling
+// thread instead, python/CallerMultiply.hpp); never a wait for a thread
+// that is not there.
 #include "core/Interrupt.hpp"
 
 #include <pybind11/pybind11.h>
+
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -27,14 +38,38 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
 
 namespace cvest::python {
 
+// A module call that needs Kokkos, in a forked child (a RuntimeError in Python).
+struct ForkedProcess : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 class KokkosThread {
  public:
+  // Whether this process is a fork of one where the thread was started.
+  static bool forked() {
+    const pid_t started = started_in().load();
+    return started != 0 && started != ::getpid();
+  }
+  // ForkedProcess naming `what` (a call, e.g. "cvest.run") where forked().
+  static void refuse_in_fork(const char* what) {
+    if (!forked()) return;
+    throw ForkedProcess(
+        std::string(what) + " cannot run in this process: it was forked (os.fork, or multiprocessing's 'fork' start "
+        "method) from process " + std::to_string(started_in().load()) + " after cvest had started Kokkos there, "
+        "and Kokkos' OpenMP threads do not survive fork(). cvest.multiply works in such a child (on its calling "
+        "thread); for the rest, start workers with multiprocessing.get_context('spawn') or 'forkserver' "
+        "(ProcessPoolExecutor(mp_context=...); Dask: dask.config.set({'multiprocessing.context': 'spawn'})), or "
+        "fork before the first cvest call");
+  }
+
   // The thread, started at the first call.
   static KokkosThread& get() {
     static KokkosThread* thread = new KokkosThread;  // never destroyed: stop() ends it at exit
@@ -47,7 +82,8 @@ class KokkosThread {
   auto call(Work&& work) -> std::invoke_result_t<Work&> {
     namespace py = pybind11;
     using Result = std::invoke_result_t<Work&>;
-    if (std::this_thread::get_id() == id_) return work();  // already here
+    refuse_in_fork("cvest's Kokkos work (run, verify, bench, BenchServer, initialize)");
+    if (std::this_thread::get_id() == id_.load()) return work();  // already here
     std::optional<std::conditional_t<std::is_void_v<Result>, bool, Result>> result;
     std::exception_ptr failure;
     std::atomic<bool> interrupt{false};
@@ -98,13 +134,17 @@ class KokkosThread {
     }
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
-    id_ = std::thread::id();
+    id_.store(std::thread::id());
   }
 
  private:
   KokkosThread() : thread_([this] { loop(); }) {
-    const std::lock_guard lock(queue_m_);
-    id_ = thread_.get_id();
+    id_.store(thread_.get_id());
+    started_in().store(::getpid());
+  }
+  static std::atomic<pid_t>& started_in() {
+    static std::atomic<pid_t> pid{0};
+    return pid;
   }
 
   void post(std::function<void()> task) {
@@ -138,7 +178,7 @@ class KokkosThread {
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::thread thread_;
-  std::thread::id id_;
+  std::atomic<std::thread::id> id_{};  // read by callers while stop() clears it
 };
 
 // The work of a module call, on the Kokkos thread (see above).

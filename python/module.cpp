@@ -11,6 +11,7 @@
 #include "core/Spaces.hpp"
 #include "core/Version.hpp"
 #include "core/pipeline/Pipeline.hpp"
+#include "python/CallerMultiply.hpp"
 #include "python/KokkosThread.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -18,7 +19,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <type_traits>
 #include <iostream>
@@ -86,6 +90,7 @@ void release_bench_servers();
 // Kokkos stops (and the bench servers' views go) on the Kokkos thread,
 // which then ends: at interpreter exit, or when called.
 void finalize() {
+  if (python::KokkosThread::forked()) return;  // the parent's Kokkos, not this process's to stop
   on_kokkos_thread([] {
     release_bench_servers();
     if (Kokkos::is_initialized()) Kokkos::finalize();
@@ -271,9 +276,157 @@ py::object multiply_device_arrays(const DeviceArray& d, const py::object& multby
 }
 #endif
 
+// --- multiply on the calling thread ----------------------------------------
+
+// Arrays of at least this many bytes are computed with the GIL released.
+constexpr std::size_t release_gil_bytes = std::size_t(64) << 10;
+
+// discount's bytes below which cvest.multiply computes on the calling thread
+// rather than hand the call to the Kokkos thread: measured once, at the
+// first call that large. Both paths are timed on the same warmed arrays at
+// two sizes (1 and 16 MiB of discount, interleaved, median of 5); each is a
+// line (a fixed cost: the hand-off, about 12 us; and seconds per byte), and
+// the crossover is where the hand-off's line falls a fifth below the calling
+// thread's, kept within [the floor, 128 MiB]
+// (past that, streaming stores on every core win: python/CallerMultiply.hpp).
+// Below the floor the hand-off alone takes longer than the product.
+constexpr std::size_t caller_floor_bytes = std::size_t(32) << 10, caller_ceiling_bytes = std::size_t(128) << 20;
+std::atomic<std::size_t> caller_limit{0};  // 0: not measured yet
+
+std::size_t measure_caller_limit() {
+  static std::mutex m;
+  const std::lock_guard lock(m);
+  if (const std::size_t known = caller_limit.load()) return known;
+  const int threads = on_kokkos_thread([] {
+    ensure_initialized();
+    return Kokkos::DefaultHostExecutionSpace().concurrency();
+  });
+  std::size_t limit = std::numeric_limits<std::size_t>::max();  // one thread: the hand-off never pays
+  if (threads > 1) {
+    constexpr Index K = 5, T = 4;
+    const std::size_t sizes[2] = {std::size_t(1) << 20, std::size_t(16) << 20};
+    double here_s[2] = {}, handed_s[2] = {};
+    const Index N = Index(sizes[1] / sizeof(double) / std::size_t(T * K));
+    std::vector<double> mv(std::size_t(N * K), 1.25), dv(std::size_t(T * N * K), 0.5), cv(dv.size());
+    for (int s = 0; s < 2; ++s) {
+      const Index n = Index(sizes[s] / sizeof(double) / std::size_t(T * K));
+      const auto here = [&] { python::multiply_c(mv.data(), dv.data(), cv.data(), T, n * K); };
+      const auto handed = [&] {
+        on_kokkos_thread([&] {
+          using Space = Kokkos::DefaultHostExecutionSpace;
+          using Mem = Space::memory_space;
+          Operands<double, Kokkos::LayoutRight, Mem> ops{
+              Table<const double, Kokkos::LayoutRight, Mem>(mv.data(), n, K),
+              Cube<const double, Kokkos::LayoutRight, Mem>(dv.data(), T, n, K),
+              Cube<double, Kokkos::LayoutRight, Mem>(cv.data(), T, n, K)};
+          multiply(Strategy::flat, Space(), ops, CvNext::memory);
+          Space().fence();
+        });
+      };
+      std::vector<double> a, b;
+      for (int r = 0; r < 6; ++r) {  // the first of each: warm-up
+        Kokkos::Timer timer;
+        {
+          py::gil_scoped_release release;
+          here();
+        }
+        a.push_back(timer.seconds());
+        timer.reset();
+        handed();
+        b.push_back(timer.seconds());
+      }
+      std::sort(a.begin() + 1, a.end());
+      std::sort(b.begin() + 1, b.end());
+      here_s[s] = a[3], handed_s[s] = b[3];
+    }
+    const double span = double(sizes[1] - sizes[0]);
+    const double here_per = (here_s[1] - here_s[0]) / span, handed_per = (handed_s[1] - handed_s[0]) / span;
+    const double here_fixed = here_s[0] - here_per * double(sizes[0]), handed_fixed = handed_s[0] - handed_per * double(sizes[0]);
+    // Where the hand-off is clearly faster (a fifth), so noise in the two
+    // lines does not hand over calls it would make slower.
+    constexpr double margin = 0.8;
+    double crossing = double(caller_ceiling_bytes);
+    if (handed_per < margin * here_per)
+      crossing = (handed_fixed - margin * here_fixed) / (margin * here_per - handed_per);
+    limit = std::size_t(std::clamp(crossing, double(caller_floor_bytes), double(caller_ceiling_bytes)));
+  }
+  caller_limit.store(limit);
+  return limit;
+}
+
+// Whether a multiply of `bytes` of discount runs on the calling thread.
+bool on_caller_thread(std::size_t bytes) {
+  constexpr bool on_device = !std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>;
+  if (python::KokkosThread::forked()) return true;
+  if (on_device) return false;  // host arrays take the pipeline to the device there
+  if (bytes < caller_floor_bytes) return true;
+  const std::size_t limit = caller_limit.load();
+  return bytes < (limit ? limit : measure_caller_limit());
+}
+
+// m, d and cv contiguous in one order (`c`), of one native type.
+void multiply_here(const py::array& m, const py::array& d, py::array& cv, bool c) {
+  const Index T = d.shape(0), n = d.shape(1) * d.shape(2);
+  const bool f64 = d.itemsize() == 8;
+  const auto compute = [&] {
+    if (f64) {
+      const auto* mp = static_cast<const double*>(m.data());
+      const auto* dp = static_cast<const double*>(d.data());
+      auto* cp = static_cast<double*>(cv.mutable_data());
+      c ? python::multiply_c(mp, dp, cp, T, n) : python::multiply_f(mp, dp, cp, T, n);
+    } else {
+      const auto* mp = static_cast<const float*>(m.data());
+      const auto* dp = static_cast<const float*>(d.data());
+      auto* cp = static_cast<float*>(cv.mutable_data());
+      c ? python::multiply_c(mp, dp, cp, T, n) : python::multiply_f(mp, dp, cp, T, n);
+    }
+  };
+  if (std::size_t(d.nbytes()) < release_gil_bytes) return compute();
+  py::gil_scoped_release release;
+  compute();
+}
+
+bool same_type(const py::array& a, const py::dtype& t) { return a.dtype().is(t); }
+
+// The common call, checked in a few steps: multBy and discount NumPy arrays
+// of one native float type, contiguous in one order, `out` absent or
+// matching. nullopt (the general path, which also words the errors) otherwise.
+std::optional<py::array> multiply_plain(const py::object& multby, const py::object& discount, const py::object& out) {
+  if (!py::isinstance<py::array>(discount) || !py::isinstance<py::array>(multby)) return std::nullopt;
+  const auto d = py::reinterpret_borrow<py::array>(discount), m = py::reinterpret_borrow<py::array>(multby);
+  static const py::dtype f64 = py::dtype::of<double>(), f32 = py::dtype::of<float>();
+  const py::dtype& type = same_type(d, f64) ? f64 : f32;
+  if (!same_type(d, type) || !same_type(m, type) || d.ndim() != 3 || m.ndim() != 2 || m.shape(0) != d.shape(1) ||
+      m.shape(1) != d.shape(2))
+    return std::nullopt;
+  const bool c = (d.flags() & py::array::c_style) != 0;
+  const int order = c ? py::array::c_style : py::array::f_style;
+  if (!(d.flags() & order) || !(m.flags() & order)) return std::nullopt;
+  if (!on_caller_thread(std::size_t(d.nbytes()))) return std::nullopt;
+  py::array cv;
+  if (out.is_none()) {
+    const std::vector<py::ssize_t> shape{d.shape(0), d.shape(1), d.shape(2)};
+    const py::ssize_t item = d.itemsize();
+    cv = c ? py::array(type, shape, {d.shape(1) * d.shape(2) * item, d.shape(2) * item, item})
+           : py::array(type, shape, {item, d.shape(0) * item, d.shape(0) * d.shape(1) * item});
+  } else {
+    if (!py::isinstance<py::array>(out)) return std::nullopt;
+    cv = py::reinterpret_borrow<py::array>(out);
+    if (!cv.writeable() || !same_type(cv, type) || cv.ndim() != 3 || cv.shape(0) != d.shape(0) ||
+        cv.shape(1) != d.shape(1) || cv.shape(2) != d.shape(2) || !(cv.flags() & order))
+      return std::nullopt;
+  }
+  multiply_here(m, d, cv, c);
+  return cv;
+}
+
 py::object multiply_arrays(const py::object& multby, const py::object& discount, const py::object& out,
                            const std::string& strategy_name, const std::optional<std::string>& layout_name,
                            bool staged) {
+  // Every strategy and layout gives the same bits: the calling thread takes
+  // the call where the deck-like choices are left to cvest.
+  if (!staged && !layout_name && strategy_name == "flat")
+    if (auto cv = multiply_plain(multby, discount, out)) return std::move(*cv);
   constexpr bool on_device = !std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>;
 #ifdef KOKKOS_ENABLE_CUDA
   if (const auto d = device_array(discount))
@@ -323,6 +476,12 @@ py::object multiply_arrays(const py::object& multby, const py::object& discount,
                                                                                       ? "LayoutRight"
                                                                                       : "LayoutLeft") +
                             " (cvest writes it in place)");
+  }
+  // In a forked child (no Kokkos there), on the calling thread, in the
+  // order the arrays now have.
+  if (python::KokkosThread::forked()) {
+    multiply_here(m, d, cv, std::string(order) == "C");
+    return std::move(cv);
   }
   // The arrays are only read and written through their data here, on the
   // Kokkos thread; the caller keeps them alive (and holds no GIL) meanwhile.
@@ -415,7 +574,12 @@ BenchServer::~BenchServer() {
     const std::lock_guard lock(live_bench_servers_m);
     live_bench_servers.erase(this);
   }
-  if (server) on_kokkos_thread([&] { server.reset(); });  // its views go where Kokkos runs
+  // In a forked child its views are the parent's Kokkos memory: left as they are.
+  if (python::KokkosThread::forked()) {
+    (void)server.release();
+    return;
+  }
+  on_kokkos_thread([&] { server.reset(); });  // its views go where Kokkos runs (finalize may have released them)
 }
 
 std::unique_ptr<BenchServer> make_bench_server(Index dates, Index ids, Index cols,
@@ -435,10 +599,85 @@ void release_bench_servers() {
 }
 
 py::object server_command(BenchServer& s, const std::string& command) {
-  if (!s.server) throw py::value_error("this BenchServer's arrays were released when cvest finalized");
-  const nlohmann::json reply = on_kokkos_thread([&] { return s.server->handle(command); });
+  // Checked where it is used: a finalize() handed to the Kokkos thread
+  // before this call releases the arrays there.
+  const nlohmann::json reply = on_kokkos_thread([&] {
+    if (!s.server) throw InputError("this BenchServer's arrays were released when cvest finalized");
+    return s.server->handle(command);
+  });
   if (reply.contains("error")) throw py::value_error(reply["error"].get<std::string>());
   return json_to_python(reply);
+}
+
+// --- cvest.multiply's entry ------------------------------------------------
+
+// The call small arrays make over and over, at the price of a NumPy ufunc
+// call: a CPython vectorcall function (pybind11's argument conversion alone
+// took longer than NumPy's whole np.multiply of 500 elements) that takes
+// (multby, discount[, out]) and hands anything else, and every error, to the
+// general path (_multiply, which words the messages).
+constexpr const char multiply_doc[] =
+    "multiply(multby, discount, out=None, strategy='flat', layout=None, staged=False)\n--\n\n"
+    R"(cv[t, i, k] = multby[i, k] * discount[t, i, k]; returns cv (`out` when given).
+
+The same result as NumPy's `multby[None] * discount`, bit for bit.
+multby: (N, K) and discount: (T, N, K) arrays of float32 or float64.
+  The result is float64 if either is (NumPy's promotion), else float32.
+out: where to write cv: a writable array of discount's shape, of that
+  type, contiguous in the layout's order; None allocates one.
+strategy: how the work is sliced: flat, per_date, per_id, one_worker,
+  team, kokkos_kernels (see README's Strategies).
+layout: "right" (C order) or "left" (Fortran order); None: discount's
+  order (C-contiguous or strided: right; Fortran-contiguous: left).
+Arrays already in the layout's order and the result's type are used in
+place (no copy); others (strided views, the other order, the narrower
+type of a mixed pair) are copied first. The GIL is released while the
+kernel runs. Any thread may call it; calls from several threads at once run
+one after another (all Kokkos work runs on one thread of cvest's). Small
+arrays (below a size measured once per process, where handing the call to
+that thread would cost more than the product) are computed on the calling
+thread, as in a child forked after cvest started (multiprocessing's 'fork'). Raises ValueError for shapes, types, a read-only or
+mismatched out, and an unknown strategy or layout.
+staged: run through the block pipeline (host staging slots, copies in and
+  out, as a file-to-file run): what NumPy arrays take on a Cuda build (C
+  order there; pinned staging, overlapped streams). On host builds it only
+  checks that path.
+Cuda builds: arrays with __cuda_array_interface__ (CuPy, numba.cuda) are
+used in place on the GPU: multby, discount and out all on the device, one
+type and one order (out made with CuPy when not given).)";
+
+PyObject* general_multiply = nullptr;  // the module's _multiply, kept for the module's life
+
+PyObject* fast_multiply(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const Py_ssize_t positional = PyVectorcall_NARGS(nargs), keywords = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  PyObject* out = positional >= 3 ? args[2] : nullptr;
+  bool plain = positional >= 2 && positional <= 3 && keywords <= (out ? 0 : 1);
+  if (plain && keywords == 1) {
+    plain = PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "out") == 0;
+    out = args[positional];
+  }
+  if (plain) {
+    try {
+      const py::handle none = Py_None;
+      auto cv = multiply_plain(py::reinterpret_borrow<py::object>(args[0]), py::reinterpret_borrow<py::object>(args[1]),
+                               py::reinterpret_borrow<py::object>(out ? py::handle(out) : none));
+      if (cv) return cv->release().ptr();
+    } catch (py::error_already_set& e) {
+      e.restore();
+      return nullptr;
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+      return nullptr;
+    }
+  }
+  return PyObject_Vectorcall(general_multiply, args, nargs, kwnames);
+}
+
+void add_fast_multiply(py::module_& module) {
+  general_multiply = module.attr("_multiply").ptr();
+  static PyMethodDef def{"multiply", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_multiply)),
+                         METH_FASTCALL | METH_KEYWORDS, multiply_doc};
+  module.add_object("multiply", py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, nullptr, module.ptr())));
 }
 
 }  // namespace
@@ -463,38 +702,21 @@ own settings, e.g. ["--kokkos-tools-libs=..."]. Only before any other call.)");
   module.def("finalize", &finalize, "Stops Kokkos (registered to run at interpreter exit).");
   module.def("is_initialized", [] { return Kokkos::is_initialized(); });
   module.def("threads", [] {
+    if (python::KokkosThread::forked()) return 1;  // cvest.multiply's calling thread
     return on_kokkos_thread([] {
       ensure_initialized();
       return Kokkos::DefaultHostExecutionSpace().concurrency();
     });
   }, "The host threads cvest's kernels run on (starts Kokkos if needed).");
 
-  module.def("multiply", &multiply_arrays, py::arg("multby"), py::arg("discount"), py::arg("out") = py::none(),
+  module.def("_caller_thread_limit", [] { return caller_limit.load() ? caller_limit.load() : measure_caller_limit(); },
+             "discount's bytes below which multiply computes on the calling thread (measured once; for tests and "
+             "bench/python_small.py).");
+  module.def("_multiply", &multiply_arrays, py::arg("multby"), py::arg("discount"), py::arg("out") = py::none(),
              py::arg("strategy") = "flat", py::arg("layout") = std::nullopt, py::arg("staged") = false,
-             R"(cv[t, i, k] = multby[i, k] * discount[t, i, k]; returns cv (`out` when given).
-
-The same result as NumPy's `multby[None] * discount`, bit for bit.
-multby: (N, K) and discount: (T, N, K) arrays of float32 or float64.
-  The result is float64 if either is (NumPy's promotion), else float32.
-out: where to write cv: a writable array of discount's shape, of that
-  type, contiguous in the layout's order; None allocates one.
-strategy: how the work is sliced: flat, per_date, per_id, one_worker,
-  team, kokkos_kernels (see README's Strategies).
-layout: "right" (C order) or "left" (Fortran order); None: discount's
-  order (C-contiguous or strided: right; Fortran-contiguous: left).
-Arrays already in the layout's order and the result's type are used in
-place (no copy); others (strided views, the other order, the narrower
-type of a mixed pair) are copied first. The GIL is released while the
-kernel runs. Any thread may call it; calls from several threads at once run
-one after another (all Kokkos work runs on one thread of cvest's). Raises ValueError for shapes, types, a read-only or
-mismatched out, and an unknown strategy or layout.
-staged: run through the block pipeline (host staging slots, copies in and
-  out, as a file-to-file run): what NumPy arrays take on a Cuda build (C
-  order there; pinned staging, overlapped streams). On host builds it only
-  checks that path.
-Cuda builds: arrays with __cuda_array_interface__ (CuPy, numba.cuda) are
-used in place on the GPU: multby, discount and out all on the device, one
-type and one order (out made with CuPy when not given).)");
+             "cvest.multiply's general path (every argument and error); cvest.multiply takes the common call "
+             "first.");
+  add_fast_multiply(module);
 
   module.def("run", &run_deck_file, py::arg("deck"), py::arg("set") = py::dict(), py::arg("plan") = false,
              py::arg("no_resume") = false,
@@ -521,7 +743,9 @@ this process, so a script can interleave cvest's own timing with others'.)")
       .def(py::init(&make_bench_server), py::arg("dates") = 100, py::arg("ids") = 400000, py::arg("cols") = 5,
            py::arg("strategies") = std::nullopt, py::arg("layouts") = std::vector<std::string>{"right", "left"},
            py::arg("precision") = "f64")
-      .def("describe", [](const BenchServer& s) { return s.server ? s.server->describe() : std::string("released"); })
+      .def("describe", [](const BenchServer& s) {
+        return on_kokkos_thread([&] { return s.server ? s.server->describe() : std::string("released"); });
+      })
       .def("warm", [](BenchServer& s, double seconds) { return server_command(s, "warm " + std::to_string(seconds)); },
            py::arg("seconds"), "Every variant and the roof in turn until `seconds` have passed.")
       .def("time", [](BenchServer& s, const std::string& strategy, const std::string& layout) {

@@ -124,8 +124,10 @@ PipelineStats JobRunner::run_once(const JobPlan& job, const BlockPlan& mine, Job
   std::unique_ptr<JobOutput> out;
   std::unique_ptr<OutputCheck> check;
   std::function<void(const Block&, const void*)> sink;
+  io::OutputSpec spec = plan_.output;
+  spec.attributes = output_attributes(job);  // what a killed run's sealed output must have been written with
   if (writes) {
-    out = std::make_unique<JobOutput>(plan_.output, ranks_);
+    out = std::make_unique<JobOutput>(spec, ranks_);
     todo = out->remaining(mine);
     report.resumed_blocks = int(mine.blocks.size() - todo.blocks.size());
     sink = [&out](const Block& b, const void* buf) { out->write(b, buf); };
@@ -151,7 +153,7 @@ PipelineStats JobRunner::run_once(const JobPlan& job, const BlockPlan& mine, Job
     });
   });
   if (writes) {
-    const auto committed = out->commit(output_attributes(job), plan_.input->discount_dataset());
+    const auto committed = out->commit(spec.attributes, plan_.input->discount_dataset());
     if (committed.parts_stored_s > 0) report.parts_stored_s = committed.parts_stored_s;
     if (ranks_.root()) output_writes = committed.writes;
     written_ = true;

@@ -43,7 +43,7 @@ void print_jobs(const RunReport& rep, std::ostream& out) {
                to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline,
                block_text(plan, j.kernel_ids), st.total_s, st.seconds[int(Phase::read)],
                st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)], st.seconds[int(Phase::d2h)],
-               st.seconds[int(Phase::write)], in_bytes / st.total_s / 1e9, j.roof_GBps, j.kernel_roof_fraction, range,
+               st.seconds[int(Phase::write)], st.total_s > 0 ? in_bytes / st.total_s / 1e9 : 0.0, j.roof_GBps, j.kernel_roof_fraction, range,
                format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
   }
 }
@@ -112,8 +112,8 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
   print_where_the_time_goes(rep, out);
   for (const auto& j : rep.jobs)
     if (j.resumed_blocks > 0)
-      fmt::print(out, "\nresumed: {} of {}/{}'s {} blocks were on disk from a run that stopped (its journal); this "
-                      "run wrote the rest, and its figures are that work's\n", j.resumed_blocks, to_string(j.strategy),
+      fmt::print(out, "\nresumed: {} of {}/{}'s {} blocks were on disk from a run that stopped (its journal, or "
+                      "its seal: the whole output); this run wrote the rest, and its figures are that work's\n", j.resumed_blocks, to_string(j.strategy),
                  to_string(j.layout), rep.plan(j.layout).blocks.size());
   if (rep.verified) fmt::print(out, "\nverified: {} equals multBy * discount bit for bit\n", rep.output);
 }

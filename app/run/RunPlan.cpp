@@ -215,11 +215,11 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     // Chunks cvest decodes itself (dates, ids), 0 where it decodes none.
     const auto decoded = plan.input ? plan.input->decoded_chunk() : std::array<Index, 2>{0, 0};
     const Index chunk_ids = output_chunk_ids(deck, plan, decoded);
-    // The direct writer's aligned copies, within the budget, where it writes direct.
-    std::string because;
-    const double out_bytes = double(plan.shape.T * plan.shape.N * plan.shape.K) * double(element_size(plan.precision));
-    if (deck.output.compression == Compression::none &&
-        io::choose_direct(deck.output.direct, out_bytes, because) != DirectWrites::off)
+    // The direct writer's aligned copies, within the budget, wherever it may
+    // write direct: decided from the deck alone, so every rank and every
+    // run of the deck plans the same blocks (auto's choice reads the host's
+    // free memory, which differs).
+    if (deck.output.compression == Compression::none && deck.output.direct != DirectWrites::off)
       plan.direct_memory = io::direct_write_memory(deck.run.memory_budget);
     plan_layouts(deck, row, decoded, chunk_ids, plan, progress);
     warn_tiny_blocks(deck, plan, progress);

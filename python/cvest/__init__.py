@@ -30,6 +30,7 @@ from ._cvest import (  # noqa: F401
     IoError,
     VerifyError,
     __version__,
+    _caller_thread_limit,
     bench,
     execution_space,
     finalize,

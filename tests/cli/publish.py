@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Nothing lost at the last step: every file cvest puts in place.
 
-    publish.py CVEST_BINARY steps|syscalls|owners|writers
+    publish.py CVEST_BINARY steps|steps_more|syscalls|owners|writers
 
 steps: SIGKILL and SIGINT at every step of putting an output, a generated
   input and a report in place (CVEST_FAULT=kill_at / interrupt_at, io/Faults.hpp)
@@ -9,6 +9,10 @@ steps: SIGKILL and SIGINT at every step of putting an output, a generated
   (bytes compared), and the next run leaves the new one there (an output
   sealed before the kill is put in place, not computed again), with nothing
   left beside it.
+steps_more: a run that took a sealed output over and was killed again
+  leaves it sealed; a sealed output of a changed deck is not taken; without
+  RENAME_EXCHANGE (rename(2) over the file found) every step still leaves
+  the old or the new file; a folder at a report's path is refused, kept.
 syscalls: strace of a run over an existing output and report, and of
   `generate --overwrite`: no unlink of a final name; each rename onto it
   comes after an fsync of the file renamed and before an fsync of its folder.
@@ -135,6 +139,61 @@ def steps():
                 check(not leftovers(paths[what]), f"{label}: nothing left beside {paths[what]}: {leftovers(paths[what])}")
 
 
+def steps_more():
+    """What the next runs do with a sealed output: one killed again after
+    taking it over leaves it sealed; a deck changed since is not given it;
+    without RENAME_EXCHANGE (rename(2) over the checked file) every step
+    still leaves the old or the new file; a report path that is a folder is
+    refused, its contents kept."""
+    run("generate", "--dates", "12", "--ids", "3000", "--cols", "5", "--seed", "7", "--out", "in.h5")
+    write("deck.toml", DECK.encode())
+    check(run("run", "deck.toml").returncode == 0, "a clean run writes the reference output")
+    new_output = read("cv.h5")
+    old = b"the old output, whole\n"
+    write("cv.h5", old)
+    p = run("run", "deck.toml", fault="kill_at=output.sealed")
+    p = run("run", "deck.toml", fault="kill_at=output.synced")
+    taken = "putting it in place" in p.stderr
+    check(p.returncode == -signal.SIGKILL and taken and read("cv.h5") == old,
+          "a run that took over a sealed output and was killed before its rename left the old file")
+    p = run("run", "deck.toml")
+    check(p.returncode == 0 and "putting it in place" in p.stderr and read("cv.h5") == new_output,
+          "the run after it finds the output still sealed and puts it in place")
+    check(not leftovers("cv.h5"), "nothing left beside cv.h5")
+    # The deck changed between the kill and the next run: not taken over.
+    write("cv.h5", old)
+    run("run", "deck.toml", fault="kill_at=output.sealed")
+    write("deck.toml", DECK.replace('strategy = "flat"', 'strategy = "per_date"').encode())
+    p = run("run", "deck.toml")
+    import h5py
+    with h5py.File("cv.h5", "r") as f:
+        strategy = f["cv"].attrs.get("strategy")
+    strategy = strategy.decode() if isinstance(strategy, bytes) else strategy
+    check(p.returncode == 0 and "putting it in place" not in p.stderr and strategy == "per_date",
+          f"a sealed output of another deck (strategy flat) is not put in place for per_date ({strategy})")
+    check(not leftovers("cv.h5"), "its file removed as left over")
+    write("deck.toml", DECK.encode())
+    # No RENAME_EXCHANGE: rename(2) over the file found.
+    for when in ("sealed", "synced", "renamed", "done"):
+        write("cv.h5", old)
+        p = run("run", "deck.toml", fault=f"kill_at=output.{when},no_exchange")
+        now = read("cv.h5")
+        check(p.returncode == -signal.SIGKILL and now in (old, new_output),
+              f"no exchange, killed at output.{when}: the old file or the new one, whole")
+        p = run("run", "deck.toml", fault="no_exchange")
+        check(p.returncode == 0 and read("cv.h5") == new_output and not leftovers("cv.h5"),
+              f"no exchange, killed at output.{when}: the next run leaves the new output, nothing beside it")
+    # A folder at the report's path.
+    os.remove("r.json")
+    os.makedirs("r.json/keep")
+    write("r.json/keep/x", b"theirs")
+    p = run("run", "deck.toml")
+    lines = error_lines(p.stderr)
+    check(p.returncode == 3 and len(lines) == 1 and "r.json" in lines[0] and "directory" in lines[0],
+          f"a folder at the report's path: exit 3, one line ({p.returncode}: {lines})")
+    check(read("r.json/keep/x") == b"theirs" and not leftovers("r.json"), "the folder and its contents kept")
+
+
 def syscalls():
     if not shutil.which("strace"):
         print("strace is missing (scripts/setup installs it): not run")
@@ -149,7 +208,16 @@ def syscalls():
                             "trace=unlink,unlinkat,rename,renameat,renameat2,fsync,fdatasync", cvest, *args],
                            capture_output=True, text=True, timeout=300)
         check(p.returncode == 0, f"strace cvest {' '.join(args)} exits 0")
-        return [l for l in p.stderr.splitlines() if "= 0" in l or "= -1" in l]
+        lines, unfinished = [], {}
+        for line in p.stderr.splitlines():  # a call another thread interrupted comes in two lines: joined
+            pid = line.split("]", 1)[0] if line.startswith("[pid") else ""
+            if line.endswith("<unfinished ...>"):
+                unfinished[pid] = line[: -len("<unfinished ...>")]
+            elif "resumed>" in line and pid in unfinished:
+                lines.append(unfinished.pop(pid) + line.split("resumed>", 1)[1])
+            else:
+                lines.append(line)
+        return [l for l in lines if "= 0" in l or "= -1" in l]
 
     def assert_order(lines, name):
         final = [i for i, l in enumerate(lines) if "rename" in l and f'"{name}"' in l.split(",", 2)[-1]]
@@ -313,6 +381,8 @@ max_block = "8MiB"
         p = as_user(runner, binary, ["run", "deck.toml"], limit_threads=limit, env=env)
         lines = error_lines(p.stderr)
         left = [f for f in os.listdir(".") if f not in ("in.h5", "deck.toml", "cv.h5")]
+        if p.returncode != 0 and os.path.exists("cv.h5"):
+            left.append("cv.h5")
         if p.returncode == 0:
             check(not left, f"at most {limit} threads: the run finishes, nothing left ({left})")
             import h5py
@@ -334,7 +404,8 @@ max_block = "8MiB"
 with tempfile.TemporaryDirectory(prefix="cvest-publish-") as d:
     os.chmod(d, 0o755)
     os.chdir(d)
-    status = {"steps": steps, "syscalls": syscalls, "owners": owners, "writers": writers}[case]()
+    status = {"steps": steps, "steps_more": steps_more, "syscalls": syscalls, "owners": owners,
+              "writers": writers}[case]()
 if status == SKIP:
     sys.exit(SKIP)
 if failures:

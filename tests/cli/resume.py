@@ -113,9 +113,13 @@ with tempfile.TemporaryDirectory() as tmp:
             if os.path.exists("out.h5"):  # a cycle finished: check it, start the next
                 check(same_file("out.h5", "ref.h5"), f"after {kills} kills, the resumed output is byte-identical")
                 # A kill can land after the rename, before the run drops its
-                # lock file: that file (unlocked) is all it may leave.
-                left = [f for f in leftovers() if f != ".out.h5.lock"]
-                check(not left, f"after {kills} kills, nothing left beside the output but a lock file ({left})")
+                # lock file and its output's seal: those (unlocked; a seal
+                # of a file no longer there, which the next run removes) are
+                # all it may leave.
+                left = [f for f in leftovers() if f != ".out.h5.lock" and
+                        not (f.endswith(".sealed") and not os.path.exists(f[: -len(".sealed")]))]
+                check(not left, f"after {kills} kills, nothing left beside the output but a lock file or a spent "
+                                f"seal ({left})")
                 os.remove("out.h5")
                 finished += 1
             if kills >= 32:

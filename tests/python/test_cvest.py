@@ -316,3 +316,43 @@ def test_the_gil_is_released_during_a_kernel():
     # A loaded machine may leave the ticker unscheduled through some calls,
     # never through most.
     assert sum(n > 0 for n in inside) > len(inside) // 2, inside
+
+
+@pytest.mark.parametrize("dtype", ["f8", "f4"])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_both_sides_of_the_calling_thread_limit_give_numpy_bits(dtype, order):
+    # Below the limit cvest computes on the calling thread, above it on its
+    # Kokkos thread: the same bits either way, with and without out=, in place.
+    limit = cvest._caller_thread_limit()
+    assert 32 << 10 <= limit <= 128 << 20
+    item = np.dtype(dtype).itemsize
+    for nbytes in (limit // 3, 2 * limit):
+        T, K = 4, 5
+        N = max(1, nbytes // (T * K * item))
+        m, d = inputs(T, N, K, dtype, dtype, seed=N)
+        m, d = np.asarray(m, order=order), np.asarray(d, order=order)
+        expected = m[None] * d
+        assert identical(cvest.multiply(m, d), expected)
+        out = np.empty_like(d, order=order)
+        assert cvest.multiply(m, d, out=out) is out and identical(out, expected)
+        cvest.multiply(m, d, d)  # out given by position, over discount itself
+        assert identical(d, expected)
+
+
+def test_the_common_call_checks_what_it_takes():
+    m, d = inputs(3, 50, 5)
+    swapped = d.astype(">f8")  # not native: the general path converts it
+    assert identical(cvest.multiply(m, swapped), m[None] * d)
+    strided = d[:, ::2]  # not contiguous: the general path copies it
+    assert identical(cvest.multiply(m[::2], strided), m[None, ::2] * strided)
+    with pytest.raises(ValueError, match="out is read-only"):
+        ro = np.empty_like(d)
+        ro.flags.writeable = False
+        cvest.multiply(m, d, out=ro)
+    with pytest.raises(TypeError):
+        cvest.multiply(m, d, nonsense=1)
+    with pytest.raises(TypeError):
+        cvest.multiply(m)
+    import inspect
+    assert list(inspect.signature(cvest.multiply).parameters) == ["multby", "discount", "out", "strategy", "layout",
+                                                                 "staged"]
