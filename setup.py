@@ -8,16 +8,52 @@ pip, against Kokkos_ROOT when it is set, else the Kokkos scripts/setup builds
 goes into the wheel beside python/cvest/__init__.py. The module finds Kokkos
 where it was built (its RPATH), as the command-line binary does.
 """
+import importlib.util
 import os
 import pathlib
 import re
 import subprocess
 import sys
-
-from setuptools import Extension, setup
-from setuptools.command.build_ext import build_ext
+import sysconfig
 
 root = pathlib.Path(__file__).resolve().parent
+
+# Where only Debian's packages are reachable (no PyPI), the route that works.
+DEBIAN_ROUTE = ("with Debian's packages only: apt install python3-setuptools python3-wheel pybind11-dev python3-numpy "
+                "python3-dev (scripts/setup installs them), then python3 -m venv --system-site-packages ENV && "
+                "ENV/bin/pip install --no-build-isolation .")
+# Debian's pybind11-dev: CMake finds it for any interpreter.
+SYSTEM_PYBIND11 = ("/usr/lib/cmake/pybind11", "/usr/share/cmake/pybind11", "/usr/local/lib/cmake/pybind11")
+
+
+def found(module):
+    return importlib.util.find_spec(module) is not None
+
+
+def missing_prerequisites(pybind11_dirs=SYSTEM_PYBIND11):
+    """One line for each piece the interpreter running this build lacks,
+    said before anything is configured (pip's own message where `wheel` is
+    missing is "invalid command 'bdist_wheel'" after a page of output)."""
+    missing = []
+    where = f"this interpreter ({sys.executable}, Python {sys.version.split()[0]})"
+    if not found("setuptools"):
+        missing.append(f"cvest: pip install . needs setuptools, which {where} lacks")
+    # setuptools from 70.1 has bdist_wheel itself; earlier ones need wheel.
+    elif not found("wheel") and not found("setuptools.command.bdist_wheel"):
+        missing.append(f"cvest: pip install . needs wheel (setuptools' bdist_wheel), which {where} lacks")
+    if not found("pybind11") and not any(os.path.isdir(d) for d in pybind11_dirs):
+        missing.append(f"cvest: pip install . needs pybind11 (its Python package or Debian's pybind11-dev), which "
+                       f"{where} lacks")
+    # Under pip's build isolation NumPy is a run-time dependency pip installs
+    # afterwards; in the interpreter's own environment it must be there.
+    isolated = any("pip-build-env" in p for p in sys.path)
+    if not isolated and not found("numpy"):
+        missing.append(f"cvest: import cvest needs NumPy, which {where} lacks")
+    include = sysconfig.get_paths().get("include")
+    if not include or not os.path.exists(os.path.join(include, "Python.h")):
+        missing.append(f"cvest: building the module needs Python's headers (Python.h under {include}), which {where} "
+                       f"lacks (Debian: python3-dev)")
+    return missing
 
 
 def version():
@@ -64,6 +100,13 @@ def build_folder(kokkos):
     return root / "build" / f"pip-{sys.implementation.cache_tag}", True
 
 
+try:
+    from setuptools import Extension, setup
+    from setuptools.command.build_ext import build_ext
+except ImportError:  # said by missing_prerequisites(), before anything else
+    build_ext = object
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         kokkos, kernels = kokkos_roots()
@@ -89,4 +132,12 @@ class CMakeBuild(build_ext):
         self.copy_file(str(built), str(target))
 
 
-setup(version=version(), ext_modules=[Extension("cvest._cvest", sources=[])], cmdclass={"build_ext": CMakeBuild})
+if __name__ == "__main__":  # run by pip (setuptools' build backend); imported by the tests
+    lacking = missing_prerequisites()
+    if lacking:
+        for line in lacking:
+            print(line, file=sys.stderr)
+        print(f"cvest: where PyPI is reachable, pip install setuptools wheel pybind11 numpy into that environment; "
+              f"{DEBIAN_ROUTE}", file=sys.stderr)
+        sys.exit(1)
+    setup(version=version(), ext_modules=[Extension("cvest._cvest", sources=[])], cmdclass={"build_ext": CMakeBuild})

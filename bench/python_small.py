@@ -8,7 +8,7 @@ For each size (1, 10, 100, ... elements of discount; K = 5 columns where
 there are five, T = 10 dates from 10^5 elements on), both orders (C, and
 Fortran: LayoutLeft), both precisions, with and without out=: the two
 contenders take turns on the same arrays (each call repeated until a turn
-lasts about 20 ms), REPEATS turns each, interleaved; the first turn of each
+lasts about 50 ms, and at least 3 calls), REPEATS turns each, interleaved; the first turn of each
 is a warm-up. Prints the median time per call of each, the ratio of the
 medians and its spread (the ratio of turn k to turn k, min-max), and the
 caller-thread limit cvest measured (below it, calls are computed on the
@@ -34,14 +34,15 @@ def shape_for(n):
     return T, n // (T * K), K
 
 
-def per_call(f, seconds=0.02):
-    """Seconds per call of f, over a turn of about `seconds`."""
+def per_call(f, seconds=0.05, at_least=3):
+    """Seconds per call of f, over a turn of about `seconds` and at least
+    `at_least` calls (a large call's page faults swing from one to the next)."""
     calls, start = 0, time.perf_counter()
     while True:
         f()
         calls += 1
         elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
+        if elapsed >= seconds and calls >= at_least:
             return elapsed / calls
 
 

@@ -284,7 +284,7 @@ constexpr std::size_t release_gil_bytes = std::size_t(64) << 10;
 // discount's bytes below which cvest.multiply computes on the calling thread
 // rather than hand the call to the Kokkos thread: measured once, at the
 // first call that large. Both paths are timed on the same warmed arrays at
-// two sizes (1 and 16 MiB of discount, interleaved, median of 5); each is a
+// two sizes (4 and 32 MiB of discount, interleaved, median of 5); each is a
 // line (a fixed cost: the hand-off, about 12 us; and seconds per byte), and
 // the crossover is where the hand-off's line falls a fifth below the calling
 // thread's, kept within [the floor, 128 MiB]
@@ -304,7 +304,7 @@ std::size_t measure_caller_limit() {
   std::size_t limit = std::numeric_limits<std::size_t>::max();  // one thread: the hand-off never pays
   if (threads > 1) {
     constexpr Index K = 5, T = 4;
-    const std::size_t sizes[2] = {std::size_t(1) << 20, std::size_t(16) << 20};
+    const std::size_t sizes[2] = {std::size_t(4) << 20, std::size_t(32) << 20};
     double here_s[2] = {}, handed_s[2] = {};
     const Index N = Index(sizes[1] / sizeof(double) / std::size_t(T * K));
     std::vector<double> mv(std::size_t(N * K), 1.25), dv(std::size_t(T * N * K), 0.5), cv(dv.size());
@@ -405,10 +405,13 @@ std::optional<py::array> multiply_plain(const py::object& multby, const py::obje
   if (!on_caller_thread(std::size_t(d.nbytes()))) return std::nullopt;
   py::array cv;
   if (out.is_none()) {
-    const std::vector<py::ssize_t> shape{d.shape(0), d.shape(1), d.shape(2)};
-    const py::ssize_t item = d.itemsize();
-    cv = c ? py::array(type, shape, {d.shape(1) * d.shape(2) * item, d.shape(2) * item, item})
-           : py::array(type, shape, {item, d.shape(0) * item, d.shape(0) * d.shape(1) * item});
+    // NumPy's own allocation, as np.multiply's: no shape vectors on the heap.
+    auto& api = py::detail::npy_api::get();
+    Py_intptr_t dims[3] = {d.shape(0), d.shape(1), d.shape(2)};
+    constexpr int fortran = 0x0002;  // NPY_ARRAY_F_CONTIGUOUS: strides laid out in Fortran order
+    cv = py::reinterpret_steal<py::array>(api.PyArray_NewFromDescr_(
+        api.PyArray_Type_, type.inc_ref().ptr(), 3, dims, nullptr, nullptr, c ? 0 : fortran, nullptr));
+    if (!cv) throw py::error_already_set();
   } else {
     if (!py::isinstance<py::array>(out)) return std::nullopt;
     cv = py::reinterpret_borrow<py::array>(out);

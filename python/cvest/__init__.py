@@ -24,6 +24,16 @@ import os
 # where OpenMP is not loaded yet (the import below loads it).
 os.environ.setdefault("OMP_PROC_BIND", "false")
 
+try:
+    import numpy  # noqa: F401  (cvest's arrays are NumPy's)
+except ImportError:
+    import sys as _sys
+
+    raise ImportError(
+        f"cvest needs NumPy, which this interpreter ({_sys.executable}) lacks: pip install numpy where PyPI is "
+        "reachable; with Debian's packages only: apt install python3-numpy, and a venv made with "
+        "python3 -m venv --system-site-packages") from None
+
 from ._cvest import (  # noqa: F401
     BenchServer,
     InputError,

@@ -2,7 +2,7 @@
 """cvest installed as users install software, each route tried from outside
 the clone.
 
-    routes.py prefix|pip|bundle SOURCE BUILD
+    routes.py prefix|pip|bundle|prerequisites SOURCE BUILD
 
 prefix: `cmake --install BUILD --prefix P`, then P moved elsewhere: P/bin/cvest
   runs with nothing in the environment but PATH (no OpenMP variables: same
@@ -14,6 +14,12 @@ pip: `pip install --no-build-isolation .` into a fresh venv (Debian's
   python3 -m venv --system-site-packages; this machine reaches no PyPI), then
   from another folder and with no PYTHONPATH: import, multiply, __version__,
   and cvest.run of the seed deck, verified.
+prerequisites: `pip install --no-build-isolation .` from a venv whose
+  interpreter lacks wheel and NumPy (Debian's python3 -m venv, no system
+  site-packages) exits non-zero before configuring anything, with one line
+  for each and the route that works; pybind11 missing too (setup.py's check
+  with Debian's pybind11-dev hidden); `import cvest` there says NumPy is
+  missing and what to do, in one exception.
 bundle: scripts/bundle of this build, copied elsewhere: `cvest info`, the seed
   deck run and verified, and its `python` wrapper's `import cvest`.
 """
@@ -97,6 +103,28 @@ with tempfile.TemporaryDirectory(prefix=f"cvest-install-{case}-") as scratch:
         version = check_command(cvest, os.path.join(prefix, "share", "cvest"), scratch, "moved prefix")
         site = os.path.join(prefix, "lib", "python3", "site-packages")
         check_module("/usr/bin/python3", dict(bare, PYTHONPATH=site), scratch, site, version, "moved prefix")
+    elif case == "prerequisites":
+        venv = os.path.join(scratch, "bare")
+        r = run([sys.executable, "-m", "venv", venv])
+        check(r.returncode == 0, f"python3 -m venv ({r.stderr.strip()[-300:]})")
+        python = os.path.join(venv, "bin", "python")
+        r = run([python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index", source],
+                cwd=scratch)
+        said = [l.strip() for l in (r.stdout + r.stderr).splitlines() if l.strip().startswith("cvest:")]
+        check(r.returncode != 0, "pip install . without wheel and NumPy fails")
+        check(any("needs wheel" in l for l in said) and any("needs NumPy" in l for l in said) and
+              any("--system-site-packages" in l and "--no-build-isolation" in l for l in said),
+              f"one line for wheel, one for NumPy, and the route that works: {said}")
+        check("-- Configuring" not in r.stdout + r.stderr and "cmake" not in (r.stdout + r.stderr).lower(),
+              "said before anything was configured (no CMake output)")
+        r = run([python, "-c", "import importlib.util as u, sys; s = u.spec_from_file_location('s', sys.argv[1]); "
+                 "m = u.module_from_spec(s); s.loader.exec_module(m); print(m.missing_prerequisites(pybind11_dirs=()))",
+                 os.path.join(source, "setup.py")], cwd=scratch)
+        check("needs pybind11" in r.stdout, f"pybind11 missing (no package, no pybind11-dev) is said too: {r.stdout[-300:]}")
+        r = run([python, "-c", "import cvest"], env=dict(bare, PYTHONPATH=os.path.join(build, "python")), cwd=scratch)
+        lines = [l for l in r.stderr.splitlines() if l.startswith("ImportError")]
+        check(r.returncode != 0 and len(lines) == 1 and "needs NumPy" in lines[0] and "python3-numpy" in lines[0],
+              f"import cvest without NumPy: one ImportError saying what to do ({lines})")
     elif case == "pip":
         venv = os.path.join(scratch, "venv")
         r = run([sys.executable, "-m", "venv", "--system-site-packages", venv])
