@@ -1,6 +1,7 @@
 #include "app/Bench.hpp"
 
 #include "core/FlatRun.hpp"
+#include "core/Topology.hpp"
 #include "core/Interrupt.hpp"
 #include "core/Multiply.hpp"
 #include "core/Roof.hpp"
@@ -433,9 +434,10 @@ void print_table(const Report& report, std::ostream& out) {
   if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
     fmt::print(out, "flat's runs on the host (and the roofs'): {} (float: {} elements)\n", policy::flat_run_text(8),
                policy::flat_run_elements(4));
-    const std::size_t slice = std::size_t(report.config.ids * report.config.cols) * 8;
-    fmt::print(out, "flat/right at this shape: {} (multBy {} MiB in double)\n",
-               policy::flat_walks_storage_order(slice) ? "storage order" : "a run's dates in turn", slice >> 20);
+    const std::size_t slice = std::size_t(report.config.ids * report.config.cols) * 8,
+                      tile = policy::flat_tile_bytes(slice, 8);
+    fmt::print(out, "flat/right at this shape: {} (multBy {} MiB in double, tiles of {} KiB)\n",
+               tile >= slice ? "storage order" : "tiles of ids walked date by date", slice >> 20, tile >> 10);
   }
   fmt::print(out, "roof (same run, same size, medians (min-max)): copy {:.1f} ({:.1f}-{:.1f}) GB/s, copy with streaming "
                   "stores {:.1f} ({:.1f}-{:.1f}) GB/s, triad {:.1f} GB/s; warmed {:.0f} s first\n\n",
@@ -474,7 +476,11 @@ nlohmann::json to_json(const Report& report) {
   j["shape"] = {{"dates", report.config.dates}, {"ids", report.config.ids}, {"cols", report.config.cols}};
   j["repeats"] = report.config.repeats;
   j["warm_seconds"] = report.config.warm_seconds;
-  if (policy::on_host<Kokkos::DefaultExecutionSpace>) j["flat_run_bytes"] = policy::flat_run().bytes;
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
+    j["flat_run_bytes"] = policy::flat_run().bytes;
+    j["flat_tile_bytes"] = policy::flat_tile_bytes(std::size_t(report.config.ids * report.config.cols) * 8, 8);
+    j["caches"] = policy::topology_text(policy::machine_topology());
+  }
   j["roof"] = {{"copy_GBps", report.roof.copy_GBps},
                {"copy_streaming_GBps", report.roof.copy_streaming_GBps},
                {"triad_GBps", report.roof.triad_GBps},

@@ -7,6 +7,7 @@
 #include "core/Plan.hpp"
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
+#include "core/Topology.hpp"
 #include "core/Version.hpp"
 #include "io/Chunks.hpp"
 #include "io/Generator.hpp"
@@ -104,6 +105,7 @@ std::string info_command() {
                       io::decoders_text());
   text += fmt::format("machine: {}, {} ({} logical CPUs, {:.0f} GiB)\n", facts.host,
                       facts.cpu.empty() ? "CPU unknown" : facts.cpu, facts.cpus, facts.memory_bytes / double(1ull << 30));
+  text += fmt::format("caches: {}\n", policy::topology_text(policy::machine_topology()));
   if (!facts.gpu.empty()) text += fmt::format("gpu: {}\n", facts.gpu);
   return text;
 }

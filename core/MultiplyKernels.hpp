@@ -157,14 +157,16 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 };
 
 // Host path: each work item owns a run of up to `per` contiguous elements
-// (policy::flat_run_elements: from the core's L2, core/FlatRun.hpp) and
+// (policy::flat_run_elements: from a thread's L2, core/FlatRun.hpp) and
 // streams it with a vector loop.
-//  - LayoutRight where multBy fits half the L3 (storage_order): runs in
-//    storage order, each thread a contiguous range (as a copy), multBy read
-//    from the L3 for every date. Otherwise chunk c is block b = c / T of date
-//    t = c % T's N*K slice, so a thread walks all dates of one multBy block in
-//    turn and that block stays in its L2 (storage order would then stream all
-//    of multBy from memory again for every date).
+//  - LayoutRight: multBy's slice in tiles of `tile` elements (a quarter of
+//    a thread's share of the L3: policy::flat_tile_bytes), each tile walked
+//    date by date and a date's part of it run by run, in storage order:
+//    chunk c is run s of tile b on date t, c = (b * T + t) * S + s. Threads
+//    take contiguous ranges of chunks, so a thread streams long stretches
+//    (as a copy does) and its tiles' multBy comes from memory once, then
+//    from the cache for the other dates. One tile of the whole slice is
+//    storage order; a tile of one run keeps a run's multBy in L2.
 //  - LayoutLeft: storage order already reuses each multBy value T times in a
 //    row; chunks are contiguous and walked as runs of one multBy value.
 // Stream = false: the same runs with regular stores (CvNext::cache).
@@ -172,30 +174,30 @@ template <class Scalar, class Layout, class MemSpace, bool Stream = true>
 struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
   explicit FlatStreaming(const Operands<Scalar, Layout, MemSpace>& o)
       : Kernel<Scalar, Layout, MemSpace>(o), per(policy::flat_run_elements(sizeof(Scalar))),
-        storage_order(is_right<Layout> &&
-                      policy::flat_walks_storage_order(std::size_t(this->N * this->K) * sizeof(Scalar))) {}
+        tile(is_right<Layout> ? Index(policy::flat_tile_bytes(std::size_t(this->N * this->K) * sizeof(Scalar),
+                                                              sizeof(Scalar)) / sizeof(Scalar))
+                              : per),
+        runs(tile / per), tiles((this->N * this->K + tile - 1) / tile) {}
   Index per;
-  bool storage_order;  // LayoutRight: one contiguous range per thread (policy::flat_walks_storage_order)
+  Index tile;   // LayoutRight: multBy elements a tile holds, a multiple of per
+  Index runs;   // runs a tile holds
+  Index tiles;  // tiles the slice holds
+  // LayoutRight: the slice is one tile (the walk is storage order).
+  bool storage_order() const { return is_right<Layout> && tiles == 1; }
   Index chunks() const {
-    if (storage_order) return (this->T * this->N * this->K + per - 1) / per;
-    return is_right<Layout> ? this->T * ((this->N * this->K + per - 1) / per)
-                            : (this->T * this->N * this->K + per - 1) / per;
+    return is_right<Layout> ? tiles * this->T * runs : (this->T * this->N * this->K + per - 1) / per;
   }
   void operator()(Index c) const {
     const auto& m = this->ops.m;
     Scalar* out = this->ops.cv.data();
     const Scalar* in = this->ops.d.data();
-    if (storage_order) {
-      const Index slice = this->N * this->K, end = std::min(this->T * slice, (c + 1) * per);
-      for (Index e = c * per; e < end;) {
-        const Index j = e % slice, run = std::min(end - e, slice - j);
-        streaming::multiply_run<Stream>(out + e, m.data() + j, in + e, std::size_t(run));
-        e += run;
+    if constexpr (is_right<Layout>) {
+      const Index slice = this->N * this->K, q = c / runs, s = c - q * runs, t = q % this->T, b = q / this->T;
+      const Index j = b * tile + s * per;
+      if (j < slice) {  // the last tile's runs past the slice have nothing
+        const Index e = t * slice + j;
+        streaming::multiply_run<Stream>(out + e, m.data() + j, in + e, std::size_t(std::min(per, slice - j)));
       }
-    } else if constexpr (is_right<Layout>) {
-      const Index slice = this->N * this->K;
-      const Index t = c % this->T, j = (c / this->T) * per, e = t * slice + j;
-      streaming::multiply_run<Stream>(out + e, m.data() + j, in + e, std::size_t(std::min(per, slice - j)));
     } else if (this->T == 1) {  // a one-date block: multBy pairs element for element
       const Index e = c * per, end = std::min(this->N * this->K, e + per);
       streaming::multiply_run<Stream>(out + e, m.data() + e, in + e, std::size_t(end - e));

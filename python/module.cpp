@@ -295,7 +295,12 @@ std::atomic<std::size_t> caller_limit{0};  // 0: not measured yet
 
 std::size_t measure_caller_limit() {
   static std::mutex m;
-  const std::lock_guard lock(m);
+  // Waited for without the GIL: the thread measuring needs it back.
+  std::unique_lock lock(m, std::defer_lock);
+  {
+    py::gil_scoped_release release;
+    lock.lock();
+  }
   if (const std::size_t known = caller_limit.load()) return known;
   const int threads = on_kokkos_thread([] {
     ensure_initialized();
@@ -668,19 +673,23 @@ PyObject* fast_multiply(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyOb
     } catch (py::error_already_set& e) {
       e.restore();
       return nullptr;
-    } catch (const std::exception& e) {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
-      return nullptr;
+    } catch (...) {  // the general path meets it again, and pybind11 gives it its Python type
     }
   }
+#if PY_VERSION_HEX < 0x03090000
+  return _PyObject_Vectorcall(general_multiply, args, nargs, kwnames);
+#else
   return PyObject_Vectorcall(general_multiply, args, nargs, kwnames);
+#endif
 }
 
 void add_fast_multiply(py::module_& module) {
-  general_multiply = module.attr("_multiply").ptr();
+  general_multiply = py::object(module.attr("_multiply")).release().ptr();  // a reference kept for the process's life
   static PyMethodDef def{"multiply", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&fast_multiply)),
                          METH_FASTCALL | METH_KEYWORDS, multiply_doc};
-  module.add_object("multiply", py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, nullptr, module.ptr())));
+  // Its __module__ a name, as a function's is (pickle finds it by it).
+  module.add_object("multiply", py::reinterpret_steal<py::object>(
+                                    PyCFunction_NewEx(&def, nullptr, module.attr("__name__").ptr())));
 }
 
 }  // namespace
@@ -712,7 +721,10 @@ own settings, e.g. ["--kokkos-tools-libs=..."]. Only before any other call.)");
     });
   }, "The host threads cvest's kernels run on (starts Kokkos if needed).");
 
-  module.def("_caller_thread_limit", [] { return caller_limit.load() ? caller_limit.load() : measure_caller_limit(); },
+  module.def("_caller_thread_limit", [] {
+    if (python::KokkosThread::forked() && !caller_limit.load()) return caller_floor_bytes;  // nothing to measure with
+    return caller_limit.load() ? caller_limit.load() : measure_caller_limit();
+  },
              "discount's bytes below which multiply computes on the calling thread (measured once; for tests and "
              "bench/python_small.py).");
   module.def("_multiply", &multiply_arrays, py::arg("multby"), py::arg("discount"), py::arg("out") = py::none(),

@@ -26,7 +26,9 @@ os.environ.setdefault("OMP_PROC_BIND", "false")
 
 try:
     import numpy  # noqa: F401  (cvest's arrays are NumPy's)
-except ImportError:
+except ModuleNotFoundError as missing:
+    if missing.name != "numpy":  # NumPy is there but broken: its own error says why
+        raise
     import sys as _sys
 
     raise ImportError(

@@ -324,7 +324,9 @@ def test_both_sides_of_the_calling_thread_limit_give_numpy_bits(dtype, order):
     # Below the limit cvest computes on the calling thread, above it on its
     # Kokkos thread: the same bits either way, with and without out=, in place.
     limit = cvest._caller_thread_limit()
-    assert 32 << 10 <= limit <= 128 << 20
+    one_thread = limit == 2 ** 64 - 1  # one Kokkos thread: the calling thread always
+    assert one_thread or 32 << 10 <= limit <= 128 << 20
+    limit = min(limit, 64 << 20)
     item = np.dtype(dtype).itemsize
     for nbytes in (limit // 3, 2 * limit):
         T, K = 4, 5

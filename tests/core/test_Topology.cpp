@@ -1,0 +1,128 @@
+// Machine facts from the machine (core/Topology.hpp): the sysfs trees of real
+// layouts (tests/core/topology/*.txt, materialized in a scratch folder) read
+// into each level's size and how many of the process's CPUs share one, for
+// all CPUs and for a subset (a cpuset, taskset); no sysfs at all: sysconf, or
+// nothing, said; and the flat walk's tile derived from the L3 share.
+#include "core/FlatRun.hpp"
+#include "core/Topology.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+using namespace cvest::policy;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A sysfs cpu tree from a fixture's lines "cpu index level type size shared_cpu_list".
+fs::path materialize(const std::string& fixture) {
+  const fs::path root = fs::temp_directory_path() / "cvest_test_topology" / fixture;
+  fs::remove_all(root);
+  std::ifstream in(fs::path(CVEST_TEST_TOPOLOGY_DIR) / (fixture + ".txt"));
+  REQUIRE(in.good());
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string cpu, index, level, type, size, shared;
+    REQUIRE(fields >> cpu >> index >> level >> type >> size >> shared);
+    const fs::path dir = root / ("cpu" + cpu) / "cache" / ("index" + index);
+    fs::create_directories(dir);
+    for (const auto& [name, value] : {std::pair{"level", level}, {"type", type}, {"size", size}, {"shared_cpu_list", shared}})
+      std::ofstream(dir / name) << value << "\n";
+  }
+  return root;
+}
+
+std::vector<int> range(int first, int last) {
+  std::vector<int> v;
+  for (int c = first; c <= last; ++c) v.push_back(c);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("cpu lists parse as the kernel writes them", "[topology]") {
+  CHECK(parse_cpu_list("0-3,8-11") == std::vector<int>{0, 1, 2, 3, 8, 9, 10, 11});
+  CHECK(parse_cpu_list("5") == std::vector<int>{5});
+  CHECK(parse_cpu_list("0,8") == std::vector<int>{0, 8});
+  CHECK(parse_cpu_list("3-1").empty());
+  CHECK(parse_cpu_list("x").empty());
+}
+
+TEST_CASE("a 2-CPU VM: its L3 shared by both, not the host's sysconf figure", "[topology]") {
+  const Topology t = read_topology(materialize("vm_2cpu_amd").string(), {0, 1}, false);
+  CHECK(t.source == "sysfs");
+  CHECK(t.l2.bytes == (std::size_t(1) << 20));
+  CHECK(t.l2.sharing == 1);
+  CHECK(t.l2.instances == 2);
+  CHECK(t.l3.bytes == (std::size_t(32) << 20));
+  CHECK(t.l3.sharing == 2);
+  CHECK(t.l3.instances == 1);
+  CHECK(t.l3.share() == (std::size_t(16) << 20));
+  CHECK(topology_text(t) == "L2 1 MiB per CPU; L3 32 MiB shared by 2 CPUs (16 MiB a thread); 2 CPUs; sysfs");
+  // Pinned to one CPU (taskset): that thread has the L3 to itself.
+  const Topology one = read_topology(materialize("vm_2cpu_amd").string(), {1}, false);
+  CHECK(one.l3.sharing == 1);
+  CHECK(one.l3.share() == (std::size_t(32) << 20));
+}
+
+TEST_CASE("an EPYC with SMT and one L3 per CCX", "[topology]") {
+  const std::string root = materialize("epyc_two_ccx_smt").string();
+  const Topology all = read_topology(root, range(0, 15), false);
+  CHECK(all.l2.bytes == (std::size_t(512) << 10));
+  CHECK(all.l2.sharing == 2);  // SMT siblings
+  CHECK(all.l2.instances == 8);
+  CHECK(all.l2.share() == (std::size_t(256) << 10));
+  CHECK(all.l3.bytes == (std::size_t(32) << 20));
+  CHECK(all.l3.sharing == 8);
+  CHECK(all.l3.instances == 2);
+  CHECK(all.l3.share() == (std::size_t(4) << 20));
+  // One thread per core (CPUs 0-7): no SMT sibling shares a core's L2.
+  const Topology cores = read_topology(root, range(0, 7), false);
+  CHECK(cores.l2.sharing == 1);
+  CHECK(cores.l3.sharing == 4);
+  CHECK(cores.l3.instances == 2);
+  // One CCX only (a cpuset of CPUs 0-3 and their siblings).
+  const Topology ccx = read_topology(root, {0, 1, 2, 3, 8, 9, 10, 11}, false);
+  CHECK(ccx.l3.instances == 1);
+  CHECK(ccx.l3.sharing == 8);
+}
+
+TEST_CASE("a VM that reports one L3 for all its CPUs", "[topology]") {
+  const Topology t = read_topology(materialize("vm_one_l3").string(), range(0, 7), false);
+  CHECK(t.l2.bytes == (std::size_t(2) << 20));
+  CHECK(t.l2.sharing == 1);
+  CHECK(t.l3.bytes == (std::size_t(64) << 20));
+  CHECK(t.l3.sharing == 8);
+  CHECK(t.l3.share() == (std::size_t(8) << 20));
+}
+
+TEST_CASE("no sysfs: sysconf where it knows, else nothing, and said", "[topology]") {
+  const fs::path empty = fs::temp_directory_path() / "cvest_test_topology" / "none";
+  fs::create_directories(empty);
+  const Topology without = read_topology(empty.string(), {0, 1}, false);
+  CHECK(without.source == "none");
+  CHECK(without.l2.bytes == 0);
+  CHECK(without.l3.bytes == 0);
+  CHECK(topology_text(without).find("cache sizes not readable") != std::string::npos);
+  const Topology fallback = read_topology(empty.string(), {0, 1}, true);
+  CHECK((fallback.source == "sysconf" || fallback.source == "none"));
+  if (fallback.source == "sysconf") CHECK(fallback.l3.sharing == 2);  // taken as shared by all: the cautious share
+}
+
+TEST_CASE("flat's tile: whole runs, at most the slice, at least one run", "[topology][flat]") {
+  const std::size_t run = std::size_t(flat_run_elements(8)) * 8;
+  CHECK(flat_tile_bytes(100, 8) == run);  // a slice shorter than a run: one run
+  const std::size_t big = std::size_t(4) << 30;
+  const std::size_t tile = flat_tile_bytes(big, 8);
+  CHECK(tile % run == 0);
+  CHECK(tile <= big);
+  if (flat_run().walk_forced.empty() && flat_run().l3_share > 0 && !std::getenv("CVEST_FLAT_TILE"))
+    CHECK(tile == std::max(run, (flat_run().l3_share / 4 + run - 1) / run * run));  // a quarter, whole runs
+}
