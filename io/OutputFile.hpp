@@ -39,7 +39,7 @@ struct OutputSpec {
   // What commit writes as the cube's attributes: with the fingerprint and the
   // storage, what a sealed output must have been written with to be taken
   // over (it is put in place as it is).
-  std::map<std::string, std::string> attributes;
+  std::map<std::string, std::string> attributes = {};
   DirectWrites direct = DirectWrites::automatic;  // uncompressed data past the page cache (io/DirectWriter.hpp)
   // What the direct writer's aligned copies may take (a run's plan counts it
   // in memory_budget: direct_write_memory).
