@@ -48,7 +48,11 @@ std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size) {
   if (forced > 0) tile = forced;
   if (r.walk_forced == "storage") tile = slice_bytes;
   if (r.walk_forced == "dates" || (r.walk_forced.empty() && r.l3_share == 0)) tile = run;
-  tile = std::min(tile, slice_bytes);
+  tile = std::max(run, std::min(tile, slice_bytes));
+  // Tiles of one size: as few as that size allows, evened out (a last tile
+  // almost empty would leave threads' shares of the chunks uneven).
+  const std::size_t tiles = (slice_bytes + tile - 1) / tile;
+  tile = tiles > 0 ? (slice_bytes + tiles - 1) / tiles : tile;
   return std::max(run, (tile + run - 1) / run * run);  // whole runs, one at least
 }
 

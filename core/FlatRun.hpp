@@ -42,7 +42,8 @@ inline Index flat_run_elements(std::size_t element_size) {
 // size over the CPUs of this process that share it: core/Topology.hpp; the
 // rest holds the discount lines the thread streams past it, which an AMD L3
 // takes as L2's victims), a whole number of runs, at most the slice: where
-// the slice fits, the walk is storage order. 2-CPU AMD VM, 32 MiB L3, 20 x
+// the slice fits, the walk is storage order; the tiles evened out over the
+// slice. 2-CPU AMD VM, 32 MiB L3, 20 x
 // 2,000,000 x 5 doubles, x copy roof: tiles of 256 KiB 0.63-0.70, 1 MiB
 // 0.87-0.89, 4 MiB 0.88-0.91, 8 MiB 0.68-0.75 (docs/benchmarks.md);
 // a tile of one run is the walk that keeps a run's multBy in L2, the stated

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 
 using namespace cvest::policy;
 namespace fs = std::filesystem;
@@ -21,7 +22,7 @@ namespace {
 
 // A sysfs cpu tree from a fixture's lines "cpu index level type size shared_cpu_list".
 fs::path materialize(const std::string& fixture) {
-  const fs::path root = fs::temp_directory_path() / "cvest_test_topology" / fixture;
+  const fs::path root = fs::temp_directory_path() / ("cvest_test_topology-" + std::to_string(::getpid())) / fixture;
   fs::remove_all(root);
   std::ifstream in(fs::path(CVEST_TEST_TOPOLOGY_DIR) / (fixture + ".txt"));
   REQUIRE(in.good());
@@ -104,7 +105,7 @@ TEST_CASE("a VM that reports one L3 for all its CPUs", "[topology]") {
 }
 
 TEST_CASE("no sysfs: sysconf where it knows, else nothing, and said", "[topology]") {
-  const fs::path empty = fs::temp_directory_path() / "cvest_test_topology" / "none";
+  const fs::path empty = fs::temp_directory_path() / ("cvest_test_topology-" + std::to_string(::getpid())) / "none";
   fs::create_directories(empty);
   const Topology without = read_topology(empty.string(), {0, 1}, false);
   CHECK(without.source == "none");
@@ -113,7 +114,7 @@ TEST_CASE("no sysfs: sysconf where it knows, else nothing, and said", "[topology
   CHECK(topology_text(without).find("cache sizes not readable") != std::string::npos);
   const Topology fallback = read_topology(empty.string(), {0, 1}, true);
   CHECK((fallback.source == "sysconf" || fallback.source == "none"));
-  if (fallback.source == "sysconf") CHECK(fallback.l3.sharing == 2);  // taken as shared by all: the cautious share
+  if (fallback.source == "sysconf" && fallback.l3.bytes > 0) CHECK(fallback.l3.sharing == 2);  // taken as shared by all: the cautious share
 }
 
 TEST_CASE("flat's tile: whole runs, at most the slice, at least one run", "[topology][flat]") {
@@ -123,6 +124,11 @@ TEST_CASE("flat's tile: whole runs, at most the slice, at least one run", "[topo
   const std::size_t tile = flat_tile_bytes(big, 8);
   CHECK(tile % run == 0);
   CHECK(tile <= big);
-  if (flat_run().walk_forced.empty() && flat_run().l3_share > 0 && !std::getenv("CVEST_FLAT_TILE"))
-    CHECK(tile == std::max(run, (flat_run().l3_share / 4 + run - 1) / run * run));  // a quarter, whole runs
+  if (flat_run().walk_forced.empty() && flat_run().l3_share > 0 && !std::getenv("CVEST_FLAT_TILE")) {
+    const std::size_t most = std::max(run, flat_run().l3_share / 4);  // a quarter of the share, evened out
+    CHECK(tile <= (most + run - 1) / run * run);
+    CHECK(tile >= most / 2);
+  }
+  // A slice of 3.5 runs is one tile of 4 runs: whole runs, never two tiles.
+  CHECK(flat_tile_bytes(run * 7 / 2, 8) >= run * 7 / 2);
 }
