@@ -153,12 +153,12 @@ void DirectWriter::write(const void* buffer, std::size_t bytes, off_t at) {
 }
 
 std::size_t DirectWriter::copy_memory() const {
-  const std::lock_guard lock(const_cast<std::mutex&>(copies_m_));
+  const std::lock_guard lock(copies_m_);
   return copies_.size() * copy_bytes_;
 }
 
 std::size_t DirectWriter::lanes() const {
-  const std::lock_guard lock(const_cast<std::mutex&>(lanes_m_));
+  const std::lock_guard lock(lanes_m_);
   return lanes_.size();
 }
 

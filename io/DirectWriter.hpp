@@ -100,7 +100,7 @@ class DirectWriter {
   // Aligned copies of unaligned callers' data: at most max_direct_lanes,
   // waited for, freed with the writer.
   std::size_t copy_bytes_;
-  std::mutex copies_m_;
+  mutable std::mutex copies_m_;
   std::condition_variable copy_freed_;
   std::vector<void*> copies_, free_copies_;
   void* take_copy();
@@ -116,7 +116,7 @@ class DirectWriter {
     off_t at;
     Batch* batch;
   };
-  std::mutex lanes_m_;
+  mutable std::mutex lanes_m_;
   std::condition_variable work_, done_;
   std::deque<Piece> queue_;
   std::vector<std::thread> lanes_;

@@ -198,11 +198,11 @@ void Journal::sync() {
 
 namespace {
 constexpr char state_field[] = "state";
-Fingerprint sealed_fingerprint(const Fingerprint& fingerprint, const struct stat& data) {
-  Fingerprint named = fingerprint;
-  named[state_field] = "sealed";
-  named[temporary_field] = identity_of(data);
-  return named;
+// A seal's header fields: the job's, and its state.
+Fingerprint sealed_state(const Fingerprint& fingerprint) {
+  Fingerprint sealed = fingerprint;
+  sealed[state_field] = "sealed";
+  return sealed;
 }
 }  // namespace
 
@@ -216,7 +216,9 @@ void Journal::seal(const std::string& path, const std::string& data_path, const 
   const int fd = create_exclusive(path, O_WRONLY);
   if (fd < 0) throw IoError(path + ": cannot create the output's seal: " + std::strerror(errno));
   try {
-    const std::string text = header(sealed_fingerprint(fingerprint, data));
+    Fingerprint named = sealed_state(fingerprint);
+    named[temporary_field] = identity_of(data);  // as a journal names its file
+    const std::string text = header(named);
     write_all(fd, text.data(), text.size(), path);
     sync_or_throw(fd, path);
     sync_folder(output_dir(path).string(), path);
@@ -230,9 +232,7 @@ void Journal::seal(const std::string& path, const std::string& data_path, const 
 
 bool Journal::sealed(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
                      std::string& why_not) {
-  Fingerprint with_state = fingerprint;
-  with_state[state_field] = "sealed";
-  return read(path, data_path, with_state, why_not).has_value();
+  return read(path, data_path, sealed_state(fingerprint), why_not).has_value();
 }
 
 std::optional<std::vector<Block>> Journal::read(const std::string& path, const std::string& data_path,

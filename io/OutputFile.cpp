@@ -575,13 +575,7 @@ void OutputFile::finish(const std::map<std::string, std::string>& attributes, hi
   if (spec_.fingerprint.empty()) return;
   // HDF5 closes without syncing: the file is on disk whole before its seal
   // says so, and the seal before the rename it stands in for.
-  std::string why;
-  const int fd = open_own_file(temp_path_, O_RDONLY, why);
-  if (fd < 0) throw IoError(spec_.path + ": the finished file " + temp_path_ + " is " + why);
-  const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(fd);
-  const int error = errno;
-  ::close(fd);
-  if (rc != 0) throw IoError(spec_.path + ": sync failed: " + std::strerror(error));
+  sync_made(temp_path_, made_, spec_.path);
   seal();
   stop_if_injected("output.sealed");
   if (fault_injected("kill_at_commit")) ::raise(SIGKILL);

@@ -115,8 +115,7 @@ void sync_folder(const std::string& dir, const std::string& shown) {
   if (rc != 0 && error != EINVAL) throw IoError(shown + ": syncing its folder failed: " + std::strerror(error));
 }
 
-void publish(const std::string& temp, const FileIdentity& made, const std::string& path, const Replacing& replacing,
-             const std::string& what, const std::string& shown, int fd) {
+void sync_made(const std::string& temp, const FileIdentity& made, const std::string& shown, int fd) {
   std::string why;
   const int own = fd >= 0 ? fd : open_own_file(temp, O_RDONLY, why);
   if (own < 0) throw IoError(shown + ": the finished file " + temp + " is " + why + discarded);
@@ -134,6 +133,11 @@ void publish(const std::string& temp, const FileIdentity& made, const std::strin
   // write, and a second one would report success.
   const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(own);
   if (rc != 0) throw IoError(shown + ": sync failed: " + std::strerror(errno));
+}
+
+void publish(const std::string& temp, const FileIdentity& made, const std::string& path, const Replacing& replacing,
+             const std::string& what, const std::string& shown, int fd) {
+  sync_made(temp, made, shown, fd);
   stop_if_injected(what + ".synced");
   const bool exchanged = put_in_place(temp, path, replacing);
   // Only our temporary name was checked: in a folder others may write, the

@@ -40,6 +40,11 @@ void publish(const std::string& temp, const FileIdentity& made, const std::strin
 // empty where it can (or nothing is there).
 std::string replace_refusal(const std::string& path);
 
+// publish's first step alone (for a file sealed before it is put in place):
+// `temp` checked to be the file `made`, through `fd` (-1: opened here,
+// O_NOFOLLOW), and fsynced; IoError naming `shown` otherwise (never retried).
+void sync_made(const std::string& temp, const FileIdentity& made, const std::string& shown, int fd = -1);
+
 // fsync of the folder `dir`; IoError naming `shown`.
 void sync_folder(const std::string& dir, const std::string& shown);
 
