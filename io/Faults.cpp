@@ -60,7 +60,7 @@ void stop_if_injected(std::string_view step) {
   int sig = 0;
   for_each_fault_here([&](std::string_view where, std::string_view value) {
     if (value != step) return false;
-    sig = where == "kill_at" ? SIGKILL : where == "interrupt_at" ? SIGINT : 0;
+    sig = where == "kill_at" ? SIGKILL : where == "interrupt_at" ? SIGINT : where == "terminate_at" ? SIGTERM : 0;
     return sig != 0;
   });
   if (sig) ::raise(sig);

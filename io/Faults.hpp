@@ -22,14 +22,16 @@
 //   kill_after_blocks=N  killed (SIGKILL) as soon as N blocks' writes have
 //               returned, saying first how many of them the journal had
 //               recorded (so a test knows what the next run must resume);
-//   kill_at=STEP, interrupt_at=STEP  SIGKILL, or SIGINT (whose handler
-//               removes the temporary files, io/TempFiles.hpp), at a step of
-//               putting a file in place (io/Publish.hpp), STEP being
-//               WHAT.WHEN: WHAT output, input (generated) or report; WHEN
-//               synced (before the rename), renamed (before the folder's
-//               sync), done (after it); for the output also journal_gone
-//               (before its metadata is written) and sealed (before the
-//               rename; io/OutputFile.hpp);
+//   kill_at=STEP, interrupt_at=STEP, terminate_at=STEP  SIGKILL, SIGINT
+//               (whose handler removes the temporary files) or SIGTERM
+//               (whose handler keeps a resumable output, io/TempFiles.hpp),
+//               at a step of putting a file in place (io/Publish.hpp), STEP
+//               being WHAT.WHEN: WHAT output, input (generated) or report;
+//               WHEN synced (before the rename), renamed (before the
+//               folder's sync), done (after it); for the output also
+//               journal_made (its resume journal just created),
+//               journal_gone (before its metadata is written) and sealed
+//               (before the rename; io/OutputFile.hpp);
 //   no_exchange  renameat2(RENAME_EXCHANGE) fails with EINVAL, as on a file
 //               system without it: a file is put in place by rename(2).
 // Unset (every normal run), nothing is injected.
@@ -41,7 +43,7 @@ bool fault_injected(std::string_view point);
 // N of a fault given as POINT=N (on this rank); -1 when not injected.
 long fault_value(std::string_view point);
 
-// Stops the process as kill_at / interrupt_at say where `step` is theirs.
+// Stops the process as kill_at / interrupt_at / terminate_at say where `step` is theirs.
 void stop_if_injected(std::string_view step);
 
 // slow_write[=MS]: sleeps MS milliseconds (300 without a value) before a

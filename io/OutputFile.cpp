@@ -112,7 +112,7 @@ Fingerprint OutputFile::seal_fingerprint() const {
 
 void OutputFile::seal() {
   seal_guard_ = std::make_unique<TempFileGuard>(seal_path(temp_path_));
-  seal_guard_->keep_on_terminate(true);
+  seal_guard_->keep_on_terminate_as_record();
   Journal::seal(seal_path(temp_path_), temp_path_, seal_fingerprint());
 }
 
@@ -185,7 +185,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
                               : cube_chunk(spec.N, spec.K, element_size(spec.precision));
   const bool journaled = spec.compression == Compression::none && !spec.fingerprint.empty();
   if (!spec.fingerprint.empty() && spec.resume && adopt_sealed_run()) {
-    temp_guard_.keep_on_terminate(true);
+    temp_guard_.keep_on_terminate_if_recorded();
     clean_up_after_killed_runs(spec.path);
     return;
   }
@@ -231,9 +231,12 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     // Guarded before it exists (it appears whole, renamed into place): a
     // signal between its creation and the guard left it behind
     // (cli.interrupted caught that). A scheduler's SIGTERM keeps it and,
-    // once it exists, the temporary file for the next run; SIGINT removes both.
+    // where it is on disk, the temporary file for the next run (the handler
+    // looks: marking the file kept only after the journal appeared left a
+    // journal without its file, seen in CI); SIGINT removes both.
     journal_guard_ = std::make_unique<TempFileGuard>(journal_path(temp_path_, spec.rank));
-    journal_guard_->keep_on_terminate(true);
+    journal_guard_->keep_on_terminate_as_record();
+    temp_guard_.keep_on_terminate_if_recorded();
     try {
       journal_ = std::make_unique<Journal>(journal_path(temp_path_, spec.rank), temp_path_, spec.fingerprint, resumed_,
                                            journal_batch_bytes());
@@ -241,7 +244,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       discard_temp();
       throw;
     }
-    temp_guard_.keep_on_terminate(true);
+    stop_if_injected("output.journal_made");
     if (adopted) clean_up_after_killed_runs(spec.path);  // the old journals, now that this one holds their blocks
   }
 }
@@ -481,7 +484,7 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
                                 because, spec.direct_memory);
     if (!spec.fingerprint.empty()) {
       journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
-      journal_guard_->keep_on_terminate(true);
+      journal_guard_->keep_on_terminate_as_record();
       journal_ = std::make_unique<Journal>(journal_path(output_temp, spec.rank), output_temp, spec.fingerprint,
                                            std::vector<Block>{}, journal_batch_bytes());
     }

@@ -26,24 +26,42 @@ namespace {
 // lock-free atomics, unlink and raise, which are async-signal-safe.
 constexpr int max_files = 16;  // a run holds at most three at once
 enum State : int { free_slot = 0, busy = 1, registered_slot = 2 };
+// What SIGTERM does with a slot's file: removes it; keeps it (a record: a
+// resume journal, a seal); keeps it only where a record of it is on disk (the
+// output's temporary file: alone, nothing could resume it).
+enum OnTerminate : int { remove_file = 0, keep_record = 1, keep_if_recorded = 2 };
 struct Slot {
   std::atomic<int> state{free_slot};
-  std::atomic<bool> keep_on_terminate{false};
+  std::atomic<int> on_terminate{remove_file};
   char path[4096];
 };
 Slot table[max_files];
 static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void remove_temp_files_and_reraise(int sig) {
+  // A record is looked for on disk (access is async-signal-safe): SIGTERM
+  // can land between a journal's rename into place and the moment the
+  // output is marked kept, or after the journal went and before the seal.
+  bool recorded = false;
+  if (sig == SIGTERM)
+    for (Slot& slot : table)
+      if (slot.state.load() == registered_slot && slot.on_terminate.load() == keep_record &&
+          ::access(slot.path, F_OK) == 0)
+        recorded = true;
   bool kept = false;
   for (Slot& slot : table) {
     if (slot.state.load() != registered_slot) continue;
-    if (sig == SIGTERM && slot.keep_on_terminate.load()) kept = true;
-    else ::unlink(slot.path);
+    const int mode = sig == SIGTERM ? slot.on_terminate.load() : remove_file;
+    if (mode == keep_record && recorded) continue;
+    if (mode == keep_if_recorded && recorded) {
+      kept = true;
+      continue;
+    }
+    ::unlink(slot.path);
   }
   if (kept) {
-    static const char note[] = "cvest: stopped by SIGTERM; the output's temporary file and its resume journal are kept: "
-                               "run the same deck again to continue where this run stopped\n";
+    static const char note[] = "cvest: stopped by SIGTERM; the output's temporary file and its record (resume journal "
+                               "or seal) are kept: run the same deck again to continue where this run stopped\n";
     [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, note, sizeof note - 1);
   }
   // SA_RESETHAND restored the default action; raised now, it is delivered
@@ -228,8 +246,12 @@ TempFileGuard::TempFileGuard(const std::string& path) {
   }
 }
 
-void TempFileGuard::keep_on_terminate(bool keep) {
-  if (slot_ >= 0) table[slot_].keep_on_terminate.store(keep);
+void TempFileGuard::keep_on_terminate_as_record() {
+  if (slot_ >= 0) table[slot_].on_terminate.store(keep_record);
+}
+
+void TempFileGuard::keep_on_terminate_if_recorded() {
+  if (slot_ >= 0) table[slot_].on_terminate.store(keep_if_recorded);
 }
 
 void TempFileGuard::retarget(const std::string& path) {
@@ -242,7 +264,7 @@ void TempFileGuard::retarget(const std::string& path) {
 
 TempFileGuard::~TempFileGuard() {
   if (slot_ >= 0) {
-    table[slot_].keep_on_terminate.store(false);
+    table[slot_].on_terminate.store(remove_file);
     table[slot_].state.store(free_slot);
   }
 }

@@ -79,10 +79,12 @@ class TempFileGuard {
   bool registered() const { return slot_ >= 0; }
   // Registers `path` instead (a temporary name retried after a clash).
   void retarget(const std::string& path);
-  // SIGTERM (a scheduler's time limit) leaves this file in place: a
-  // resumable output and its journal, which the next run continues.
-  // SIGINT and SIGHUP still remove it.
-  void keep_on_terminate(bool keep);
+  // SIGTERM (a scheduler's time limit) leaves a resumable output in place
+  // for the next run: its records (resume journal, seal) and the output's
+  // temporary file, the latter only where one of its records is on disk.
+  // SIGINT and SIGHUP still remove them all.
+  void keep_on_terminate_as_record();
+  void keep_on_terminate_if_recorded();
 
  private:
   int slot_ = -1;

@@ -8,6 +8,8 @@ file, no output and no report. A SIGINT that the parent ignores (nohup, a
 background job) stays ignored: the run finishes and writes its output. A
 SIGINT, SIGTERM or SIGHUP during a run that would replace an existing
 output leaves that output and its reports as they were.
+SIGTERM at each of the output's steps (its journal just made, its journal
+gone, its seal written) keeps the file only beside a record that resumes it.
 SIGKILL cannot be caught: the temporary file it leaves (and its unlocked
 lock file) are removed by the next run to the same output, which then
 completes.
@@ -77,6 +79,32 @@ with tempfile.TemporaryDirectory(prefix="cvest-signal-") as work:
                 os.remove(os.path.join(out, name))
         else:
             check(left == [], f"run, {sig.name}: nothing left in the output folder (found {left})")
+
+    # SIGTERM at the output's own steps (CVEST_FAULT=terminate_at): as soon
+    # as its journal exists, the file and journal are kept (a SIGTERM there
+    # once left the journal alone); between the journal's removal and the
+    # seal nothing could resume the file, so nothing is kept; once sealed,
+    # the file and its seal are kept and the next run puts it in place.
+    for when, record, again in (("journal_made", ".journal-0", "resuming"), ("journal_gone", None, None),
+                                ("sealed", ".sealed", "putting it in place")):
+        p = subprocess.run([cvest, "run", deck], env=dict(env, CVEST_FAULT=f"terminate_at=output.{when}"),
+                           capture_output=True, text=True)
+        left = sorted(os.listdir(out))
+        said = "run the same deck again" in p.stderr
+        if record:
+            kept = len(left) == 2 and left[0].startswith(".cv.h5.tmp-") and left[1] == left[0] + record
+            check(p.returncode == -signal.SIGTERM and kept and said,
+                  f"SIGTERM at output.{when}: exit {p.returncode}, the file and its {record[1:]} kept ({left}), "
+                  f"said so: {said}")
+            rerun = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
+            check(rerun.returncode == 0 and again in rerun.stderr
+                  and sorted(os.listdir(out)) == ["cv.h5", "report.csv", "report.json"],
+                  f"SIGTERM at output.{when}: the next run says '{again}' and completes, nothing else left")
+            for name in os.listdir(out):
+                os.remove(os.path.join(out, name))
+        else:
+            check(p.returncode == -signal.SIGTERM and left == [] and not said,
+                  f"SIGTERM at output.{when}: exit {p.returncode}, nothing left ({left}), no file said kept ({said})")
 
     gen = os.path.join(work, "gen")
     os.makedirs(gen)
