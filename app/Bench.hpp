@@ -1,8 +1,8 @@
 #pragma once
 // The kernel benchmark: every strategy x layout x precision on in-memory data,
-// interleaved and repeated, each judged against a copy of its own discount
-// into its own cv in the same repeats (and the machine's copy roof on
-// separate arrays, reported beside them).
+// interleaved and repeated, each judged against a copy of its own bytes on
+// its own arrays (discount into cv, multBy read) in the same repeats (and the
+// machine's copy roof on separate arrays, reported beside them).
 #include "core/Roof.hpp"
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <iosfwd>
 #include <memory>
 #include <stdexcept>
@@ -48,11 +49,12 @@ struct Result {
   bool streaming = false;  // wrote cv with streaming stores
   double median_s = 0, min_s = 0, max_s = 0;
   double GBps = 0;           // (read d + write cv + read multBy once) / median
-  double roof_GBps = 0;      // the faster copy of discount into cv on this row's arrays, in the same repeats
+  double roof_GBps = 0;      // the faster copy of this row's bytes on its arrays, in the same repeats
   double roof_copy_GBps = 0, roof_copy_streaming_GBps = 0;  // each kind of that copy (medians)
   double roof_fraction = 0;  // the median over repeats of GB/s over that repeat's roof (roof_fraction())
+  double roof_fraction_q1 = 0, roof_fraction_q3 = 0;  // its spread: the quartiles over repeats
   // Each repeat's seconds: the kernel's pass, and the two copies of this
-  // row's own discount into its own cv timed just before it.
+  // row's bytes on its own arrays timed right beside it.
   std::vector<double> kernel_s{}, roof_regular_s{}, roof_streaming_s{};
 };
 
@@ -94,11 +96,24 @@ std::string unsteady_roof(const std::vector<double>& regular_s, const std::vecto
 // one with a slow moment of the other.
 double roof_fraction(const std::vector<double>& kernel_s, double moved, const std::vector<double>& regular_s,
                      const std::vector<double>& streaming_s, double copied);
+// Those per-repeat fractions, in repeat order.
+std::vector<double> roof_fractions(const std::vector<double>& kernel_s, double moved,
+                                   const std::vector<double>& regular_s, const std::vector<double>& streaming_s,
+                                   double copied);
+// The first and third quartiles (linear between ranks; {0, 0} for none).
+std::array<double, 2> quartiles(std::vector<double> v);
+// A row above its roof beyond its spread: its kernel outran the copy of its
+// own bytes beside it in every one of at least 5 repeats (a row truly at its
+// roof does so in each with odds of about 2 in 5 here, so 5 in a row by
+// chance about once in a hundred rows). No kernel can (it is that copy plus
+// a multiply): the bench reports it as a fault of the measurement.
+bool above_roof(const Result& res);
 
-// Bytes a copy of one cube into another moves (a row's own roof): read and write.
+// Bytes a copy of one cube into another moves: read and write.
 double bytes_copied(Index elements, Precision precision);
 
-// Bytes one pass moves: read d, write cv, read multBy once.
+// Bytes one pass moves, a kernel's and its roof's alike: read d, write cv,
+// read multBy once.
 double bytes_moved(Index T, Index N, Index K, Precision precision);
 
 // Throws std::invalid_argument on a bad configuration and std::runtime_error

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <sstream>
 #include <vector>
 
@@ -43,28 +44,30 @@ TEST_CASE("each bench row is judged against a copy on its own arrays", "[bench]"
     REQUIRE(res.roof_regular_s.size() == 3);
     REQUIRE(res.roof_streaming_s.size() == 3);
     // Its fraction from its own repeats, by the definition (docs/benchmarks.md):
-    // the kernel reads d and multBy once and writes cv; the copy reads d and writes cv.
+    // the kernel reads d and multBy once and writes cv; its roof moves the
+    // same bytes (a copy of d into cv, a read of multBy), so the fraction is
+    // a ratio of times.
     const double es = res.precision == Precision::f64 ? 8 : 4;
-    const double moved = (2 * elements + elements / 3) * es, copied = 2 * elements * es;
+    const double moved = (2 * elements + elements / 3) * es, copied = moved;
     std::vector<double> pairs;
     for (int r = 0; r < 3; ++r)
       pairs.push_back((moved / res.kernel_s[r]) /
                       (copied / std::min(res.roof_regular_s[r], res.roof_streaming_s[r])));
     std::sort(pairs.begin(), pairs.end());
     CHECK(res.roof_fraction == Approx(pairs[1]));
+    CHECK(res.roof_fraction_q1 == Approx(0.5 * (pairs[0] + pairs[1])));
+    CHECK(res.roof_fraction_q3 == Approx(0.5 * (pairs[1] + pairs[2])));
     std::vector<double> regular = res.roof_regular_s, streaming = res.roof_streaming_s;
     std::sort(regular.begin(), regular.end());
     std::sort(streaming.begin(), streaming.end());
     CHECK(res.roof_GBps == Approx(std::max(copied / regular[1], copied / streaming[1]) / 1e9));
   }
-  // Rows of one variant (layout x precision) share its copies; rows of two
-  // variants never do: each variant's copies were timed on its own arrays.
+  // Each row's copies were timed beside its own passes: no two rows share them.
   for (const auto& a : report.results)
     for (const auto& b : report.results) {
-      const bool same_arrays = a.layout == b.layout && a.precision == b.precision;
       CAPTURE(to_string(a.strategy), to_string(a.layout), to_string(a.precision), to_string(b.strategy),
               to_string(b.layout), to_string(b.precision));
-      CHECK((a.roof_regular_s == b.roof_regular_s) == same_arrays);
+      CHECK((a.roof_regular_s == b.roof_regular_s) == (&a == &b));
       CHECK((a.kernel_s == b.kernel_s) == (&a == &b));
     }
   const nlohmann::json j = bench::to_json(report);
@@ -74,7 +77,46 @@ TEST_CASE("each bench row is judged against a copy on its own arrays", "[bench]"
   }
   std::ostringstream table;
   bench::print_table(report, table);
-  CHECK_THAT(table.str(), Catch::Contains("of the row's discount into its cv"));
+  CHECK_THAT(table.str(), Catch::Contains("its discount into its cv and its multBy read"));
+  CHECK_THAT(table.str(), Catch::Contains("(quartiles)"));
+}
+
+TEST_CASE("a row above its roof beyond its spread is reported as a fault of the measurement", "[bench]") {
+  CHECK(bench::quartiles({}) == std::array<double, 2>{0, 0});
+  CHECK(bench::quartiles({1.0}) == std::array<double, 2>{1.0, 1.0});
+  const auto q = bench::quartiles({1.3, 0.9, 1.0, 1.1, 0.8});  // sorted 0.8 0.9 1.0 1.1 1.3
+  CHECK(q[0] == Approx(0.9));
+  CHECK(q[1] == Approx(1.1));
+  CHECK(bench::quartiles({4, 1, 3, 2})[0] == Approx(1.75));  // rank 0.75 of 1 2 3 4
+  bench::Report report;
+  report.config.dates = 2, report.config.ids = 3, report.config.cols = 1, report.config.repeats = 5;
+  bench::Result equal{Strategy::flat, LayoutKind::left, Precision::f64};
+  // at its roof, with noise: faster than the copy beside it in 4 repeats of 5
+  equal.kernel_s = {0.9, 0.95, 1.1, 0.97, 0.92}, equal.roof_streaming_s = {1, 1, 1, 1, 1};
+  equal.roof_regular_s = {2, 2, 2, 2, 2};
+  equal.roof_fraction = 1.04, equal.roof_fraction_q1 = 0.97, equal.roof_fraction_q3 = 1.09;
+  equal.median_s = equal.min_s = equal.max_s = 1, equal.GBps = 1, equal.roof_GBps = 1;
+  bench::Result faster = equal;  // faster in all 5: beyond its spread
+  faster.layout = LayoutKind::right, faster.kernel_s[2] = 0.99, faster.roof_fraction_q1 = 1.02;
+  bench::Result few = faster;  // all faster, but 3 repeats say little
+  few.kernel_s.resize(3), few.roof_streaming_s.resize(3), few.roof_regular_s.resize(3);
+  CHECK_FALSE(bench::above_roof(equal));
+  CHECK(bench::above_roof(faster));
+  CHECK_FALSE(bench::above_roof(few));
+  // the faster copy of each repeat judges it: regular stores faster there
+  bench::Result regular_faster = faster;
+  regular_faster.roof_regular_s[0] = 0.5;
+  CHECK_FALSE(bench::above_roof(regular_faster));
+  report.results = {equal};
+  std::ostringstream fine;
+  bench::print_table(report, fine);
+  CHECK_THAT(fine.str(), !Catch::Contains("FAULT") && Catch::Contains("0.97-1.09"));
+  report.results = {equal, faster};
+  std::ostringstream fault;
+  bench::print_table(report, fault);
+  CHECK_THAT(fault.str(), Catch::Contains("MEASUREMENT FAULT: flat right double outran a copy of its own bytes"));
+  CHECK_THAT(fault.str(), !Catch::Contains("flat left double outran"));
+  CHECK(bench::to_json(report)["results"][1]["roof_fraction_quartiles"][0].get<double>() == 1.02);
 }
 
 TEST_CASE("a row's roof fraction pairs each kernel pass with the roof of its own repeat", "[bench]") {

@@ -208,8 +208,9 @@ def test_bench_server_times_on_its_own_arrays():
     assert "checked" in server.describe()
     reply = server.time("flat", "left")
     assert reply["seconds"] > 0 and reply["layout"] == "left"
-    roof = server.roof()  # on the kernels' own arrays: the first layout's discount copied into its cv
-    assert roof["copy_GBps"] > 0 and roof["copy_streaming_GBps"] > 0 and roof["arrays"] == "discount into cv, right, double"
+    roof = server.roof()  # on the kernels' own arrays and bytes: the first layout's discount copied into its cv
+    assert roof["copy_GBps"] > 0 and roof["copy_streaming_GBps"] > 0
+    assert roof["arrays"] == "discount into cv, multBy read, right, double"
     with pytest.raises(ValueError, match="unknown strategy"):
         server.time("fastest", "right")
     # kept alive to the end of the process: released before Kokkos finalizes

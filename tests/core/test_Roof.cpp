@@ -1,0 +1,72 @@
+// A bench row's roof moves the row's own bytes (app/Bench.cpp): roof::
+// copy_and_read copies exactly its n elements and reads exactly its m
+// multBy elements, no fewer (a roof that skipped some would flatter the
+// roof) and no more (it would flatter the kernel), with either kind of store.
+#include "core/Roof.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+using namespace cvest;
+
+namespace {
+
+// The XOR of the 8-byte words a read of `rows` folds into roof::read_sink.
+std::uint64_t folded(const std::vector<double>& rows, std::size_t m) {
+  std::uint64_t acc = 0;
+  for (std::size_t j = 0; j < m; ++j) {
+    std::uint64_t x;
+    std::memcpy(&x, &rows[j], 8);
+    acc ^= x;
+  }
+  return acc;
+}
+
+template <class Scalar>
+void check_copy_and_read(std::size_t n, std::size_t m, roof::Stores stores) {
+  CAPTURE(n, m, sizeof(Scalar), stores == roof::Stores::streaming);
+  Kokkos::DefaultHostExecutionSpace space;
+  std::vector<Scalar> src(n + 1), dst(n + 1, Scalar(-1));
+  for (std::size_t j = 0; j <= n; ++j) src[j] = Scalar(0.5) + Scalar(j % 1013);
+  std::vector<double> rows(m + 1);
+  for (std::size_t j = 0; j <= m; ++j) rows[j] = 1.0 + double(j) * 1e-3;
+  const auto sink_of = [&](const std::vector<double>& r) {
+    const std::uint64_t before = roof::read_sink.load();
+    roof::copy_and_read(space, dst.data(), src.data(), Index(n), reinterpret_cast<const Scalar*>(r.data()),
+                        Index(m * 8 / sizeof(Scalar)), stores);
+    return before ^ roof::read_sink.load();
+  };
+  const std::uint64_t read = sink_of(rows);
+  CHECK(read == folded(rows, m));
+  for (std::size_t j = 0; j < n; ++j)
+    if (dst[j] != src[j]) FAIL_CHECK("element " << j << " not copied");
+  CHECK(dst[n] == Scalar(-1));  // one past: untouched
+  // One bit flipped in the last multBy word read changes the fold; one past it does not.
+  if (m > 0) {
+    std::vector<double> flipped = rows;
+    std::uint64_t x;
+    std::memcpy(&x, &flipped[m - 1], 8);
+    x ^= 1u;
+    std::memcpy(&flipped[m - 1], &x, 8);
+    CHECK(sink_of(flipped) == (read ^ 1u));
+  }
+  std::vector<double> past = rows;
+  past[m] = -7.0;
+  CHECK(sink_of(past) == read);
+}
+
+}  // namespace
+
+TEST_CASE("a roof pass copies its n elements and reads its m multBy elements, exactly", "[roof]") {
+  const std::size_t run = std::size_t(policy::flat_run_elements(8));
+  for (auto stores : {roof::Stores::regular, roof::Stores::streaming}) {
+    // within one run, across several runs with a partial last one, and no multBy
+    check_copy_and_read<double>(1000, 40, stores);
+    check_copy_and_read<double>(3 * run + 17, run + 5, stores);
+    check_copy_and_read<float>(5 * run + 3, 2 * run + 1, stores);
+    check_copy_and_read<double>(777, 0, stores);
+  }
+}
