@@ -56,6 +56,9 @@ struct Result {
   // Each repeat's seconds: the kernel's pass, and the two copies of this
   // row's bytes on its own arrays timed right beside it.
   std::vector<double> kernel_s{}, roof_regular_s{}, roof_streaming_s{};
+  // LayoutLeft with T below flat's run: the streaming copy in runs of T too
+  // (flat's walk with the multiply removed); empty otherwise.
+  std::vector<double> roof_runs_s{};
 };
 
 struct Report {
@@ -95,11 +98,12 @@ std::string unsteady_roof(const std::vector<double>& regular_s, const std::vecto
 // within seconds, where the ratio of two medians may pair a fast moment of
 // one with a slow moment of the other.
 double roof_fraction(const std::vector<double>& kernel_s, double moved, const std::vector<double>& regular_s,
-                     const std::vector<double>& streaming_s, double copied);
+                     const std::vector<double>& streaming_s, double copied, const std::vector<double>& runs_s = {});
 // Those per-repeat fractions, in repeat order.
+// runs_s: a third copy's seconds (Result::roof_runs_s), where there is one.
 std::vector<double> roof_fractions(const std::vector<double>& kernel_s, double moved,
                                    const std::vector<double>& regular_s, const std::vector<double>& streaming_s,
-                                   double copied);
+                                   double copied, const std::vector<double>& runs_s = {});
 // The first and third quartiles (linear between ranks; {0, 0} for none).
 std::array<double, 2> quartiles(std::vector<double> v);
 // A row above its roof beyond its spread: its kernel outran the copy of its

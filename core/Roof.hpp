@@ -32,11 +32,23 @@ using Flat = Kokkos::View<Scalar*, MemSpace>;
 enum class Stores { regular, streaming };
 
 // dst[0, n) = src[0, n) on the calling host thread: a copy roof's pass over
-// one thread's share.
+// one thread's share. run > 0 (streaming stores): copied run by run, each
+// ending where a multiple of `run` elements from `first` (the chunk's place
+// in the whole) does, as a kernel on LayoutLeft walks its runs of one multBy
+// value.
 template <class Scalar>
-inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stores) {
+inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stores, std::size_t run = 0,
+                      std::size_t first = 0) {
   if (stores == Stores::streaming) {
-    streaming::copy_run(dst, src, n);
+    if (run == 0) {
+      streaming::copy_run(dst, src, n);
+    } else {
+      for (std::size_t j = 0; j < n;) {
+        const std::size_t len = std::min(n - j, run - (first + j) % run);
+        streaming::copy_run(dst + j, src + j, len);
+        j += len;
+      }
+    }
     streaming::fence_this_thread();
   } else {
     for (std::size_t j = 0; j < n; ++j) dst[j] = src[j];
@@ -72,10 +84,11 @@ inline void read_here(const Scalar* p, std::size_t n) {
 // (`src`, n elements) copied into its consumed discount buffer (`dst`), and
 // its multBy rows (`rows`, m elements; none: a plain copy) read. Returns
 // seconds. Host spaces: every thread of `space` takes contiguous runs of
-// both, as the flat kernel does; devices: a copy, then a read.
+// both, as the flat kernel does (run > 0: each copied in runs of that many
+// elements, copy_here); devices: a copy, then a read.
 template <class ExecSpace, class Scalar>
 double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Index n, const Scalar* rows, Index m,
-                     Stores stores) {
+                     Stores stores, Index run = 0) {
   const char* label = m > 0 ? "cvest::roof::copy_and_read"
                             : stores == Stores::streaming ? "cvest::roof::copy_streaming" : "cvest::roof::copy";
   space.fence();
@@ -86,7 +99,7 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
     Kokkos::parallel_for(label, policy::range(space, copy_chunks + read_chunks), [=](Index c) {
       if (c < copy_chunks) {
         const Index b = c * per, e = std::min(n, b + per);
-        copy_here(dst + b, src + b, std::size_t(e - b), stores);
+        copy_here(dst + b, src + b, std::size_t(e - b), stores, std::size_t(run), std::size_t(b));
       } else {
         const Index b = (c - copy_chunks) * per, e = std::min(m, b + per);
         read_here(rows + b, std::size_t(e - b));

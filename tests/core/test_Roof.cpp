@@ -26,8 +26,8 @@ std::uint64_t folded(const std::vector<double>& rows, std::size_t m) {
 }
 
 template <class Scalar>
-void check_copy_and_read(std::size_t n, std::size_t m, roof::Stores stores) {
-  CAPTURE(n, m, sizeof(Scalar), stores == roof::Stores::streaming);
+void check_copy_and_read(std::size_t n, std::size_t m, roof::Stores stores, Index run = 0) {
+  CAPTURE(n, m, sizeof(Scalar), stores == roof::Stores::streaming, run);
   Kokkos::DefaultHostExecutionSpace space;
   std::vector<Scalar> src(n + 1), dst(n + 1, Scalar(-1));
   for (std::size_t j = 0; j <= n; ++j) src[j] = Scalar(0.5) + Scalar(j % 1013);
@@ -36,7 +36,7 @@ void check_copy_and_read(std::size_t n, std::size_t m, roof::Stores stores) {
   const auto sink_of = [&](const std::vector<double>& r) {
     const std::uint64_t before = roof::read_sink.load();
     roof::copy_and_read(space, dst.data(), src.data(), Index(n), reinterpret_cast<const Scalar*>(r.data()),
-                        Index(m * 8 / sizeof(Scalar)), stores);
+                        Index(m * 8 / sizeof(Scalar)), stores, run);
     return before ^ roof::read_sink.load();
   };
   const std::uint64_t read = sink_of(rows);
@@ -61,12 +61,18 @@ void check_copy_and_read(std::size_t n, std::size_t m, roof::Stores stores) {
 }  // namespace
 
 TEST_CASE("a roof pass copies its n elements and reads its m multBy elements, exactly", "[roof]") {
-  const std::size_t run = std::size_t(policy::flat_run_elements(8));
+  const Index run = policy::flat_run_elements(8);
   for (auto stores : {roof::Stores::regular, roof::Stores::streaming}) {
     // within one run, across several runs with a partial last one, and no multBy
     check_copy_and_read<double>(1000, 40, stores);
-    check_copy_and_read<double>(3 * run + 17, run + 5, stores);
-    check_copy_and_read<float>(5 * run + 3, 2 * run + 1, stores);
+    check_copy_and_read<double>(std::size_t(3 * run + 17), std::size_t(run + 5), stores);
+    check_copy_and_read<float>(std::size_t(5 * run + 3), std::size_t(2 * run + 1), stores);
     check_copy_and_read<double>(777, 0, stores);
+  }
+  // LayoutLeft's third roof: streaming stores in runs of T (flat's walk with
+  // the multiply removed), T dividing a chunk or not, runs crossing chunks.
+  for (const Index T : {Index(1), Index(7), Index(40), Index(run - 3)}) {
+    check_copy_and_read<double>(std::size_t(3 * run + 17), 11, roof::Stores::streaming, T);
+    check_copy_and_read<float>(std::size_t(2 * run + 5), 3, roof::Stores::streaming, T);
   }
 }
