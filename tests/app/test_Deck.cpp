@@ -1,6 +1,8 @@
 #include "app/Deck.hpp"
 #include "core/Errors.hpp"
 
+#include "tests/ProcessScratch.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -12,7 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 std::string write_deck(const std::string& name, const std::string& text) {
-  const fs::path dir = fs::temp_directory_path() / "cvest_test_decks";
+  const fs::path dir = cvest::test::process_scratch() / "decks";
   fs::create_directories(dir);
   const auto path = (dir / name).string();
   std::ofstream(path) << text;

@@ -6,6 +6,8 @@
 #include "core/FlatRun.hpp"
 #include "core/Topology.hpp"
 
+#include "tests/ProcessScratch.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -22,7 +24,7 @@ namespace {
 
 // A sysfs cpu tree from a fixture's lines "cpu index level type size shared_cpu_list".
 fs::path materialize(const std::string& fixture) {
-  const fs::path root = fs::temp_directory_path() / ("cvest_test_topology-" + std::to_string(::getpid())) / fixture;
+  const fs::path root = cvest::test::process_scratch() / "topology" / fixture;
   fs::remove_all(root);
   std::ifstream in(fs::path(CVEST_TEST_TOPOLOGY_DIR) / (fixture + ".txt"));
   REQUIRE(in.good());
@@ -105,7 +107,7 @@ TEST_CASE("a VM that reports one L3 for all its CPUs", "[topology]") {
 }
 
 TEST_CASE("no sysfs: sysconf where it knows, else nothing, and said", "[topology]") {
-  const fs::path empty = fs::temp_directory_path() / ("cvest_test_topology-" + std::to_string(::getpid())) / "none";
+  const fs::path empty = cvest::test::process_scratch() / "topology" / "none";
   fs::create_directories(empty);
   const Topology without = read_topology(empty.string(), {0, 1}, false);
   CHECK(without.source == "none");

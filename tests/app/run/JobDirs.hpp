@@ -1,12 +1,14 @@
 #pragma once
 // A fresh folder for a test's deck, input and output.
+#include "tests/ProcessScratch.hpp"
+
 #include <filesystem>
 #include <string>
 
 namespace cvest::test {
 
 inline std::filesystem::path fresh_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "cvest_test_jobs" / name;
+  const std::filesystem::path dir = process_scratch() / "jobs" / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
