@@ -56,7 +56,7 @@ struct Result {
   // Each repeat's seconds: the kernel's pass, and the two copies of this
   // row's bytes on its own arrays timed right beside it.
   std::vector<double> kernel_s{}, roof_regular_s{}, roof_streaming_s{};
-  // LayoutLeft with T below flat's run: the streaming copy in runs of T too
+  // LayoutLeft with 1 < T < flat's run: the streaming copy in runs of T too
   // (flat's walk with the multiply removed); empty otherwise.
   std::vector<double> roof_runs_s{};
 };
@@ -134,8 +134,9 @@ Report run(const Config& config, std::ostream& progress);
 //                         -> {"warmed_s", "passes"}
 //   time STRATEGY LAYOUT  one fenced pass -> {"strategy", "layout", "seconds", "GBps", "streaming_stores"}
 //   roof                  one copy with regular and one with streaming stores
-//                         of the first layout's discount into its cv (the
-//                         kernels' own arrays)
+//                         of the first layout's kernel bytes (its discount
+//                         into its cv, its multBy read; the kernels' own
+//                         arrays; GB/s of those bytes, as `time` counts)
 //                         -> {"copy_GBps", "copy_streaming_GBps", "arrays"}
 //   touch                 every array once (untimed use: after the process
 //                         sat idle while another ran) -> {"touched_s"}

@@ -80,8 +80,9 @@ inline void read_here(const Scalar* p, std::size_t n) {
   read_sink.fetch_xor(acc[0] ^ acc[1] ^ acc[2] ^ acc[3], std::memory_order_relaxed);
 }
 
-// The copy roof of one kernel call, moving the bytes the call moved: its cv
-// (`src`, n elements) copied into its consumed discount buffer (`dst`), and
+// The copy roof of one kernel call, moving the bytes the call moved: `src`
+// (n elements) copied into `dst` (the pipeline: its cv into its consumed
+// discount buffer; the bench: its discount into its cv), and
 // its multBy rows (`rows`, m elements; none: a plain copy) read. Returns
 // seconds. Host spaces: every thread of `space` takes contiguous runs of
 // both, as the flat kernel does (run > 0: each copied in runs of that many

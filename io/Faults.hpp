@@ -18,7 +18,8 @@
 //               before the journal records it;
 //   kill_at_commit  killed while committing: attributes written, the file
 //               synced and sealed, not yet renamed;
-//   fsync       fsync of the finished output fails with EIO;
+//   fsync       the first fsync of a file put in place (the finished
+//               output) fails with EIO, once: a retry would succeed;
 //   kill_after_blocks=N  killed (SIGKILL) as soon as N blocks' writes have
 //               returned, saying first how many of them the journal had
 //               recorded (so a test knows what the next run must resume);
@@ -29,7 +30,9 @@
 //               being WHAT.WHEN: WHAT output, input (generated) or report;
 //               WHEN synced (before the rename), renamed (before the
 //               folder's sync), done (after it); for the output also
-//               journal_made (its resume journal just created),
+//               journal_made (its resume journal just created, holding
+//               no block), recorded (after each batch of blocks the
+//               journal records),
 //               journal_gone (before its metadata is written) and sealed
 //               (before the rename; io/OutputFile.hpp);
 //   no_exchange  renameat2(RENAME_EXCHANGE) fails with EINVAL, as on a file

@@ -89,6 +89,7 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
   bool renamed = false;
   try {
     const std::string text = header(named);
+    header_bytes_ = static_cast<long long>(text.size());
     write_all(fd_, text.data(), text.size(), path);
     for (const Block& b : done) {
       Record r{b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, 0};
@@ -194,6 +195,7 @@ void Journal::sync() {
   sync_or_throw(fd_, path_);
   ++syncs_;
   recorded_ += long(records.size());
+  stop_if_injected("output.recorded");
 }
 
 namespace {
@@ -213,18 +215,26 @@ void Journal::seal(const std::string& path, const std::string& data_path, const 
   const bool ok = data_fd >= 0 && ::fstat(data_fd, &data) == 0;
   if (data_fd >= 0) ::close(data_fd);
   if (!ok) throw IoError(path + ": cannot seal " + data_path + ": it is " + (why.empty() ? "unreadable" : why));
-  const int fd = create_exclusive(path, O_WRONLY);
-  if (fd < 0) throw IoError(path + ": cannot create the output's seal: " + std::strerror(errno));
+  // Whole or not at all, as a journal: a seal cut short by a signal would
+  // claim a file the next run cannot take.
+  const std::string temp = path + ".new";
+  const TempFileGuard guard(temp);
+  const int fd = create_exclusive(temp, O_WRONLY);
+  if (fd < 0) throw IoError(path + ": cannot create the output's seal " + temp + ": " + std::strerror(errno));
+  bool renamed = false;
   try {
     Fingerprint named = sealed_state(fingerprint);
     named[temporary_field] = identity_of(data);  // as a journal names its file
     const std::string text = header(named);
     write_all(fd, text.data(), text.size(), path);
     sync_or_throw(fd, path);
+    if (!rename_without_replacing(temp, path))
+      throw IoError(path + ": cannot move the output's seal into place: " + std::strerror(errno));
+    renamed = true;
     sync_folder(output_dir(path).string(), path);
   } catch (...) {
     ::close(fd);
-    ::unlink(path.c_str());
+    ::unlink((renamed ? path : temp).c_str());
     throw;
   }
   ::close(fd);

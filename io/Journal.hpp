@@ -57,6 +57,8 @@ class Journal {
   void close();
   // How many batches were synced (a report says so).
   int syncs() const { return syncs_; }
+  // Its header's size: a journal no larger records no block.
+  long long header_bytes() const { return header_bytes_; }
 
   // The blocks the journal at `path` records as on disk, where its
   // fingerprint is `fingerprint` and it names the file at `data_path`;
@@ -66,7 +68,9 @@ class Journal {
   // synced, before it is renamed into place, so that a run killed between
   // the two leaves a file the next run of the same job puts in place rather
   // than computes again. A journal's header with the field state=sealed and
-  // no blocks, at `path` (created exclusively, synced, the folder synced).
+  // no blocks, at `path` (written whole to PATH.new, created exclusively,
+  // synced, renamed onto the free name, the folder synced: a seal is there
+  // whole or not at all).
   static void seal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint);
   // Whether the seal at `path` is that of the file at `data_path` for this
   // job (`why_not` says why not).
@@ -80,6 +84,7 @@ class Journal {
   std::string path_, data_path_;
   int fd_ = -1, data_fd_ = -1;
   std::size_t batch_bytes_;
+  long long header_bytes_ = 0;
   std::mutex pending_m_, append_m_;
   std::condition_variable wake_;
   std::vector<Block> pending_;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -179,13 +180,15 @@ bool OutputFile::adopt_killed_run() {
 }
 
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
+  // A scheduler's SIGTERM keeps the file wherever a record of it (a journal
+  // holding a block, a seal) is on disk, and only there: the handler looks.
+  temp_guard_.keep_on_terminate_if_recorded();
   check_output_path(spec.path, spec.overwrite);
   found_ = FileIdentity::at(spec.path);  // all that overwrite = true may replace
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
                               : cube_chunk(spec.N, spec.K, element_size(spec.precision));
   const bool journaled = spec.compression == Compression::none && !spec.fingerprint.empty();
   if (!spec.fingerprint.empty() && spec.resume && adopt_sealed_run()) {
-    temp_guard_.keep_on_terminate_if_recorded();
     clean_up_after_killed_runs(spec.path);
     return;
   }
@@ -230,13 +233,13 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   if (journaled) {
     // Guarded before it exists (it appears whole, renamed into place): a
     // signal between its creation and the guard left it behind
-    // (cli.interrupted caught that). A scheduler's SIGTERM keeps it and,
-    // where it is on disk, the temporary file for the next run (the handler
-    // looks: marking the file kept only after the journal appeared left a
-    // journal without its file, seen in CI); SIGINT removes both.
+    // (cli.interrupted caught that). A scheduler's SIGTERM keeps it and the
+    // temporary file once it records a block (the handler looks: marking
+    // the file kept only after the journal appeared once left a journal
+    // without its file, seen in CI; a journal of no blocks resumes nothing);
+    // SIGINT removes both.
     journal_guard_ = std::make_unique<TempFileGuard>(journal_path(temp_path_, spec.rank));
-    journal_guard_->keep_on_terminate_as_record();
-    temp_guard_.keep_on_terminate_if_recorded();
+    journal_guard_->keep_on_terminate_as_record(LLONG_MAX);
     try {
       journal_ = std::make_unique<Journal>(journal_path(temp_path_, spec.rank), temp_path_, spec.fingerprint, resumed_,
                                            journal_batch_bytes());
@@ -244,6 +247,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       discard_temp();
       throw;
     }
+    journal_guard_->keep_on_terminate_as_record(journal_->header_bytes());
     stop_if_injected("output.journal_made");
     if (adopted) clean_up_after_killed_runs(spec.path);  // the old journals, now that this one holds their blocks
   }
@@ -267,10 +271,11 @@ OutputFile::~OutputFile() {
   raw_.reset();
   journal_.reset();
   if (!committed_) {
-    discard_temp();
+    // The records first: a SIGTERM meanwhile must not keep one without its file.
     std::error_code ec;
     for (const std::string& j : journals_of(temp_path_)) fs::remove(j, ec);
     fs::remove(seal_path(temp_path_), ec);
+    discard_temp();
   }
 }
 
@@ -484,9 +489,10 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
                                 because, spec.direct_memory);
     if (!spec.fingerprint.empty()) {
       journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
-      journal_guard_->keep_on_terminate_as_record();
+      journal_guard_->keep_on_terminate_as_record(LLONG_MAX);  // a record once it holds a block
       journal_ = std::make_unique<Journal>(journal_path(output_temp, spec.rank), output_temp, spec.fingerprint,
                                            std::vector<Block>{}, journal_batch_bytes());
+      journal_guard_->keep_on_terminate_as_record(journal_->header_bytes());
     }
     return;
   }
@@ -550,7 +556,12 @@ void OutputFile::commit(const std::map<std::string, std::string>& attributes, hi
   if (!sealed_) finish(attributes, scales_like);
   // Step by step (io/Publish.hpp): spec.path holds the old file or this one,
   // whole, throughout; the seal goes only once the name is on disk.
-  publish(temp_path_, made_, spec_.path, {found_, spec_.overwrite}, "output", spec_.path);
+  publish(temp_path_, made_, spec_.path, {found_, spec_.overwrite}, "output", spec_.path, -1, [this] {
+    // The file has its name: the temporary name now holds the replaced file
+    // (or nothing), and the seal speaks of a file no longer there.
+    temp_guard_.remove_on_terminate();
+    if (seal_guard_) seal_guard_->remove_on_terminate();
+  });
   committed_ = true;
   std::error_code ec;
   fs::remove(seal_path(temp_path_), ec);

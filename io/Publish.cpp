@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -130,16 +131,19 @@ void sync_made(const std::string& temp, const FileIdentity& made, const std::str
       identity(named) != made)
     throw IoError(shown + ": " + temp + " is not the file this run wrote (replaced by another process?)" + discarded);
   // Never retried: a failed fsync may have dropped the pages it could not
-  // write, and a second one would report success.
-  const int rc = fault_injected("fsync") ? (errno = EIO, -1) : ::fsync(own);
+  // write, and a second one would report success. The fault fails the first
+  // only, as the kernel does, so a retry would be caught (cli.resume_faults).
+  static std::atomic<bool> fault_spent{false};
+  const int rc = fault_injected("fsync") && !fault_spent.exchange(true) ? (errno = EIO, -1) : ::fsync(own);
   if (rc != 0) throw IoError(shown + ": sync failed: " + std::strerror(errno));
 }
 
 void publish(const std::string& temp, const FileIdentity& made, const std::string& path, const Replacing& replacing,
-             const std::string& what, const std::string& shown, int fd) {
+             const std::string& what, const std::string& shown, int fd, const std::function<void()>& renamed) {
   sync_made(temp, made, shown, fd);
   stop_if_injected(what + ".synced");
   const bool exchanged = put_in_place(temp, path, replacing);
+  if (renamed) renamed();
   // Only our temporary name was checked: in a folder others may write, the
   // file could have been swapped there before the rename.
   if (FileIdentity::at(path) != made)

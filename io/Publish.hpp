@@ -15,6 +15,7 @@
 // The old file is never unlinked before the new one has its name.
 #include "io/Disk.hpp"
 
+#include <functional>
 #include <string>
 
 namespace cvest::io {
@@ -32,8 +33,10 @@ struct Replacing {
 // .done). IoError naming `shown` where any step fails (a sync is never
 // retried), saying what happened: replaced meanwhile, appeared meanwhile,
 // or a rename the folder refuses (and why); `path` is then left as it was.
+// `renamed`, where given, is called as soon as the file has its name.
 void publish(const std::string& temp, const FileIdentity& made, const std::string& path, const Replacing& replacing,
-             const std::string& what, const std::string& shown, int fd = -1);
+             const std::string& what, const std::string& shown, int fd = -1,
+             const std::function<void()>& renamed = {});
 
 // Why the file at `path` cannot be replaced by this user (a sticky folder
 // and another owner, an immutable or append-only file), naming its owner;

@@ -33,21 +33,25 @@ enum OnTerminate : int { remove_file = 0, keep_record = 1, keep_if_recorded = 2 
 struct Slot {
   std::atomic<int> state{free_slot};
   std::atomic<int> on_terminate{remove_file};
+  std::atomic<long long> record_above{0};  // a record counts once larger than this (a journal's header)
   char path[4096];
 };
+static_assert(std::atomic<long long>::is_always_lock_free);
 Slot table[max_files];
 static_assert(std::atomic<int>::is_always_lock_free);
 
 extern "C" void remove_temp_files_and_reraise(int sig) {
-  // A record is looked for on disk (access is async-signal-safe): SIGTERM
-  // can land between a journal's rename into place and the moment the
-  // output is marked kept, or after the journal went and before the seal.
+  // A record is looked for on disk (stat is async-signal-safe): SIGTERM
+  // can land before a journal holds a block, or after the journal went and
+  // before the seal; a file kept then could only be computed again.
   bool recorded = false;
   if (sig == SIGTERM)
-    for (Slot& slot : table)
+    for (Slot& slot : table) {
+      struct stat st {};
       if (slot.state.load() == registered_slot && slot.on_terminate.load() == keep_record &&
-          ::access(slot.path, F_OK) == 0)
+          ::stat(slot.path, &st) == 0 && st.st_size > slot.record_above.load())
         recorded = true;
+    }
   bool kept = false;
   for (Slot& slot : table) {
     if (slot.state.load() != registered_slot) continue;
@@ -246,8 +250,14 @@ TempFileGuard::TempFileGuard(const std::string& path) {
   }
 }
 
-void TempFileGuard::keep_on_terminate_as_record() {
-  if (slot_ >= 0) table[slot_].on_terminate.store(keep_record);
+void TempFileGuard::keep_on_terminate_as_record(long long larger_than) {
+  if (slot_ < 0) return;
+  table[slot_].record_above.store(larger_than);
+  table[slot_].on_terminate.store(keep_record);
+}
+
+void TempFileGuard::remove_on_terminate() {
+  if (slot_ >= 0) table[slot_].on_terminate.store(remove_file);
 }
 
 void TempFileGuard::keep_on_terminate_if_recorded() {

@@ -81,10 +81,13 @@ class TempFileGuard {
   void retarget(const std::string& path);
   // SIGTERM (a scheduler's time limit) leaves a resumable output in place
   // for the next run: its records (resume journal, seal) and the output's
-  // temporary file, the latter only where one of its records is on disk.
-  // SIGINT and SIGHUP still remove them all.
-  void keep_on_terminate_as_record();
+  // temporary file, all only where one of its records is on disk and larger
+  // than `larger_than` bytes (a journal's header: it records no block yet;
+  // LLONG_MAX: not a record yet). SIGINT and SIGHUP still remove them all.
+  void keep_on_terminate_as_record(long long larger_than = 0);
   void keep_on_terminate_if_recorded();
+  // SIGTERM removes it too (the default).
+  void remove_on_terminate();
 
  private:
   int slot_ = -1;

@@ -767,8 +767,8 @@ this process, so a script can interleave cvest's own timing with others'.)")
              return server_command(s, "time " + strategy + " " + layout);
            }, py::arg("strategy"), py::arg("layout"), "One fenced pass: {strategy, layout, seconds, GBps, streaming_stores}.")
       .def("roof", [](BenchServer& s) { return server_command(s, "roof"); },
-           "One copy with regular and one with streaming stores of the first layout's discount into its cv: "
-           "{copy_GBps, copy_streaming_GBps, arrays}.")
+           "One copy with regular and one with streaming stores of the first layout's kernel bytes (its discount "
+           "into its cv, its multBy read), GB/s of those bytes as time() counts: {copy_GBps, copy_streaming_GBps, arrays}.")
       .def("touch", [](BenchServer& s) { return server_command(s, "touch"); }, "Every array once, untimed use.");
 
   module.def("bench", &run_bench, py::arg("dates") = 100, py::arg("ids") = 400000, py::arg("cols") = 5,

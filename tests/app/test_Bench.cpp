@@ -130,6 +130,8 @@ TEST_CASE("a row above its roof beyond its spread is reported as a fault of the 
   CHECK_THAT(fault.str(), Catch::Contains("MEASUREMENT FAULT: flat right double outran a copy of its own bytes"));
   CHECK_THAT(fault.str(), !Catch::Contains("flat left double outran"));
   CHECK(bench::to_json(report)["results"][1]["roof_fraction_quartiles"][0].get<double>() == 1.02);
+  CHECK(bench::to_json(report)["results"][1]["measurement_fault"].get<bool>());
+  CHECK_FALSE(bench::to_json(report)["results"][0]["measurement_fault"].get<bool>());
 }
 
 TEST_CASE("a row's roof fraction pairs each kernel pass with the roof of its own repeat", "[bench]") {

@@ -72,23 +72,34 @@ with tempfile.TemporaryDirectory(prefix="cvest-signal-") as work:
             kept = len(left) == 2 and left[0].startswith(".cv.h5.tmp-") and left[1].endswith(".journal-0")
             check(kept and "run the same deck again" in err, f"run, SIGTERM: the resumable output kept ({left})")
             rerun = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
-            check(rerun.returncode == 0 and "resuming" in rerun.stderr
+            resumed = "cvest: resuming" in rerun.stderr and "not resuming" not in rerun.stderr
+            check(rerun.returncode == 0 and resumed
                   and sorted(os.listdir(out)) == ["cv.h5", "report.csv", "report.json"],
-                  f"run after SIGTERM: resumes and completes ({'resuming' in rerun.stderr}), nothing else left")
+                  f"run after SIGTERM: resumes and completes ({resumed}), nothing else left")
             for name in os.listdir(out):
                 os.remove(os.path.join(out, name))
         else:
             check(left == [], f"run, {sig.name}: nothing left in the output folder (found {left})")
 
-    # SIGTERM at the output's own steps (CVEST_FAULT=terminate_at): as soon
-    # as its journal exists, the file and journal are kept (a SIGTERM there
-    # once left the journal alone); between the journal's removal and the
-    # seal nothing could resume the file, so nothing is kept; once sealed,
-    # the file and its seal are kept and the next run puts it in place.
-    for when, record, again in (("journal_made", ".journal-0", "resuming"), ("journal_gone", None, None),
-                                ("sealed", ".sealed", "putting it in place")):
-        p = subprocess.run([cvest, "run", deck], env=dict(env, CVEST_FAULT=f"terminate_at=output.{when}"),
+    # SIGTERM at the output's own steps (CVEST_FAULT=terminate_at): its
+    # journal made but holding no block yet, nothing could resume the file:
+    # nothing kept, nothing said (a SIGTERM there once left the journal
+    # alone); once the journal records blocks, the file and journal are kept
+    # and the next run resumes them; between the journal's removal and the
+    # seal nothing is kept; once sealed (a compressed output too), the file
+    # and its seal are kept and the next run puts it in place.
+    gz_deck = os.path.join(work, "deck-gzip.toml")
+    with open(deck) as f, open(gz_deck, "w") as g:
+        g.write(f.read().replace("[output]\n", '[output]\ncompression = "gzip"\n'))
+    for d, when, record, again in ((deck, "journal_made", None, None),
+                                   (deck, "recorded", ".journal-0", "cvest: resuming"),
+                                   (deck, "journal_gone", None, None),
+                                   (deck, "sealed", ".sealed", "putting it in place"),
+                                   (gz_deck, "sealed", ".sealed", "putting it in place")):
+        p = subprocess.run([cvest, "run", d], env=dict(env, CVEST_FAULT=f"terminate_at=output.{when}",
+                                                          CVEST_JOURNAL_BATCH="1MiB"),
                            capture_output=True, text=True)
+        when = when + (" (gzip)" if d == gz_deck else "")
         left = sorted(os.listdir(out))
         said = "run the same deck again" in p.stderr
         if record:
@@ -96,8 +107,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-signal-") as work:
             check(p.returncode == -signal.SIGTERM and kept and said,
                   f"SIGTERM at output.{when}: exit {p.returncode}, the file and its {record[1:]} kept ({left}), "
                   f"said so: {said}")
-            rerun = subprocess.run([cvest, "run", deck], env=env, capture_output=True, text=True)
-            check(rerun.returncode == 0 and again in rerun.stderr
+            rerun = subprocess.run([cvest, "run", d], env=env, capture_output=True, text=True)
+            check(rerun.returncode == 0 and again in rerun.stderr and "not resuming" not in rerun.stderr
                   and sorted(os.listdir(out)) == ["cv.h5", "report.csv", "report.json"],
                   f"SIGTERM at output.{when}: the next run says '{again}' and completes, nothing else left")
             for name in os.listdir(out):

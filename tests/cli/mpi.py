@@ -10,7 +10,9 @@ identical: decks covering both layouts, both precisions, the per-thread and
   output file is byte-identical (uncompressed output is written at its file
   offsets by every rank; metadata by rank 0).
 compressed: gzip and lzf outputs (chunks compressed by every rank, stored by
-  rank 0) read back bit-identical to one process's, and verify.
+  rank 0) read back bit-identical to one process's, store every chunk byte
+  for byte as it does (compressed bytes and filter mask; where each chunk
+  lies in the file may differ), and verify.
 failures: one rank's input unreadable, the disk full on one rank, a rank
   killed (CVEST_FAULT, io/Faults.hpp): the same exit code from mpiexec, one
   line naming the rank, nothing at the output path, no temporary file left
@@ -19,6 +21,7 @@ failures: one rank's input unreadable, the disk full on one rank, a rank
 """
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -75,6 +78,25 @@ def same_values(a, b):
         return x.dtype == y.dtype and x.shape == y.shape and numpy.array_equal(x.view(numpy.uint8), y.view(numpy.uint8))
 
 
+def same_chunks(a, b):
+    """Every stored chunk of cv, compressed bytes and filter mask, the same in
+    both files (where in the file each lies may differ: ranks store them as
+    they come)."""
+    import h5py
+    with h5py.File(a, "r") as fa, h5py.File(b, "r") as fb:
+        x, y = fa["cv"], fb["cv"]
+        if x.chunks != y.chunks or x.shape != y.shape or x.compression != y.compression:
+            return False
+        n = x.id.get_num_chunks()
+        if n != y.id.get_num_chunks() or n == 0:
+            return False
+        for i in range(n):
+            offset = x.id.get_chunk_info(i).chunk_offset
+            if x.id.read_direct_chunk(offset) != y.id.read_direct_chunk(offset):
+                return False
+        return True
+
+
 def leftovers(folder):
     return [p for p in glob.glob(os.path.join(folder, ".*tmp-*"))]
 
@@ -122,11 +144,18 @@ with tempfile.TemporaryDirectory() as tmp:
         # Rank 0's report: every rank's figures, and the split --plan shows.
         path = decks[0][0]
         p = run(["run", path, "--set", "output.file=report.h5", "--set", "report.json=report.json"], ranks=2)
+        check(p is not None and p.returncode == 0, "report: mpiexec -n 2 with a JSON report exits 0")
         if p is not None and p.returncode == 0:
             import json
             with open(os.path.join(tmp, "report.json")) as f:
                 report = json.load(f)
             check(report["ranks"] == 2, "report: ranks = 2")
+            one = run(["run", path, "--set", "output.file=report-one.h5", "--set", "report.json=report-one.json"])
+            check(one is not None and one.returncode == 0, "report: one process with a JSON report exits 0")
+            with open(os.path.join(tmp, "report-one.json")) as f:
+                jobs_one = [(j["strategy"], j["layout"]) for j in json.load(f)["jobs"]]
+            jobs = [(j["strategy"], j["layout"]) for j in report["jobs"]]
+            check(len(jobs) > 1 and jobs == jobs_one, f"report: every job of the deck, as one process reports ({jobs})")
             for job in report["jobs"]:
                 blocks = len(report["block_plans"][job["layout"]]["blocks"])
                 ok = (len(job["per_rank"]) == 2 and sum(r["blocks"] for r in job["per_rank"]) == blocks
@@ -155,6 +184,9 @@ with tempfile.TemporaryDirectory() as tmp:
                 if ok:
                     check(same_values(os.path.join(tmp, f"{compression}-one.h5"), os.path.join(tmp, out)),
                           f"{compression}: -n {ranks} reads back bit-identical to one process's")
+                    check(same_chunks(os.path.join(tmp, f"{compression}-one.h5"), os.path.join(tmp, out)),
+                          f"{compression}: -n {ranks} stores every chunk byte for byte as one process does "
+                          "(compressed bytes and filter mask)")
                     v = run(["verify", os.path.join(tmp, out), "--input", os.path.join(tmp, "f7.h5")])
                     check(v is not None and v.returncode == 0, f"{compression}: -n {ranks} output verifies")
         check(not leftovers(tmp), "no temporary files or part files left")
@@ -199,6 +231,42 @@ with tempfile.TemporaryDirectory() as tmp:
                   "rank 1 killed: the next run finishes, nothing left")
             v = run(["verify", out, "--input", os.path.join(tmp, "d3.h5")])
             check(v is not None and v.returncode == 0, "rank 1 killed: the next run's output verifies")
+        # Resumed at any rank count (docs/robustness.md): a run of 2 ranks
+        # whose rank 1 is killed after blocks are journaled (mpiexec then
+        # stops rank 0 with SIGTERM, which keeps the file and journals),
+        # continued by 1, 2 and 3 ranks: each says it resumes blocks on disk
+        # and writes one process's values, nothing left beside them.
+        p = run(["generate", "-T", "60", "-N", "40000", "-K", "5", "-o", os.path.join(tmp, "r60.h5")])
+        check(p is not None and p.returncode == 0, "generate r60")
+        rdeck = deck(tmp, "resume", "r60.h5", run={"strategy": '"flat"', "layout": '"right"', "max_block": '"64KiB"'})
+        rout = os.path.join(tmp, "resume.h5")
+        p = run(["run", rdeck, "--set", "output.file=resume-one.h5"])
+        check(p is not None and p.returncode == 0, "resume: one process writes the reference")
+        for ranks in (1, 2, 3):
+            p = run(["run", rdeck], ranks=2, expect=None,
+                    extra_env={"CVEST_FAULT": "kill_after_blocks=12@1", "CVEST_JOURNAL_BATCH": "1"})
+            if p is None:
+                continue
+            killed = re.search(r"killed after 12 blocks written, (\d+) recorded", p.stderr)
+            check(p.returncode != 0 and killed is not None and int(killed.group(1)) > 0 and not os.path.exists(rout),
+                  f"resume: rank 1 of 2 killed after {killed.group(1) if killed else '?'} blocks recorded, "
+                  f"nothing at the output path (exit {p.returncode})")
+            p = run(["run", rdeck], ranks=ranks)
+            if p is None:
+                continue
+            resumed = re.search(r"resuming .*?: (\d+) blocks", p.stderr)
+            check(p.returncode == 0 and resumed is not None and int(resumed.group(1)) >= 12,
+                  f"resume: mpiexec -n {ranks} resumes the blocks on disk "
+                  f"({resumed.group(1) + ' blocks' if resumed else 'not said: ' + p.stderr.strip()[-200:]})")
+            # The data bit for bit (the file's own layout may differ: its
+            # metadata goes where the reopened file has room).
+            check(p.returncode == 0 and same_values(os.path.join(tmp, "resume-one.h5"), rout),
+                  f"resume: -n {ranks} writes one process's values, bit for bit")
+            v = run(["verify", rout, "--input", os.path.join(tmp, "r60.h5")]) if p.returncode == 0 else None
+            check(v is not None and v.returncode == 0, f"resume: -n {ranks}: the output verifies")
+            check(not leftovers(tmp), f"resume: -n {ranks} leaves nothing beside the output")
+            if os.path.exists(rout):
+                os.remove(rout)
         # Commands other than run refuse several ranks.
         p = run(["info"], ranks=2, expect=2)
         check(p is not None and p.returncode == 2 and p.stderr.count("only 'cvest run'") == 1,
