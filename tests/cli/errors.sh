@@ -47,8 +47,9 @@ case "$case_name" in
     bash -c "/usr/bin/python3 -c \"import h5py; 'multBy' in h5py.File('in.h5', 'r')\"; exit \$?" 2> /dev/null
     if [ $? -ge 128 ]; then
       expect 2 "in.h5: dataset 'multBy': damaged HDF5 metadata: HDF5 .* crashes (SIGSEGV) reading it" -- "$cvest" run deck.toml
-    else  # an HDF5 that reports the damage instead
-      expect 2 "in.h5" -- "$cvest" run deck.toml
+    else  # an HDF5 that reports the damage instead: a metadata error naming the file, never "no such file"
+      expect 2 "in.h5\(: dataset 'multBy'\)\?: .*\(metadata\|HDF5\|cannot read\|not found\)" -- "$cvest" run deck.toml
+      ! grep -qi "no such file" stderr.txt || fail "the damaged file reported as missing"
     fi ;;
   missing_dataset) deck; expect 2 "dataset 'rates' not found" -- "$cvest" run deck.toml --set input.discount=rates ;;
   wrong_rank)      deck; expect 2 "dataset 'multBy' has rank 2 (2000, 5), expected rank 3" -- "$cvest" run deck.toml --set input.discount=multBy ;;
@@ -172,7 +173,9 @@ case "$case_name" in
                    "$cvest" run --help | awk '/^Every key/ { on = 0 } on { sub(/^  /, ""); print } /The smallest:$/ { on = 1 }' > help.toml
                    grep -q '^\[run\]' help.toml || fail "no deck in run --help"
                    rm -f cv.h5; "$cvest" run help.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run --help's deck failed"; }
-                   for f in $("$cvest" run --help | grep -o '/[^ ]*/\(README.md\|inputs/\)'); do [ -e "$f" ] || fail "run --help names $f"; done
+                   named=$("$cvest" run --help | grep -o '/[^ ]*/\(README.md\|inputs/\)')
+                   [ -n "$named" ] || fail "run --help names no README.md or inputs/ folder to read"
+                   for f in $named; do [ -e "$f" ] || fail "run --help names $f"; done
                    echo "ok [$case_name]" ;;
   success)         deck '[run]\nstrategy = ["flat", "per_date"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }

@@ -208,6 +208,28 @@ with tempfile.TemporaryDirectory() as tmp:
             os.remove("out.h5")
         print(f"journals cut at random offsets: {cuts}; damaged: 1")
 
+        # Cut where the count of intact records is known: at a record's end,
+        # and 17 bytes into the next (a record is 40 bytes after the header's
+        # empty line). The next run resumes exactly the intact records.
+        for into in (0, 17):
+            journals = killed_run()
+            if not journals:
+                check(False, "a killed run left its journal")
+                continue
+            with open(journals[0], "r+b") as f:
+                body = f.read()
+                records_at = body.index(b"\n\n") + 2
+                whole = (len(body) - records_at) // 40
+                keep = max(1, whole // 2)
+                f.truncate(records_at + keep * 40 + into)
+            p = run("run", "deck.toml")
+            resumed = resumed_blocks(p.stderr)
+            check(whole >= 2 and p.returncode == 0 and resumed == keep and same_file("out.h5", "ref.h5")
+                  and not leftovers(),
+                  f"journal of {whole} records cut after {keep}" + (f" and {into} bytes" if into else "") +
+                  f": resumed exactly {resumed} blocks, identical bytes")
+            os.remove("out.h5")
+
         # A journal with no records (its run stopped before a block was
         # recorded): not resumed, saying why, and the run starts over (it
         # printed "resuming out.h5: 0 blocks (0 B) are on disk" before).
