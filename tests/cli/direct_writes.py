@@ -7,8 +7,9 @@ the file system allows it, and through it, said once, where it does not.
 On this folder's file system (the build's, a disk), direct = true: shapes whose chunks are
 no multiple of 4096 bytes (N and K odd, `[output] chunk` set), one-date and
 many-date blocks, LayoutRight and LayoutLeft, double and float: every output
-is bit-identical to multBy * discount, and the run table says the writes went
-past the page cache (the share of bytes below 100% where chunks leave
+is bit-identical to multBy * discount (cvest's verify, and h5py against
+NumPy), strace sees the data written through O_DIRECT descriptors, aligned,
+and the run table says the writes went past the page cache (the share of bytes below 100% where chunks leave
 unaligned heads and tails). auto: a small output goes through the page
 cache, saying why; one past the write-back threshold (lowered by a fault
 hook) goes direct. A file system that takes O_DIRECT at open but
@@ -44,6 +45,46 @@ def deck(path, inp, out, direct=None, chunk=None, layouts='"all"', precision=Non
             f.write(f'precision = "{precision}"\n')
 
 
+def numpy_equal(inp, out):
+    """The output's cv against NumPy's multBy * discount, bit for bit, read
+    with h5py (not from cvest's own verify)."""
+    import h5py
+    import numpy
+    with h5py.File(inp, "r") as i, h5py.File(out, "r") as o:
+        cv = o["cv"][...]
+        # float32 decks compute in float32 from the double inputs
+        expected = i["multBy"][...].astype(cv.dtype)[None, :, :] * i["discount"][...].astype(cv.dtype)
+        return cv.shape == expected.shape and numpy.array_equal(cv.view(numpy.uint8), expected.view(numpy.uint8))
+
+
+def direct_share(args, data_bytes):
+    """Runs cvest under strace: the bytes written through descriptors opened
+    with O_DIRECT, their largest misalignment (offset and size modulo 512),
+    and all bytes pwritten to the output's temporary file."""
+    trace = subprocess.run(["strace", "-f", "-s", "0", "-e", "trace=openat,close,pwrite64", "-o", "trace.txt",
+                            cvest, *args], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0:" + os.environ.get("ASAN_OPTIONS", "")))
+    import re
+    direct, direct_bytes, misaligned = set(), 0, 0
+    with open("trace.txt") as f:
+        for line in f:
+            if "openat(" in line and "O_DIRECT" in line:
+                m = re.search(r"= (\d+)", line.split("openat(", 1)[1])
+                if m:
+                    direct.add(int(m.group(1)))
+            elif " close(" in line or line.startswith("close("):
+                m = re.search(r"close\((\d+)", line)
+                if m:
+                    direct.discard(int(m.group(1)))
+            else:
+                m = re.search(r"pwrite64\((\d+), \"\"(?:\.\.\.)?, (\d+), (\d+)", line)
+                if m and int(m.group(1)) in direct:
+                    direct_bytes += int(m.group(2))
+                    misaligned = max(misaligned, int(m.group(2)) % 512, int(m.group(3)) % 512)
+    os.remove("trace.txt")
+    return trace.returncode, direct_bytes, misaligned
+
+
 def table_line(stdout):
     return next((l for l in stdout.splitlines() if l.startswith("output: written")), "")
 
@@ -65,8 +106,23 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
             check(r.returncode == 0 and "verified" in r.stdout,
                   f"{what}: every job's output equals multBy * discount ({r.returncode}, {r.stderr.strip()[-300:]})")
             check("past the page cache (O_DIRECT" in line, f"{what}: the table says the writes went direct ({line})")
+            check(r.returncode == 0 and numpy_equal(inp, "cv.h5"),
+                  f"{what}: the output read with h5py equals NumPy's multBy * discount bit for bit")
             if chunk is None:  # default chunks are whole pages: every byte direct but a date's last chunk's tail
                 check("% of the bytes" in line, f"{what}: the table gives the direct share ({line})")
+
+    # What the kernel saw: the writes through an O_DIRECT descriptor (strace),
+    # aligned, most of the data, for a shape whose chunks are whole pages.
+    T, N, K = 7, 30011, 5
+    deck("deck.toml", f"in_{T}x{N}x{K}.h5", "cv.h5", max_block="256KiB", direct="true", layouts='"right"')
+    rc, direct_bytes, misaligned = direct_share(["run", "deck.toml"], T * N * K * 8)
+    data = T * N * K * 8  # the first job writes the cube; the second compares with it ("matches")
+    check(rc == 0 and direct_bytes >= 0.9 * data and misaligned == 0,
+          f"direct = true: {direct_bytes} of {data} data bytes written through O_DIRECT descriptors (strace), "
+          f"offsets and sizes 512-byte aligned (worst remainder {misaligned})")
+    deck("deck.toml", f"in_{T}x{N}x{K}.h5", "cv.h5", max_block="256KiB", direct="false", layouts='"right"')
+    rc, direct_bytes, _ = direct_share(["run", "deck.toml"], T * N * K * 8)
+    check(rc == 0 and direct_bytes == 0, f"direct = false: no byte through an O_DIRECT descriptor ({direct_bytes})")
 
     # auto: an output the page cache takes whole goes through it (a sync at
     # the end wrote it faster); past the write-back threshold, direct.
