@@ -53,7 +53,10 @@ grep -q "^kernel KokkosBlas::" probe.txt || fail "no KokkosBlas kernel"
 column() { awk -F, -v name=pipeline 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) c = i; next } { print $1, $2, $c }' "$1"; }
 [ -n "$(column plain.csv)" ] || fail "no pipeline column in report.csv"
 diff <(column plain.csv) <(column report.csv) || fail "the pipeline changed with a tool loaded"
-if grep -q "default OpenMP" <("$cvest" info 2>/dev/null) && [ "$("$cvest" info 2>/dev/null | awk '/^threads:/ { print $2 }')" -ge 2 ]; then
+# Per-thread wherever the build's default space (from the configuration, not
+# from cvest info) is OpenMP with two threads or more.
+[ -n "${CVEST_DEFAULT_SPACE:-}" ] || fail "CVEST_DEFAULT_SPACE unset (ctest sets it from the configuration)"
+if [ "$CVEST_DEFAULT_SPACE" = OPENMP ] && [ "${OMP_NUM_THREADS:-$(nproc)}" -ge 2 ]; then
   grep -q "per_thread" report.csv || fail "no per_thread job on a multi-threaded OpenMP build"
   grep -q "^kernel cvest::per_thread::transpose_in [0-9]" probe.txt || fail "no per_thread transpose reached the tool"
 fi
