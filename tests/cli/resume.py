@@ -267,6 +267,18 @@ with tempfile.TemporaryDirectory() as tmp:
               "a changed input: not resumed, says why, starts over, identical bytes")
         os.remove("out.h5")
 
+        # A changed output (dataset name, chunks, element type) refuses to
+        # resume, naming the output as what changed, and starts over.
+        for what, change in (("dataset name", "output.dataset=rates"), ("chunks", "output.chunk=1000"),
+                             ("element type", "run.precision=float32")):
+            killed_run()
+            p = run("run", "deck.toml", "--set", change)
+            check(p.returncode == 0 and "not resuming" in p.stderr and "output changed" in p.stderr
+                  and "cvest: resuming" not in p.stderr and not leftovers(),
+                  f"a changed output {what} ({change}): not resumed, says the output changed, starts over "
+                  f"({p.returncode}: {[l for l in p.stderr.splitlines() if 'resuming' in l]})")
+            os.remove("out.h5")
+
         # --no-resume starts over.
         killed_run()
         p = run("run", "deck.toml", "--no-resume")
@@ -289,7 +301,8 @@ with tempfile.TemporaryDirectory() as tmp:
         check(p.returncode == -signal.SIGTERM and len(kept) == 2 and "run the same deck again" in err,
               f"SIGTERM keeps the temporary file and its journal ({p.returncode}, {kept})")
         p = run("run", "deck.toml")
-        check(p.returncode == 0 and "resuming" in p.stderr and same_file("out.h5", "ref.h5") and not leftovers(),
+        check(p.returncode == 0 and "cvest: resuming" in p.stderr and resumed_blocks(p.stderr) > 0
+              and same_file("out.h5", "ref.h5") and not leftovers(),
               f"after SIGTERM the next run resumes ({resumed_blocks(p.stderr)} blocks) to identical bytes")
 
         # A failed fsync: exit 3, nothing at the final path, an existing output untouched.
