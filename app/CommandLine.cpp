@@ -43,6 +43,7 @@ CommandLine::CommandLine() {
   add_run();
   add_generate();
   add_verify();
+  add_tune();
   info_cmd_ = app_.add_subcommand("info", "print version, Kokkos version, execution spaces, threads, HDF5 version and filters, cvest's decoders, the machine");
 }
 
@@ -120,6 +121,14 @@ void CommandLine::add_verify() {
   cmd->add_option("--deck", verify_deck_, "take dataset names and the memory budget from this deck");
 }
 
+void CommandLine::add_tune() {
+  auto* cmd = tune_cmd_ = app_.add_subcommand(
+      "tune", "measure writing past the page cache (O_DIRECT) and through it here; [output] direct = \"auto\" takes the faster");
+  cmd->add_option("folder", tune_.folder, "a folder on the file system outputs go to")->capture_default_str();
+  cmd->add_option("--size", tune_.size, "bytes each pass writes (e.g. 1600MB, 6.5GB)")->capture_default_str();
+  cmd->add_option("--repeats", tune_.repeats, "passes each way, interleaved")->capture_default_str()->check(CLI::PositiveNumber);
+}
+
 std::string CommandLine::unknown_command(const std::vector<char*>& args) const {
   if (args.size() < 2 || args[1][0] == '-') return "";
   std::vector<std::string> names;
@@ -150,6 +159,7 @@ void CommandLine::call(const Ranks& ranks) {
   else if (generate_cmd_->parsed()) generate_command(generate_, std::cout);
   else if (verify_cmd_->parsed()) verify_command(verify_, std::cout);
   else if (info_cmd_->parsed()) std::cout << info_command();
+  else if (tune_cmd_->parsed()) tune_command(tune_, std::cerr, std::cout);
 }
 
 }  // namespace cvest::app

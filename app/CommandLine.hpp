@@ -35,16 +35,18 @@ class CommandLine {
   void add_run();
   void add_generate();
   void add_verify();
+  void add_tune();
 
   CLI::App app_{"cvest: cv[t][i][k] = multBy[i][k] * discount[t][i][k] as batch jobs on Kokkos"};
   CLI::App *bench_cmd_ = nullptr, *transfers_cmd_ = nullptr, *run_cmd_ = nullptr, *generate_cmd_ = nullptr,
-           *verify_cmd_ = nullptr, *info_cmd_ = nullptr;
+           *verify_cmd_ = nullptr, *info_cmd_ = nullptr, *tune_cmd_ = nullptr;
   BenchArgs bench_;
   bool bench_serve_ = false;
   TransfersArgs transfers_;
   RunArgs run_;
   GenerateArgs generate_;
   VerifyArgs verify_;
+  TuneArgs tune_;
   std::string verify_input_, verify_deck_;
 };
 

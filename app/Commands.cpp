@@ -12,10 +12,15 @@
 #include "io/Chunks.hpp"
 #include "io/Generator.hpp"
 #include "io/Hdf5.hpp"
+#include "io/DirectWriter.hpp"
+#include "io/Disk.hpp"
+#include "io/WriteModes.hpp"
+#include "core/Errors.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <filesystem>
 #include <ostream>
 #include <stdexcept>
 
@@ -107,7 +112,31 @@ std::string info_command() {
                       facts.cpu.empty() ? "CPU unknown" : facts.cpu, facts.cpus, facts.memory_bytes / double(1ull << 30));
   text += fmt::format("caches: {}\n", policy::topology_text(policy::machine_topology()));
   if (!facts.gpu.empty()) text += fmt::format("gpu: {}\n", facts.gpu);
+  std::string problem;
+  const auto records = io::read_write_mode_records(problem);
+  text += fmt::format("write modes measured (cvest tune, {}): {}\n", io::write_mode_records_path(),
+                      !problem.empty() ? problem : records.empty() ? "none" : std::to_string(records.size()));
+  for (const auto& r : records)
+    text += fmt::format("  {}: {}; {}\n", r.key, r.direct() ? "direct" : "through the page cache", r.text());
   return text;
+}
+
+void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& out_text) {
+  const double bytes = double(parse_bytes(args.size));
+  if (bytes < double(io::direct_alignment) || args.repeats < 1)
+    throw std::invalid_argument("cvest tune needs --size of at least 4 KiB and --repeats >= 1");
+  if (!std::filesystem::is_directory(args.folder))
+    throw InputError(args.folder + ": not a folder (cvest tune measures writes to a new file in it)");
+  if (const double free = io::free_space(args.folder); free > 0 && free < 2 * bytes)
+    throw IoError(fmt::format("{}: {:.2f} GB free, and cvest tune writes {:.2f} GB at a time; pass a smaller --size",
+                              args.folder, free / 1e9, bytes / 1e9));
+  fmt::print(progress, "cvest tune: {} x {:.2f} GB each way in {} ({}), interleaved, the device idle before each\n",
+             args.repeats, bytes / 1e9, args.folder, io::write_mode_key(args.folder));
+  const io::WriteModeRecord record = io::measure_write_modes(args.folder, bytes, args.repeats, progress);
+  io::save_write_mode_record(record);
+  fmt::print(out_text, "{}: [output] direct = \"auto\" now writes {} there\n{}\nrecorded in {}\n", args.folder,
+             record.direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.text(),
+             io::write_mode_records_path());
 }
 
 }  // namespace cvest::app

@@ -69,7 +69,17 @@ struct GenerateArgs {
 void generate_command(const GenerateArgs& args, std::ostream& out_text);
 
 // Version, Kokkos, execution spaces, threads, HDF5 and its filters, cvest's
-// decoders, the machine.
+// decoders, the machine, the write modes measured on it.
 std::string info_command();
+
+struct TuneArgs {
+  std::string folder = ".";
+  std::string size = "1600MB";  // written by each pass
+  int repeats = 5;              // passes each way
+};
+// Measures writing past the page cache and through it in `folder`
+// (io/WriteModes.hpp), records the result for [output] direct = "auto" and
+// says it on `out_text` (progress on `progress`).
+void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& out_text);
 
 }  // namespace cvest::app

@@ -1,5 +1,6 @@
 #include "io/DirectWriter.hpp"
 
+
 #include "core/Errors.hpp"
 #include "io/Chunks.hpp"
 #include "io/Faults.hpp"
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <system_error>
 #include <thread>
@@ -26,21 +28,8 @@ namespace {
 
 // The file system's name where statfs knows it, for messages.
 std::string file_system_of(int fd) {
-  struct statfs fs {};
-  if (::fstatfs(fd, &fs) != 0) return "its file system";
-  switch (static_cast<unsigned long>(fs.f_type)) {
-    case 0x01021994: return "its file system (tmpfs)";
-    case 0x6969: return "its file system (NFS)";
-    case 0xFF534D42: case 0xFE534D42: return "its file system (CIFS/SMB)";
-    case 0x65735546: return "its file system (FUSE)";
-    case 0x794c7630: return "its file system (overlayfs)";
-    case 0x01021997: return "its file system (9p)";
-    case 0x858458f6: return "its file system (ramfs)";
-    case 0xEF53: return "its file system (ext4)";
-    case 0x58465342: return "its file system (XFS)";
-    case 0x9123683E: return "its file system (Btrfs)";
-    default: return fmt::format("its file system (type {:#x})", static_cast<unsigned long>(fs.f_type));
-  }
+  const std::string type = file_system_type(fd);
+  return type.empty() ? "its file system" : "its file system (" + type + ")";
 }
 
 off_t align_down(off_t at) { return at - at % off_t(direct_alignment); }
@@ -48,6 +37,24 @@ off_t align_up(off_t at) { return align_down(at + off_t(direct_alignment) - 1); 
 bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % direct_alignment == 0; }
 
 }  // namespace
+
+std::string file_system_type(int fd) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return "";
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0x01021994: return "tmpfs";
+    case 0x6969: return "NFS";
+    case 0xFF534D42: case 0xFE534D42: return "CIFS/SMB";
+    case 0x65735546: return "FUSE";
+    case 0x794c7630: return "overlayfs";
+    case 0x01021997: return "9p";
+    case 0x858458f6: return "ramfs";
+    case 0xEF53: return "ext4";
+    case 0x58465342: return "XFS";
+    case 0x9123683E: return "Btrfs";
+    default: return fmt::format("type {:#x}", static_cast<unsigned long>(fs.f_type));
+  }
+}
 
 std::size_t direct_write_memory(std::size_t budget_bytes) {
   return std::min(budget_bytes / 8, std::size_t(32) << 20);
@@ -82,18 +89,11 @@ double writeback_threshold_bytes() {
   return ratio > 0 && available_kib > 0 ? ratio / 100 * available_kib * 1024 : 0;  // unknown: direct
 }
 
-DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because) {
-  if (mode != DirectWrites::automatic) return mode;
-  const double threshold = writeback_threshold_bytes();
-  if (bytes > threshold) return mode;
-  because = fmt::format("the output ({:.2f} GB) fits below the page cache's write-back threshold ({:.2f} GB), "
-                        "where writing through it and syncing once measured faster", bytes / 1e9, threshold / 1e9);
-  return DirectWrites::off;
-}
 
 DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because,
                            std::size_t memory)
     : fd_(fd), mode_(mode), shown_(shown), copy_bytes_(direct_copy_bytes(memory)) {
+  if (mode == DirectWrites::automatic) chosen_because_ = off_because;
   if (mode == DirectWrites::off) {
     why_buffered_ = off_because.empty() ? "[output] direct = false" : off_because;
     return;
@@ -132,6 +132,7 @@ std::string DirectWriter::text() const {
   std::string text = fmt::format("past the page cache (O_DIRECT, {}-byte aligned", direct_alignment);
   if (all > 0) text += fmt::format("; {:.1f}% of the bytes", 100.0 * double(direct_bytes()) / all);
   text += ")";
+  if (!chosen_because_.empty()) text += ": " + chosen_because_;
   if (refused_.load()) text += ", then through it: " + why_buffered();
   return text;
 }

@@ -46,13 +46,9 @@ inline constexpr std::size_t max_direct_lanes = 4;
 std::size_t direct_write_memory(std::size_t budget_bytes);
 std::size_t direct_copy_bytes(std::size_t memory_bytes);
 
-// What `auto` takes for an output of `bytes`: direct writes where it
-// passes the write-back threshold, since below it the page cache takes the
-// whole file without stalling and a final sync wrote it faster than direct
-// writes did (1.6 GB: 1.16 s against 2.09 s; 6.4 GB: direct 6.0-6.5 s
-// against 11.7-14.5 s; docs/benchmarks.md). on and off stay; `because` says
-// why an automatic choice went through the page cache.
-DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because);
+// The type of the file system `fd` is on ("ext4", "tmpfs", "type 0x..."),
+// "" where fstatfs fails.
+std::string file_system_type(int fd);
 
 class DirectWriter {
  public:
@@ -96,6 +92,7 @@ class DirectWriter {
   std::atomic<bool> refused_{false};
   mutable std::mutex why_m_;
   std::string why_buffered_;
+  std::string chosen_because_;  // automatic: why it writes direct (a measurement), where known
   std::atomic<std::uint64_t> direct_bytes_{0}, buffered_bytes_{0};
   // Aligned copies of unaligned callers' data: at most max_direct_lanes,
   // waited for, freed with the writer.

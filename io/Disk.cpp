@@ -6,6 +6,7 @@
 #include "io/Publish.hpp"
 #include "io/TempFiles.hpp"
 
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -16,6 +17,7 @@
 namespace fs = std::filesystem;
 
 namespace cvest::io {
+
 
 // The directory an output at `path` goes in.
 fs::path output_dir(const std::string& path) {

@@ -4,6 +4,7 @@
 #include "io/Creation.hpp"
 #include "io/Faults.hpp"
 #include "io/Publish.hpp"
+#include "io/WriteModes.hpp"
 
 #include <fmt/format.h>
 
@@ -220,7 +221,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       throw IoError(spec.path + ": cannot allocate the output (disk full?)");
     }
     std::string because;
-    const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because);
+    const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
     try {
       raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, direct, because,
                            spec.direct_memory);
@@ -484,7 +485,7 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
   lzf_skipped_mask_ = unsigned(description[1]);
   if (description.size() > 2) {
     std::string because;
-    const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because);
+    const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
     raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true, direct,
                                 because, spec.direct_memory);
     if (!spec.fingerprint.empty()) {

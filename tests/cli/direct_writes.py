@@ -29,6 +29,7 @@ cvest = sys.argv[1]
 
 def run(*args, fault=None):
     env = dict(os.environ, **({"CVEST_FAULT": fault} if fault else {}))
+    env["CVEST_CACHE_DIR"] = os.path.join(os.getcwd(), "no-records")  # auto's stated default, whatever tune measured here
     return subprocess.run([cvest, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -153,6 +154,26 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
     r = run("run", "deck.toml")
     check(r.returncode == 2 and "[output] direct" in r.stderr and "auto, true, false" in r.stderr,
           f"direct = \"sometimes\": exit 2 naming the key and the valid values ({r.returncode}, {r.stderr.strip()})")
+
+    # cvest tune: measured here, recorded, taken by auto (the table says so), listed by info.
+    cache = dict(os.environ, CVEST_CACHE_DIR=os.path.join(work, "cache"))
+    t = subprocess.run([cvest, "tune", work, "--size", "8MiB", "--repeats", "2"], env=cache, capture_output=True,
+                       text=True, timeout=300)
+    check(t.returncode == 0 and "recorded in" in t.stdout and t.stderr.count("pass ") == 4
+          and os.path.exists(os.path.join(work, "cache", "write-modes.json")),
+          f"cvest tune: 2 passes each way, recorded ({t.returncode}: {t.stdout.strip()[-200:]})")
+    deck("deck.toml", "in_9x1001x3.h5", "cv.h5", layouts='"right"')
+    r = subprocess.run([cvest, "run", "deck.toml"], env=cache, capture_output=True, text=True, timeout=300)
+    line = table_line(r.stdout)
+    check(r.returncode == 0 and "measured on this file system on" in line,
+          f"auto after cvest tune: the table says the mode was measured here ({line})")
+    i = subprocess.run([cvest, "info"], env=cache, capture_output=True, text=True)
+    check("write modes measured" in i.stdout and "file system " in i.stdout and ": 1\n" in i.stdout,
+          "cvest info lists the record")
+    t = subprocess.run([cvest, "tune", os.path.join(work, "missing")], env=cache, capture_output=True, text=True)
+    errors = [l for l in t.stderr.splitlines() if "error" in l]
+    check(t.returncode == 2 and len(errors) == 1 and "not a folder" in errors[0],
+          f"cvest tune on a missing folder: exit 2, one line ({t.returncode}, {errors})")
 
     fs = os.path.join(work, "fs")
     os.mkdir(fs)

@@ -36,7 +36,7 @@ deck() {  # a deck over in.h5 -> out/cv.h5, with extra lines appended
 "$cvest" generate --dates 6 --ids 2000 --cols 5 --out in.h5 > /dev/null || fail "generate failed"
 
 case "$case_name" in
-  unknown_command) expect 2 "unknown command 'rnu' (did you mean 'run'?); valid: bench, transfers, run, generate, verify, info" -- "$cvest" rnu ;;
+  unknown_command) expect 2 "unknown command 'rnu' (did you mean 'run'?); valid: bench, transfers, run, generate, verify, tune, info" -- "$cvest" rnu ;;
   missing_input)   deck; rm in.h5; expect 2 "in.h5: no such file" -- "$cvest" run deck.toml ;;
   not_hdf5)        deck; echo "plain text" > in.h5; expect 2 "in.h5: not an HDF5 file" -- "$cvest" run deck.toml ;;
   truncated)       deck; truncate -s 100000 in.h5; expect 2 "truncated" -- "$cvest" run deck.toml ;;

@@ -1,0 +1,296 @@
+#include "io/WriteModes.hpp"
+
+#include "core/Errors.hpp"
+#include "io/DirectWriter.hpp"
+#include "io/Disk.hpp"
+#include "io/Faults.hpp"
+#include "io/TempFiles.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <chrono>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <ostream>
+#include <sstream>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <thread>
+#include <unistd.h>
+
+namespace cvest::io {
+
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+std::string first_line_of(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  while (!line.empty() && (line.back() == ' ' || line.back() == '\n')) line.pop_back();
+  return line;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+      return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+// The block device's /sys/dev/block entry of a folder's file system (its
+// partition's where it is one), and "MAJ:MIN".
+std::string device_number(const std::string& folder) {
+  struct stat st {};
+  if (::stat(folder.c_str(), &st) != 0) return "";
+  return fmt::format("{}:{}", major(st.st_dev), minor(st.st_dev));
+}
+
+std::string device_name(const std::string& number) {
+  std::error_code ec;
+  const auto target = std::filesystem::read_symlink("/sys/dev/block/" + number, ec);
+  if (ec) return "no block device";
+  std::string name = target.filename().string();
+  // A partition's model is its disk's: the parent folder in sysfs.
+  for (const auto& base : {std::filesystem::path("/sys/dev/block/" + number),
+                           std::filesystem::path("/sys/dev/block/" + number) / ".."})
+    if (const std::string model = first_line_of((base / "device" / "model").string()); !model.empty())
+      return name + " " + model;
+  return name;
+}
+
+// Requests in flight on the device (/proc/diskstats, its ninth counter);
+// -1 where it is not listed (no block device: a network or memory file system).
+long in_flight(const std::string& number) {
+  std::ifstream in("/proc/diskstats");
+  unsigned maj = 0, min = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string name;
+    long counters[9] = {};
+    if (!(words >> maj >> min >> name)) continue;
+    for (long& c : counters) words >> c;
+    if (fmt::format("{}:{}", maj, min) == number) return counters[8];
+  }
+  return -1;
+}
+
+// What a fair pass starts from: nothing of the last one still being written.
+void wait_until_idle(const std::string& number) {
+  ::sync();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  int quiet = 0;
+  while (quiet < 5 && std::chrono::steady_clock::now() < until) {
+    const long n = in_flight(number);
+    if (n < 0) {  // not a block device: a pause instead
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      return;
+    }
+    quiet = n == 0 ? quiet + 1 : 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm {};
+  ::localtime_r(&now, &tm);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &tm);
+  return text;
+}
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// One pass: a new file of `bytes` in `folder`, written in pieces of the
+// buffer, synced, closed; seconds until then. The file is removed after.
+double write_pass(const std::string& folder, double bytes, bool direct, const char* buffer, std::size_t piece) {
+  const std::string path = (std::filesystem::path(folder) / "cvest-tune.bin").string();
+  std::string temp = temp_path_for(path);
+  TempFileGuard guard(temp);
+  const auto start = std::chrono::steady_clock::now();
+  const int fd = create_exclusive_temp(path, temp, guard);
+  if (fd < 0) throw IoError(folder + ": cannot create a file to measure writes: " + std::strerror(errno));
+  int out = fd;
+  if (direct) {
+    out = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (out < 0) {
+      const int error = errno;
+      ::close(fd);
+      ::unlink(temp.c_str());
+      throw IoError(folder + ": " + (error == EINVAL ? std::string("its file system refuses O_DIRECT (auto writes "
+                                                                   "through the page cache there already)")
+                                                     : std::string("cannot open with O_DIRECT: ") + std::strerror(error)));
+    }
+  }
+  bool ok = true;
+  for (double at = 0; ok && at < bytes; at += double(piece)) {
+    const std::size_t n = std::size_t(std::min(double(piece), bytes - at));
+    ok = ::pwrite(out, buffer, n, off_t(at)) == ssize_t(n);
+  }
+  const int error = errno;
+  ok = ok && ::fsync(fd) == 0;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (out != fd) ::close(out);
+  ::close(fd);
+  ::unlink(temp.c_str());
+  if (!ok) throw IoError(folder + ": writing a file to measure writes failed: " + std::strerror(error ? error : errno));
+  return seconds;
+}
+
+}  // namespace
+
+bool WriteModeRecord::direct() const { return median_of(direct_s) < median_of(buffered_s); }
+
+std::string WriteModeRecord::text() const {
+  const auto range = [](const std::vector<double>& v) {
+    return v.empty() ? std::string("-")
+                     : fmt::format("{:.2f}-{:.2f}", *std::min_element(v.begin(), v.end()),
+                                   *std::max_element(v.begin(), v.end()));
+  };
+  return fmt::format("measured on this file system on {}: past the page cache {:.2f} s, through it {:.2f} s per "
+                     "{:.2f} GB (medians of {}; {} and {})",
+                     date, median_of(direct_s), median_of(buffered_s), bytes / 1e9, direct_s.size(), range(direct_s),
+                     range(buffered_s));
+}
+
+DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because, const std::string& folder) {
+  if (mode != DirectWrites::automatic) return mode;
+  if (!folder.empty() && !fault_injected("writeback_threshold") && !fault_injected("direct_refused")) {
+    std::string problem;
+    const auto record = write_mode_record_for(folder, problem);
+    static std::atomic<bool> said{false};
+    if (!problem.empty() && !said.exchange(true))
+      fmt::print(stderr, "cvest: warning: {}; [output] direct = \"auto\" takes its stated default\n", problem);
+    if (record) {
+      because = record->text();
+      return record->direct() ? mode : DirectWrites::off;
+    }
+  }
+  const double threshold = writeback_threshold_bytes();
+  if (bytes > threshold) return mode;
+  because = fmt::format("the output ({:.2f} GB) fits below the page cache's write-back threshold ({:.2f} GB), "
+                        "where writing through it and syncing once measured faster on another host (the stated "
+                        "default; cvest tune measures this one)", bytes / 1e9, threshold / 1e9);
+  return DirectWrites::off;
+}
+
+std::string write_mode_key(const std::string& folder) {
+  const std::string dir = existing_ancestor(folder.empty() ? "." : folder).string();
+  const std::string number = device_number(dir);
+  std::string fs;
+  if (const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+    fs = file_system_type(fd);
+    ::close(fd);
+  }
+  return fmt::format("cpu {}; device {} ({}); file system {}", cpu_model(), device_name(number), number,
+                     fs.empty() ? "unknown" : fs);
+}
+
+std::string write_mode_records_path() {
+  std::filesystem::path dir;
+  if (const char* d = std::getenv("CVEST_CACHE_DIR"); d && *d) dir = d;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::filesystem::path(x) / "cvest";
+  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::filesystem::path(h) / ".cache" / "cvest";
+  else dir = std::filesystem::temp_directory_path() / ("cvest-cache-" + std::to_string(::geteuid()));
+  return (dir / "write-modes.json").string();
+}
+
+std::vector<WriteModeRecord> read_write_mode_records(std::string& problem) {
+  problem.clear();
+  const std::string path = write_mode_records_path();
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return {};  // nothing measured yet
+  std::string why;
+  const int fd = open_own_file(path, O_RDONLY, why);
+  if (fd < 0) {
+    problem = path + ": not read (it is " + why + ")";
+    return {};
+  }
+  std::string text;
+  char buffer[1 << 14];
+  for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, std::size_t(got));
+  ::close(fd);
+  std::vector<WriteModeRecord> records;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    for (const auto& r : j.at("records")) {
+      WriteModeRecord rec{r.at("key").get<std::string>(), r.at("date").get<std::string>(), r.at("bytes").get<double>(),
+                          r.at("direct_seconds").get<std::vector<double>>(),
+                          r.at("buffered_seconds").get<std::vector<double>>()};
+      if (rec.direct_s.empty() || rec.buffered_s.empty() || rec.bytes <= 0)
+        throw std::invalid_argument("a record without its passes");
+      records.push_back(std::move(rec));
+    }
+  } catch (const std::exception& e) {
+    problem = path + ": damaged, not used (" + std::string(e.what()).substr(0, 120) +
+              "); run cvest tune again to measure anew";
+    return {};
+  }
+  return records;
+}
+
+std::optional<WriteModeRecord> write_mode_record_for(const std::string& folder, std::string& problem) {
+  const auto records = read_write_mode_records(problem);
+  const std::string key = write_mode_key(folder);
+  for (const auto& r : records)
+    if (r.key == key) return r;
+  return std::nullopt;
+}
+
+void save_write_mode_record(const WriteModeRecord& record) {
+  std::string problem;
+  auto records = read_write_mode_records(problem);  // a damaged file is replaced
+  records.erase(std::remove_if(records.begin(), records.end(), [&](const auto& r) { return r.key == record.key; }),
+                records.end());
+  records.push_back(record);
+  nlohmann::json j;
+  j["records"] = nlohmann::json::array();
+  for (const auto& r : records)
+    j["records"].push_back({{"key", r.key}, {"date", r.date}, {"bytes", r.bytes}, {"direct_seconds", r.direct_s},
+                            {"buffered_seconds", r.buffered_s}, {"direct", r.direct()}});
+  const std::string path = write_mode_records_path();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  write_whole_file(path, j.dump(2) + "\n", "write-mode record");
+}
+
+WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress) {
+  constexpr std::size_t piece = std::size_t(8) << 20;
+  std::unique_ptr<char, AlignedFree> buffer(static_cast<char*>(std::aligned_alloc(direct_alignment, piece)));
+  if (!buffer) throw IoError("cvest tune: cannot allocate an aligned buffer of 8 MiB");
+  for (std::size_t i = 0; i < piece; ++i) buffer.get()[i] = char(i * 131 + 7);  // not zeros: nothing to elide
+  const std::string number = device_number(existing_ancestor(folder).string());
+  WriteModeRecord record{write_mode_key(folder), today(), bytes, {}, {}};
+  for (int r = 0; r < repeats; ++r)
+    for (const bool direct : {r % 2 == 0, r % 2 != 0}) {
+      wait_until_idle(number);
+      const double s = write_pass(folder, bytes, direct, buffer.get(), piece);
+      (direct ? record.direct_s : record.buffered_s).push_back(s);
+      progress << fmt::format("  pass {}/{}: {} {:.2f} s ({:.2f} GB/s)\n", r + 1, repeats,
+                              direct ? "past the page cache" : "through it, then fsync", s, bytes / s / 1e9)
+               << std::flush;
+    }
+  wait_until_idle(number);
+  return record;
+}
+
+}  // namespace cvest::io

@@ -1,0 +1,66 @@
+#pragma once
+// The write mode measured on the machine where it runs, as FFTW keeps its
+// wisdom: `cvest tune` writes the same bytes past the page cache (O_DIRECT)
+// and through it (then one fsync), interleaved, and records the medians and
+// spread per CPU model, device and file system in the user's cache folder;
+// `[output] direct = "auto"` takes the faster where a record matches the
+// output's folder, and says so. A rule measured on one host was a guess on
+// the next (1.6 GB: direct 0.75-0.92 s vs buffered 1.68-2.05 s on one VM,
+// the opposite on another; docs/benchmarks.md).
+#include "core/Names.hpp"
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cvest::io {
+
+struct WriteModeRecord {
+  std::string key;   // write_mode_key: what the measurement holds for
+  std::string date;  // YYYY-MM-DD
+  double bytes = 0;  // written by each pass
+  std::vector<double> direct_s, buffered_s;  // each pass's seconds, until on disk
+  bool direct() const;  // direct's median below the page cache's
+  // "measured on this file system on DATE: past the page cache 0.80 s,
+  // through it 1.90 s per 1.60 GB (medians of 5; 0.75-0.92 and 1.68-2.05)"
+  std::string text() const;
+};
+
+// "cpu MODEL; device NAME (MAJ:MIN); file system TYPE" of the folder's
+// file system on this machine.
+std::string write_mode_key(const std::string& folder);
+
+// Where the records are: $CVEST_CACHE_DIR, else $XDG_CACHE_HOME/cvest, else
+// ~/.cache/cvest; the file write-modes.json.
+std::string write_mode_records_path();
+
+// Every record. A file that cannot be read as records (damaged, not the
+// user's): none, and `problem` says why in one line; no file: none, "".
+std::vector<WriteModeRecord> read_write_mode_records(std::string& problem);
+
+// The record for `folder` on this machine, if any (`problem` as above).
+std::optional<WriteModeRecord> write_mode_record_for(const std::string& folder, std::string& problem);
+
+// Adds `record` (replacing one of its key), the file put in place whole.
+// IoError where it cannot be written.
+void save_write_mode_record(const WriteModeRecord& record);
+
+// Writes `bytes` into a new file in `folder` `repeats` times each way,
+// alternating which goes first, each pass started with the device idle
+// (the last one's file removed, synced, no request in flight); the file is
+// removed at the end. IoError where the folder refuses O_DIRECT (auto writes
+// through the page cache there already) or a write fails.
+WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress);
+
+// What `auto` takes for an output of `bytes` in `folder`: what `cvest tune`
+// measured on this machine's file system there (below), where
+// it has; else (the stated default) direct writes where the output passes
+// the write-back threshold, since below it the page cache takes the whole
+// file without stalling and a final sync wrote it faster than direct writes
+// did on one host (1.6 GB: 1.16 s against 2.09 s; 6.4 GB: direct 6.0-6.5 s
+// against 11.7-14.5 s; docs/benchmarks.md). on and off stay; `because` says
+// why an automatic choice went as it did (empty: the default, direct).
+DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because, const std::string& folder = "");
+
+}  // namespace cvest::io

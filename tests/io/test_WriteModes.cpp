@@ -1,0 +1,90 @@
+// The write mode measured per machine (io/WriteModes.hpp): records written
+// and read back, the one for this folder found and another machine's not,
+// a damaged file refused in one line (auto then takes its stated default),
+// and a small measurement's passes counted and interleaved.
+#include "io/DirectWriter.hpp"
+#include "io/WriteModes.hpp"
+#include "tests/ProcessScratch.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace cvest::io;
+using cvest::DirectWrites;
+namespace fs = std::filesystem;
+
+namespace {
+// Records in a folder of this process's own, as CVEST_CACHE_DIR says.
+struct CacheHere {
+  fs::path dir = cvest::test::process_scratch() / "write-modes";
+  CacheHere() {
+    fs::remove_all(dir);
+    ::setenv("CVEST_CACHE_DIR", dir.c_str(), 1);
+  }
+  ~CacheHere() { ::unsetenv("CVEST_CACHE_DIR"); }
+};
+}  // namespace
+
+TEST_CASE("write-mode records are kept per machine and file system, a damaged file refused", "[io][tune]") {
+  const CacheHere cache;
+  const std::string folder = cvest::test::process_scratch().string();
+  CHECK(write_mode_records_path() == (cache.dir / "write-modes.json").string());
+  std::string problem;
+  CHECK(read_write_mode_records(problem).empty());
+  CHECK(problem.empty());  // nothing measured yet: nothing to say
+
+  const std::string key = write_mode_key(folder);
+  CHECK_THAT(key, Catch::Contains("cpu ") && Catch::Contains("; device ") && Catch::Contains("; file system "));
+  WriteModeRecord other{"cpu elsewhere; device sdz (8:0); file system XFS", "2026-01-01", 1e9, {1, 1, 1}, {2, 2, 2}};
+  save_write_mode_record(other);
+  CHECK_FALSE(write_mode_record_for(folder, problem));  // another machine's: not this folder's
+  std::string because;
+  CHECK(choose_direct(DirectWrites::automatic, 1e6, because, folder) == DirectWrites::off);  // the stated default
+  CHECK_THAT(because, Catch::Contains("write-back threshold"));
+
+  WriteModeRecord buffered{key, "2026-12-03", 1.6e9, {0.9, 0.8, 1.0}, {0.5, 0.6, 0.7}};
+  save_write_mode_record(buffered);
+  const auto found = write_mode_record_for(folder, problem);
+  REQUIRE(found);
+  CHECK(found->direct_s == buffered.direct_s);
+  CHECK_FALSE(found->direct());
+  CHECK(read_write_mode_records(problem).size() == 2);
+  because.clear();
+  CHECK(choose_direct(DirectWrites::automatic, 1e12, because, folder) == DirectWrites::off);  // measured, not sized
+  CHECK_THAT(because, Catch::StartsWith("measured on this file system on 2026-12-03: past the page cache 0.90 s, "
+                                        "through it 0.60 s per 1.60 GB (medians of 3; 0.80-1.00 and 0.50-0.70)"));
+  // Measured again: replaced, not added.
+  WriteModeRecord direct{key, "2026-12-04", 1.6e9, {0.4, 0.5, 0.45}, {0.9, 1.0, 1.1}};
+  save_write_mode_record(direct);
+  CHECK(read_write_mode_records(problem).size() == 2);
+  CHECK(choose_direct(DirectWrites::automatic, 1e3, because, folder) == DirectWrites::automatic);
+  CHECK_THAT(because, Catch::Contains("on 2026-12-04"));
+  CHECK(choose_direct(DirectWrites::off, 1e12, because, folder) == DirectWrites::off);  // the deck's word stands
+
+  std::ofstream(write_mode_records_path()) << R"({"records": [{"key": "x", "date": 3})";
+  CHECK(read_write_mode_records(problem).empty());
+  CHECK_THAT(problem, Catch::Contains("write-modes.json: damaged, not used") && Catch::Contains("cvest tune"));
+  CHECK(problem.find('\n') == std::string::npos);
+  CHECK_FALSE(write_mode_record_for(folder, problem));
+}
+
+TEST_CASE("cvest tune's measurement interleaves both ways and leaves no file", "[io][tune]") {
+  const CacheHere cache;
+  const fs::path folder = cvest::test::process_scratch() / "tune";
+  fs::create_directories(folder);
+  std::ostringstream progress;
+  const WriteModeRecord r = measure_write_modes(folder.string(), 1 << 20, 3, progress);
+  CHECK(r.direct_s.size() == 3);
+  CHECK(r.buffered_s.size() == 3);
+  CHECK(r.bytes == double(1 << 20));
+  CHECK(r.key == write_mode_key(folder.string()));
+  const std::string p = progress.str();
+  // pass 1: direct first; pass 2: buffered first
+  CHECK(p.find("pass 1/3: past") < p.find("pass 1/3: through"));
+  CHECK(p.find("pass 2/3: through") < p.find("pass 2/3: past"));
+  CHECK(fs::is_empty(folder));
+}
