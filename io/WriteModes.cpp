@@ -75,35 +75,40 @@ std::string device_name(const std::string& number) {
   return name;
 }
 
-// Requests in flight on the device (/proc/diskstats, its ninth counter);
-// -1 where it is not listed (no block device: a network or memory file system).
-long in_flight(const std::string& number) {
+// The device's time busy so far (/proc/diskstats, its tenth counter: ms
+// doing I/O, discards included); -1 where it is not listed (no block device:
+// a network or memory file system).
+long busy_ms(const std::string& number) {
   std::ifstream in("/proc/diskstats");
   unsigned maj = 0, min = 0;
   for (std::string line; std::getline(in, line);) {
     std::istringstream words(line);
     std::string name;
-    long counters[9] = {};
+    long counters[10] = {};
     if (!(words >> maj >> min >> name)) continue;
     for (long& c : counters) words >> c;
-    if (fmt::format("{}:{}", maj, min) == number) return counters[8];
+    if (fmt::format("{}:{}", maj, min) == number) return counters[9];
   }
   return -1;
 }
 
-// What a fair pass starts from: nothing of the last one still being written.
+// What a fair pass starts from: nothing of the last one still being written
+// or trimmed (a file just removed has its blocks discarded for seconds after,
+// with no request counted in flight): synced, then the device's busy time
+// unchanged for half a second (at most 30 s).
 void wait_until_idle(const std::string& number) {
   ::sync();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  int quiet = 0;
-  while (quiet < 5 && std::chrono::steady_clock::now() < until) {
-    const long n = in_flight(number);
-    if (n < 0) {  // not a block device: a pause instead
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      return;
-    }
-    quiet = n == 0 ? quiet + 1 : 0;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  long last = busy_ms(number);
+  if (last < 0) {  // not a block device: a pause instead
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    return;
+  }
+  while (std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const long now = busy_ms(number);
+    if (now == last) return;
+    last = now;
   }
 }
 
