@@ -122,17 +122,26 @@ std::string info_command() {
 }
 
 void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& out_text) {
-  const double bytes = double(parse_bytes(args.size));
-  if (bytes < double(io::direct_alignment) || args.repeats < 1)
-    throw std::invalid_argument("cvest tune needs --size of at least 4 KiB and --repeats >= 1");
+  // Whole pages: O_DIRECT writes nothing else (1GB is not a multiple of 4096).
+  const std::size_t asked = parse_bytes(args.size);
+  const double bytes = double(asked / io::direct_alignment * io::direct_alignment);
+  if (bytes < double(std::size_t(1) << 20) || args.repeats < 1)
+    throw std::invalid_argument("cvest tune needs --size of at least 1 MiB and --repeats >= 1");
+  const int repeats = args.repeats + args.repeats % 2;
+  if (repeats != args.repeats)
+    fmt::print(progress, "cvest tune: {} passes each way, not {}: an even count has each way follow each equally often "
+                         "(a pass after the other kind measured 4x slower here)\n", repeats, args.repeats);
+  if (double(asked) != bytes)
+    fmt::print(progress, "cvest tune: {} bytes rounded down to {:.0f}, a multiple of 4096 (O_DIRECT's unit)\n", asked,
+               bytes);
   if (!std::filesystem::is_directory(args.folder))
     throw InputError(args.folder + ": not a folder (cvest tune measures writes to a new file in it)");
   if (const double free = io::free_space(args.folder); free > 0 && free < 2 * bytes)
     throw IoError(fmt::format("{}: {:.2f} GB free, and cvest tune writes {:.2f} GB at a time; pass a smaller --size",
                               args.folder, free / 1e9, bytes / 1e9));
   fmt::print(progress, "cvest tune: {} x {:.2f} GB each way in {} ({}), interleaved, the device idle before each\n",
-             args.repeats, bytes / 1e9, args.folder, io::write_mode_key(args.folder));
-  const io::WriteModeRecord record = io::measure_write_modes(args.folder, bytes, args.repeats, progress);
+             repeats, bytes / 1e9, args.folder, io::write_mode_key(args.folder));
+  const io::WriteModeRecord record = io::measure_write_modes(args.folder, bytes, repeats, progress);
   io::save_write_mode_record(record);
   fmt::print(out_text, "{}: [output] direct = \"auto\" now writes {} there\n{}\nrecorded in {}\n", args.folder,
              record.direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.text(),

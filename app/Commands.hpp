@@ -75,7 +75,7 @@ std::string info_command();
 struct TuneArgs {
   std::string folder = ".";
   std::string size = "1600MB";  // written by each pass
-  int repeats = 5;              // passes each way
+  int repeats = 6;              // passes each way (even: each way follows each equally often)
 };
 // Measures writing past the page cache and through it in `folder`
 // (io/WriteModes.hpp), records the result for [output] direct = "auto" and

@@ -248,7 +248,9 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       discard_temp();
       throw;
     }
-    journal_guard_->keep_on_terminate_as_record(journal_->header_bytes());
+    // Over several ranks the others' journals may hold blocks while this
+    // one holds none (their slots are in their processes): kept once it exists.
+    journal_guard_->keep_on_terminate_as_record(spec.ranks > 1 ? 0 : journal_->header_bytes());
     stop_if_injected("output.journal_made");
     if (adopted) clean_up_after_killed_runs(spec.path);  // the old journals, now that this one holds their blocks
   }

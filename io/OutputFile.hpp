@@ -36,6 +36,7 @@ struct OutputSpec {
   Fingerprint fingerprint;
   bool resume = true;
   int rank = 0;  // whose journal: `.journal-RANK` beside the temporary file
+  int ranks = 1;  // how many write it (rank 0 cannot see the others' journals fill)
   // What commit writes as the cube's attributes: with the fingerprint and the
   // storage, what a sealed output must have been written with to be taken
   // over (it is put in place as it is).

@@ -48,7 +48,8 @@ void save_write_mode_record(const WriteModeRecord& record);
 
 // Writes `bytes` into a new file in `folder` `repeats` times each way,
 // alternating which goes first, each pass started with the device idle
-// (the last one's file removed, synced, no request in flight); the file is
+// (the last one's file removed, synced, the device's busy time unchanged
+// for half a second; a file system without a block device: a pause); the file is
 // removed at the end. IoError where the folder refuses O_DIRECT (auto writes
 // through the page cache there already) or a write fails.
 WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress);

@@ -174,6 +174,7 @@ io::OutputSpec output_spec(const Deck& deck, const RunPlan& plan, Index chunk_id
                              to_string(plan.precision), chunk_ids)}};
   out.resume = deck.output.resume;
   out.rank = ranks.rank();
+  out.ranks = ranks.size();
   return out;
 }
 

@@ -255,7 +255,8 @@ with tempfile.TemporaryDirectory() as tmp:
             if p is None:
                 continue
             resumed = re.search(r"resuming .*?: (\d+) blocks", p.stderr)
-            check(p.returncode == 0 and resumed is not None and int(resumed.group(1)) >= 12,
+            check(p.returncode == 0 and resumed is not None and killed is not None
+                  and int(resumed.group(1)) >= int(killed.group(1)),
                   f"resume: mpiexec -n {ranks} resumes the blocks on disk "
                   f"({resumed.group(1) + ' blocks' if resumed else 'not said: ' + p.stderr.strip()[-200:]})")
             # The data bit for bit (the file's own layout may differ: its

@@ -4,7 +4,9 @@
 // and a small measurement's passes counted and interleaved.
 #include "io/DirectWriter.hpp"
 #include "io/WriteModes.hpp"
+#include "core/Errors.hpp"
 #include "tests/ProcessScratch.hpp"
+#include "tests/Skip.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,11 +23,19 @@ namespace {
 // Records in a folder of this process's own, as CVEST_CACHE_DIR says.
 struct CacheHere {
   fs::path dir = cvest::test::process_scratch() / "write-modes";
+  std::string before;
+  bool had = false;
   CacheHere() {
+    if (const char* b = std::getenv("CVEST_CACHE_DIR")) before = b, had = true;
     fs::remove_all(dir);
     ::setenv("CVEST_CACHE_DIR", dir.c_str(), 1);
+    ::setenv("CVEST_TUNE_NO_WAIT", "1", 1);  // the passes' shapes, not their timings
   }
-  ~CacheHere() { ::unsetenv("CVEST_CACHE_DIR"); }
+  ~CacheHere() {
+    if (had) ::setenv("CVEST_CACHE_DIR", before.c_str(), 1);
+    else ::unsetenv("CVEST_CACHE_DIR");
+    ::unsetenv("CVEST_TUNE_NO_WAIT");
+  }
 };
 }  // namespace
 
@@ -77,7 +87,13 @@ TEST_CASE("cvest tune's measurement interleaves both ways and leaves no file", "
   const fs::path folder = cvest::test::process_scratch() / "tune";
   fs::create_directories(folder);
   std::ostringstream progress;
-  const WriteModeRecord r = measure_write_modes(folder.string(), 1 << 20, 3, progress);
+  WriteModeRecord r;
+  try {
+    r = measure_write_modes(folder.string(), 1 << 20, 3, progress);
+  } catch (const cvest::IoError& e) {
+    if (std::string(e.what()).find("refuses O_DIRECT") == std::string::npos) throw;
+    return cvest::test::skip_part("the scratch folder's file system refuses O_DIRECT");
+  }
   CHECK(r.direct_s.size() == 3);
   CHECK(r.buffered_s.size() == 3);
   CHECK(r.bytes == double(1 << 20));
