@@ -24,6 +24,7 @@ struct Record {
   std::int64_t t0, t1, i0, i1;
   std::uint64_t check;
 };
+static_assert(sizeof(Record) == Journal::record_bytes);
 
 std::uint64_t checksum(const Record& r) {
   std::uint64_t h = 0x9e3779b97f4a7c15ull;  // FNV-style mix of the four fields

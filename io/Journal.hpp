@@ -57,8 +57,9 @@ class Journal {
   void close();
   // How many batches were synced (a report says so).
   int syncs() const { return syncs_; }
-  // Its header's size: a journal no larger records no block.
+  // Its header's size: a journal smaller than it plus one record records no block.
   long long header_bytes() const { return header_bytes_; }
+  static constexpr long long record_bytes = 40;  // one block's record
 
   // The blocks the journal at `path` records as on disk, where its
   // fingerprint is `fingerprint` and it names the file at `data_path`;

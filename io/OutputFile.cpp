@@ -250,7 +250,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     }
     // Over several ranks the others' journals may hold blocks while this
     // one holds none (their slots are in their processes): kept once it exists.
-    journal_guard_->keep_on_terminate_as_record(spec.ranks > 1 ? 0 : journal_->header_bytes());
+    journal_guard_->keep_on_terminate_as_record(spec.ranks > 1 ? 0 : journal_->header_bytes() + Journal::record_bytes - 1);
     stop_if_injected("output.journal_made");
     if (adopted) clean_up_after_killed_runs(spec.path);  // the old journals, now that this one holds their blocks
   }
@@ -495,7 +495,7 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
       journal_guard_->keep_on_terminate_as_record(LLONG_MAX);  // a record once it holds a block
       journal_ = std::make_unique<Journal>(journal_path(output_temp, spec.rank), output_temp, spec.fingerprint,
                                            std::vector<Block>{}, journal_batch_bytes());
-      journal_guard_->keep_on_terminate_as_record(journal_->header_bytes());
+      journal_guard_->keep_on_terminate_as_record(journal_->header_bytes() + Journal::record_bytes - 1);
     }
     return;
   }

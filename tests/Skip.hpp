@@ -1,9 +1,9 @@
 #pragma once
 // A case, or a part of it, that cannot check here what it names (no
 // per-thread space in this build, not root, under a sanitizer): ctest shows
-// the whole case as not run, never as passed (SKIP_REGULAR_EXPRESSION on the
-// line printed when the case ends, tests/CMakeLists.txt). A case that failed
-// an assertion prints no such line, so its failure is what ctest shows.
+// the whole case as not run, never as passed (the process exits 77, ctest's
+// SKIP_RETURN_CODE, tests/CMakeLists.txt). A case that failed an assertion
+// does not, so its failure is what ctest shows.
 #include <catch2/catch.hpp>
 
 #include <string>
