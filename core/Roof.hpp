@@ -3,6 +3,7 @@
 // kernels they judge: copy with regular stores, copy with streaming stores,
 // and STREAM's triad. Each call times one fenced pass over `n` elements.
 #include "core/FlatRun.hpp"
+#include "core/Median.hpp"
 #include "core/Policies.hpp"
 #include "core/StreamingStores.hpp"
 #include "core/Types.hpp"
@@ -17,14 +18,7 @@
 
 namespace cvest::roof {
 
-// The median of repeated timings or ratios (the mean of the middle two for
-// an even count; 0 for none).
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using cvest::median;  // core/Median.hpp
 
 template <class Scalar, class MemSpace>
 using Flat = Kokkos::View<Scalar*, MemSpace>;

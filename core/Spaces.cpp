@@ -14,8 +14,6 @@
 
 namespace cvest {
 
-namespace {
-
 std::string cpu_model() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);)
@@ -26,6 +24,8 @@ std::string cpu_model() {
     }
   return "";
 }
+
+namespace {
 
 std::string gpu_description() {
 #ifdef KOKKOS_ENABLE_CUDA

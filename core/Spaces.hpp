@@ -39,6 +39,9 @@ struct BuildFacts {
 
 BuildFacts build_facts();  // needs Kokkos initialised
 
+// The CPU model from /proc/cpuinfo ("" where unknown).
+std::string cpu_model();
+
 // Asks Linux for transparent huge pages over a large host array not yet
 // touched (madvise MADV_HUGEPAGE; the kernel's default mode, "madvise",
 // gives them only where asked). NumPy asks for its large arrays, so without

@@ -61,6 +61,32 @@ void sync_or_throw(int fd, const std::string& path) {
   if (::fdatasync(fd) != 0) throw IoError(path + ": sync failed: " + std::strerror(errno));
 }
 
+// Writes `text` to PATH.new (created exclusively, never through a link;
+// removed by a signal meanwhile), syncs it, moves it onto the free name
+// `path` and syncs the folder: the file is either absent or complete.
+// Returns its descriptor, at the text's end; IoError naming `what` ("the
+// resume journal", "the output's seal"), nothing left behind.
+int create_whole(const std::string& path, const std::string& text, const std::string& what) {
+  const std::string temp = path + ".new";
+  const TempFileGuard guard(temp);
+  const int fd = create_exclusive(temp, O_WRONLY);
+  if (fd < 0) throw IoError(path + ": cannot create " + what + " " + temp + ": " + std::strerror(errno));
+  bool renamed = false;
+  try {
+    write_all(fd, text.data(), text.size(), path);
+    sync_or_throw(fd, path);
+    if (!rename_without_replacing(temp, path))
+      throw IoError(path + ": cannot move " + what + " into place: " + std::strerror(errno));
+    renamed = true;
+    sync_folder(output_dir(path).string(), path);
+  } catch (...) {
+    ::close(fd);
+    ::unlink((renamed ? path : temp).c_str());
+    throw;
+  }
+  return fd;
+}
+
 }  // namespace
 
 Journal::Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
@@ -76,36 +102,20 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
   }
   Fingerprint named = fingerprint;
   named[temporary_field] = identity_of(data);
-  // Written whole to a new name, synced, moved into place: a journal is
-  // either absent or complete. Both names are new (the temporary file's own
-  // is random): one taken is refused, never followed or replaced.
-  const std::string temp = path + ".new";
-  const TempFileGuard guard(temp);  // a signal meanwhile removes it (the journal is not there yet)
-  fd_ = create_exclusive(temp, O_WRONLY);
-  if (fd_ < 0) {
-    const int error = errno;
-    ::close(data_fd_);
-    throw IoError(path + ": cannot create the resume journal " + temp + ": " + std::strerror(error));
+  // Written whole (create_whole): its header, then the blocks it takes
+  // over. Both names are new (the temporary file's own is random): one
+  // taken is refused, never followed or replaced.
+  std::string text = header(named);
+  header_bytes_ = static_cast<long long>(text.size());
+  for (const Block& b : done) {
+    Record r{b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, 0};
+    r.check = checksum(r);
+    text.append(reinterpret_cast<const char*>(&r), sizeof r);
   }
-  bool renamed = false;
   try {
-    const std::string text = header(named);
-    header_bytes_ = static_cast<long long>(text.size());
-    write_all(fd_, text.data(), text.size(), path);
-    for (const Block& b : done) {
-      Record r{b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, 0};
-      r.check = checksum(r);
-      write_all(fd_, &r, sizeof r, path);
-    }
-    sync_or_throw(fd_, path);
-    if (!rename_without_replacing(temp, path))
-      throw IoError(path + ": cannot move the resume journal into place: " + std::strerror(errno));
-    renamed = true;
-    sync_folder(output_dir(path).string(), path);
+    fd_ = create_whole(path, text, "the resume journal");
   } catch (...) {
-    ::close(fd_);
     ::close(data_fd_);
-    ::unlink((renamed ? path : temp).c_str());
     throw;
   }
   // Records are appended through the same descriptor, now at the header's end.
@@ -218,27 +228,9 @@ void Journal::seal(const std::string& path, const std::string& data_path, const 
   if (!ok) throw IoError(path + ": cannot seal " + data_path + ": it is " + (why.empty() ? "unreadable" : why));
   // Whole or not at all, as a journal: a seal cut short by a signal would
   // claim a file the next run cannot take.
-  const std::string temp = path + ".new";
-  const TempFileGuard guard(temp);
-  const int fd = create_exclusive(temp, O_WRONLY);
-  if (fd < 0) throw IoError(path + ": cannot create the output's seal " + temp + ": " + std::strerror(errno));
-  bool renamed = false;
-  try {
-    Fingerprint named = sealed_state(fingerprint);
-    named[temporary_field] = identity_of(data);  // as a journal names its file
-    const std::string text = header(named);
-    write_all(fd, text.data(), text.size(), path);
-    sync_or_throw(fd, path);
-    if (!rename_without_replacing(temp, path))
-      throw IoError(path + ": cannot move the output's seal into place: " + std::strerror(errno));
-    renamed = true;
-    sync_folder(output_dir(path).string(), path);
-  } catch (...) {
-    ::close(fd);
-    ::unlink((renamed ? path : temp).c_str());
-    throw;
-  }
-  ::close(fd);
+  Fingerprint named = sealed_state(fingerprint);
+  named[temporary_field] = identity_of(data);  // as a journal names its file
+  ::close(create_whole(path, header(named), "the output's seal"));
 }
 
 bool Journal::sealed(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,

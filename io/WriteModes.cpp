@@ -1,6 +1,8 @@
 #include "io/WriteModes.hpp"
 
 #include "core/Errors.hpp"
+#include "core/Median.hpp"
+#include "core/Spaces.hpp"
 #include "io/DirectWriter.hpp"
 #include "io/Disk.hpp"
 #include "io/Faults.hpp"
@@ -32,26 +34,12 @@ namespace cvest::io {
 
 namespace {
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
-
 std::string first_line_of(const std::string& path) {
   std::ifstream in(path);
   std::string line;
   std::getline(in, line);
   while (!line.empty() && (line.back() == ' ' || line.back() == '\n')) line.pop_back();
   return line;
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
-      return line.substr(line.find(':') + 2);
-  return "unknown";
 }
 
 // The block device's /sys/dev/block entry of a folder's file system (its
@@ -168,7 +156,7 @@ double write_pass(const std::string& folder, double bytes, bool direct, const ch
 
 }  // namespace
 
-bool WriteModeRecord::direct() const { return median_of(direct_s) < median_of(buffered_s); }
+bool WriteModeRecord::direct() const { return median(direct_s) < median(buffered_s); }
 
 std::string WriteModeRecord::text() const {
   const auto range = [](const std::vector<double>& v) {
@@ -178,7 +166,7 @@ std::string WriteModeRecord::text() const {
   };
   return fmt::format("measured on this file system on {}: past the page cache {:.2f} s, through it {:.2f} s per "
                      "{:.2f} GB (medians of {}; {} and {})",
-                     date, median_of(direct_s), median_of(buffered_s), bytes / 1e9, direct_s.size(), range(direct_s),
+                     date, median(direct_s), median(buffered_s), bytes / 1e9, direct_s.size(), range(direct_s),
                      range(buffered_s));
 }
 
@@ -211,7 +199,8 @@ std::string write_mode_key(const std::string& folder) {
     fs = file_system_type(fd);
     ::close(fd);
   }
-  return fmt::format("cpu {}; device {} ({}); file system {}", cpu_model(), device_name(number), number,
+  const std::string cpu = cpu_model();
+  return fmt::format("cpu {}; device {} ({}); file system {}", cpu.empty() ? "unknown" : cpu, device_name(number), number,
                      fs.empty() ? "unknown" : fs);
 }
 
