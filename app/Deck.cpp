@@ -297,14 +297,21 @@ GenerateSpec read_generate(const Reader& r, const toml::node& n) {
   return spec;
 }
 
+// true, false, or "auto".
+DirectMode read_direct(const Reader& r, const toml::node& n, const std::string& key) {
+  if (n.is_boolean()) return r.boolean(n, key) ? DirectMode::on : DirectMode::off;
+  return r.checked(key, [&] { return direct_mode_from_name(r.string(n, key)); });
+}
+
 void read_input(const Reader& r, const toml::table* input, Deck::Input& deck) {
   if (!input) r.fail("[input]", "is missing (it names the input file)");
-  r.known_keys(*input, "[input]", {"file", "multby", "discount", "generate"});
+  r.known_keys(*input, "[input]", {"file", "multby", "discount", "generate", "direct"});
   if (const auto* n = input->get("file")) deck.file = r.path(*n, "[input] file");
   else r.fail("[input] file", "is missing");
   if (const auto* n = input->get("multby")) deck.multby = r.string(*n, "[input] multby");
   if (const auto* n = input->get("discount")) deck.discount = r.string(*n, "[input] discount");
   if (const auto* n = input->get("generate")) deck.generate = read_generate(r, *n);
+  if (const auto* n = input->get("direct")) deck.direct = read_direct(r, *n, "[input] direct");
 }
 
 void read_output(const Reader& r, const toml::table* output, Deck::Output& deck) {
@@ -326,10 +333,7 @@ void read_output(const Reader& r, const toml::table* output, Deck::Output& deck)
     if (deck.gzip_level > 9) r.fail("[output] gzip_level", "must be 1..9");
   }
   if (const auto* n = output->get("chunk")) deck.chunk_ids = r.integer(*n, "[output] chunk", 1);
-  if (const auto* n = output->get("direct")) {  // true, false, or "auto"
-    if (n->is_boolean()) deck.direct = r.boolean(*n, "[output] direct") ? DirectWrites::on : DirectWrites::off;
-    else deck.direct = r.checked("[output] direct", [&] { return direct_writes_from_name(r.string(*n, "[output] direct")); });
-  }
+  if (const auto* n = output->get("direct")) deck.direct = read_direct(r, *n, "[output] direct");
 }
 
 // Bytes as an integer or a size ("2GiB").

@@ -20,6 +20,8 @@ struct Deck {
     std::string multby = "multBy";
     std::string discount = "discount";
     std::optional<GenerateSpec> generate;  // create `file` when it is missing
+    // Input bytes the page cache does not hold read past it (io/DirectReader.hpp).
+    DirectMode direct = DirectMode::automatic;
   } input;
   struct Output {
     std::string file;
@@ -32,8 +34,8 @@ struct Deck {
     // a kill continues (io/Journal.hpp); resume = false starts over instead.
     bool journal = true;
     bool resume = true;
-    // Uncompressed output's data past the page cache (io/DirectWrites.hpp).
-    DirectWrites direct = DirectWrites::automatic;
+    // Uncompressed output's data past the page cache (io/DirectWriter.hpp).
+    DirectMode direct = DirectMode::automatic;
   } output;
   struct Run {
     std::vector<Strategy> strategies{Strategy::flat};

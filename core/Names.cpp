@@ -56,19 +56,19 @@ Compression compression_from_name(std::string_view name) {
   throw std::invalid_argument("unknown compression '" + std::string(name) + "'; valid: none, gzip, lzf");
 }
 
-std::string_view to_string(DirectWrites direct) {
+std::string_view to_string(DirectMode direct) {
   switch (direct) {
-    case DirectWrites::automatic: return "auto";
-    case DirectWrites::on: return "true";
-    case DirectWrites::off: return "false";
+    case DirectMode::automatic: return "auto";
+    case DirectMode::on: return "true";
+    case DirectMode::off: return "false";
   }
   return "?";
 }
 
-DirectWrites direct_writes_from_name(std::string_view name) {
-  if (name == "auto") return DirectWrites::automatic;
-  if (name == "true") return DirectWrites::on;
-  if (name == "false") return DirectWrites::off;
+DirectMode direct_mode_from_name(std::string_view name) {
+  if (name == "auto") return DirectMode::automatic;
+  if (name == "true") return DirectMode::on;
+  if (name == "false") return DirectMode::off;
   throw std::invalid_argument("unknown direct '" + std::string(name) + "'; valid: auto, true, false");
 }
 

@@ -24,7 +24,7 @@ enum class Compression { none, gzip, lzf };
 // (O_DIRECT) where the file system allows it, falling back to the page cache
 // where it does not ("auto"); always past it, else an error ("true"); always
 // through it ("false").
-enum class DirectWrites { automatic, on, off };
+enum class DirectMode { automatic, on, off };
 // Which path reads a dataset (io::CubeStorage): pread straight into the
 // block, decoding whole chunks on cvest's threads, HDF5's H5Dread, or none
 // (HDF5 lacks a filter the data needs).
@@ -45,8 +45,8 @@ std::string_view to_string(PipelineKind kind);
 PipelineKind pipeline_from_name(std::string_view name);  // throws std::invalid_argument
 std::string_view to_string(Compression compression);
 Compression compression_from_name(std::string_view name);  // throws std::invalid_argument
-std::string_view to_string(DirectWrites direct);                // "auto", "true", "false"
-DirectWrites direct_writes_from_name(std::string_view name);    // throws std::invalid_argument
+std::string_view to_string(DirectMode direct);                // "auto", "true", "false"
+DirectMode direct_mode_from_name(std::string_view name);    // throws std::invalid_argument
 std::string_view to_string(ReadBy read_by);                     // "pread", "decode", "hdf5", "none"
 std::string_view to_string(StorageLayout layout);               // "contiguous", ..., "virtual", "external"
 

@@ -102,19 +102,6 @@ bool for_each_chunk_piece(const Block& b, Index chunk_ids, Op&& op) {
   return true;
 }
 
-// Reads `bytes` at offset `at` of `fd` (the file `shown`), retrying short reads.
-void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::string& shown) {
-  auto* out = static_cast<char*>(buffer);
-  for (std::size_t done = 0; done < bytes;) {
-    const ssize_t got = ::pread(fd, out + done, bytes - done, at + off_t(done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0)
-      throw IoError(shown + ": read at byte " + std::to_string(at + off_t(done)) + " failed: " +
-                    (got == 0 ? std::string("file is truncated") : std::string(std::strerror(errno))));
-    done += std::size_t(got);
-  }
-}
-
 // The bytes of `ds` as cvest's own threads reach them. Through an external
 // link a dataset lives in another file than the one the caller opened, so the
 // descriptor is a fresh one for the file HDF5 holds it in; and a user block
@@ -247,6 +234,18 @@ void check_chunk_record(const Where& where, haddr_t addr, hsize_t stored, std::u
 
 }  // namespace
 
+void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::string& shown) {
+  auto* out = static_cast<char*>(buffer);
+  for (std::size_t done = 0; done < bytes;) {
+    const ssize_t got = ::pread(fd, out + done, bytes - done, at + off_t(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw IoError(shown + ": read at byte " + std::to_string(at + off_t(done)) + " failed: " +
+                    (got == 0 ? std::string("file is truncated") : std::string(std::strerror(errno))));
+    done += std::size_t(got);
+  }
+}
+
 std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {
   return (std::size_t((t - b.dates.begin) * b.ids.size()) + std::size_t(i - b.ids.begin)) * row;
 }
@@ -254,7 +253,7 @@ std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {
 // --- raw access -----------------------------------------------------------------
 
 std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
-                                       Index N, Index K, DirectWrites direct, const std::string& off_because,
+                                       Index N, Index K, DirectMode direct, const std::string& off_because,
                                        std::size_t direct_memory) {
   Datatype type(H5Dget_type(ds.get()));
   if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
@@ -293,17 +292,20 @@ std::unique_ptr<RawCube> RawCube::open(const Dataset& ds, const std::string& sho
   if (!writable) raw->input_bytes_ = bytes.size;
   if (!writable) ::posix_fadvise(raw->fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
   if (writable) raw->direct_ = std::make_unique<DirectWriter>(raw->fd_, direct, shown, off_because, direct_memory);
+  else raw->reader_ = std::make_unique<DirectReader>(raw->fd_, direct, shown, off_because);
   return raw;
 }
 
 RawCube::~RawCube() {
   direct_.reset();
+  reader_.reset();
   if (fd_ >= 0) ::close(fd_);
 }
 
 void RawCube::close() {
   if (fd_ < 0) return;
   direct_.reset();
+  reader_.reset();
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) throw IoError(path_ + ": write failed: " + std::strerror(errno));
@@ -337,7 +339,7 @@ std::vector<std::uint64_t> RawCube::placement() const {
 
 std::unique_ptr<RawCube> RawCube::open_placed(const std::string& path, const std::string& shown,
                                               const std::vector<std::uint64_t>& p, bool writable,
-                                              DirectWrites direct, const std::string& off_because,
+                                              DirectMode direct, const std::string& off_because,
                                               std::size_t direct_memory) {
   if (p.size() < 7) throw std::logic_error("cvest: a cube placement of fewer than 7 fields");
   std::unique_ptr<RawCube> raw(new RawCube);
@@ -359,6 +361,7 @@ std::unique_ptr<RawCube> RawCube::open_placed(const std::string& path, const std
   raw->fd_ = open_own_file(path, writable ? O_WRONLY : O_RDONLY, why);
   if (raw->fd_ < 0) throw IoError(shown + ": cannot open " + path + ": it is " + why);
   if (writable) raw->direct_ = std::make_unique<DirectWriter>(raw->fd_, direct, shown, off_because, direct_memory);
+  else raw->reader_ = std::make_unique<DirectReader>(raw->fd_, direct, shown, off_because);
   return raw;
 }
 
@@ -398,7 +401,10 @@ bool RawCube::for_each_run(const Block& b, Op&& op) const {
 
 bool RawCube::read(const Block& b, void* buffer) const {
   auto* out = static_cast<char*>(buffer);
-  return for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t into) { read_at(fd_, out + into, bytes, at, path_); });
+  return for_each_run(b, [&](off_t at, std::size_t bytes, std::size_t into) {
+    if (reader_) reader_->read(out + into, bytes, at);
+    else read_at(fd_, out + into, bytes, at, path_);
+  });
 }
 
 void RawCube::write(const Block& b, const void* buffer) const {
@@ -629,7 +635,7 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
 }
 
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
-                       std::size_t scratch_bytes)
+                       std::size_t scratch_bytes, DirectMode reads, const std::string& reads_because)
     : ds_(ds), path_(path), name_(name), K_(K) {
   Dataspace space(H5Dget_space(ds.get()));
   rank_ = H5Sget_simple_extent_ndims(space.get());
@@ -649,7 +655,7 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
   }
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
-    raw_[k] = RawCube::open(ds, path + ": dataset '" + name + "'", native_type(p), false, N, K);
+    raw_[k] = RawCube::open(ds, path + ": dataset '" + name + "'", native_type(p), false, N, K, reads, reads_because);
     if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path + ": dataset '" + name + "'", native_type(p), K);
     // Three buffers per decoding thread: the host threads, and as many
     // again in the team of the overlapped pipeline's reader. Over that share
@@ -707,6 +713,13 @@ std::string to_text(const CubeStorage& st) {
     case ReadBy::none: break;
   }
   return text + "; unreadable here: HDF5 lacks " + st.unreadable;
+}
+
+std::string CubeReader::reads_text(Precision precision) const {
+  const int k = precision == Precision::f64 ? 0 : 1;
+  if (raw_[k]) return raw_[k]->reader()->text();
+  if (chunked_[k]) return "through the page cache (chunks decoded by cvest's threads)";
+  return "through the page cache, by HDF5";
 }
 
 void CubeReader::read(const Block& b, Precision precision, void* buffer) const {

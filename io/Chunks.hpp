@@ -5,6 +5,7 @@
 // that applies (CubeReader), falling back to HDF5's H5Dread.
 #include "core/Names.hpp"
 #include "core/Plan.hpp"
+#include "io/DirectReader.hpp"
 #include "io/DirectWriter.hpp"
 #include "io/Hdf5.hpp"
 
@@ -29,9 +30,11 @@ class RawCube {
   // link, not the one the caller opened); `shown` names it in messages (the
   // final output name rather than its temporary file).
   // A writable cube's data goes past the page cache as `direct` says
-  // (io/DirectWriter.hpp; `off_because`: why not, when off).
+  // (io/DirectWriter.hpp; `off_because`: why not, when off); a read-only
+  // cube's is read past it as `direct` says (io/DirectReader.hpp; `off_because`:
+  // why the mode is what it is).
   static std::unique_ptr<RawCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, bool writable,
-                                       Index N, Index K, DirectWrites direct = DirectWrites::off,
+                                       Index N, Index K, DirectMode direct = DirectMode::off,
                                        const std::string& off_because = "",
                                        std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20));
   ~RawCube();
@@ -54,11 +57,13 @@ class RawCube {
   void close();
   static std::unique_ptr<RawCube> open_placed(const std::string& path, const std::string& shown,
                                               const std::vector<std::uint64_t>& placement, bool writable,
-                                              DirectWrites direct = DirectWrites::off,
+                                              DirectMode direct = DirectMode::off,
                                               const std::string& off_because = "",
                                               std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20));
   // How a writable cube's data reached the file (DirectWriter::text).
   const DirectWriter* writer() const { return direct_.get(); }
+  // How a read-only cube's data was read (DirectReader::text); nullptr for a writable one.
+  const DirectReader* reader() const { return reader_.get(); }
 
  private:
   RawCube() = default;
@@ -68,6 +73,7 @@ class RawCube {
   std::string path_;
   int fd_ = -1;
   std::unique_ptr<DirectWriter> direct_;  // a writable cube's
+  std::unique_ptr<DirectReader> reader_;  // a read-only cube's
   Index N_ = 0, K_ = 0, chunk_ids_ = 0;
   std::size_t es_ = 8;
   haddr_t contiguous_base_ = HADDR_UNDEF;
@@ -165,8 +171,11 @@ class CubeReader {
   // `scratch_bytes`: what decoding may hold (three chunk-sized buffers per
   // decoding thread, in place of HDF5's chunk cache); larger chunks go
   // through H5Dread.
+  // `reads`: whether bytes read with pread go past the page cache
+  // (io/DirectReader.hpp; `reads_because` says why, for reads_text).
   CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
-             std::size_t scratch_bytes = std::size_t(64) << 20);
+             std::size_t scratch_bytes = std::size_t(64) << 20, DirectMode reads = DirectMode::off,
+             const std::string& reads_because = "");
   // IoError naming the chunk where the chunk index records a chunk outside
   // the file (or, unfiltered, of the wrong size): checked before HDF5 reads
   // chunks, which HDF5 1.10.8 does not (it crashed on such a file).
@@ -175,6 +184,8 @@ class CubeReader {
   // reads otherwise (any block shape is then as good as another).
   std::array<Index, 2> decoded_chunk() const;
   CubeStorage storage(Precision precision) const;
+  // How its bytes were read: DirectReader::text, or the page cache's path.
+  std::string reads_text(Precision precision) const;
 
  private:
   const Dataset& ds_;
@@ -201,6 +212,9 @@ inline constexpr H5Z_filter_t h5py_lzf_filter = 32000;
 // "deflate (libdeflate 1.14), lzf (liblzf 1.5), shuffle".
 std::string decoders_text();
 
+// pread of all `bytes` at `at` of `fd`, retried where interrupted or short;
+// IoError naming `shown` (a file that ends first: "file is truncated").
+void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::string& shown);
 // pwrite of all `bytes` at `at`, retried where interrupted or short; IoError
 // naming `shown` (ENOSPC said as a full disk). The output's writes, where
 // CVEST_FAULT's write and write_eio points fail them (io/Faults.hpp).

@@ -90,11 +90,11 @@ double writeback_threshold_bytes() {
 }
 
 
-DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because,
+DirectWriter::DirectWriter(int fd, DirectMode mode, const std::string& shown, const std::string& off_because,
                            std::size_t memory)
     : fd_(fd), mode_(mode), shown_(shown), copy_bytes_(direct_copy_bytes(memory)) {
-  if (mode == DirectWrites::automatic) chosen_because_ = off_because;
-  if (mode == DirectWrites::off) {
+  if (mode == DirectMode::automatic) chosen_because_ = off_because;
+  if (mode == DirectMode::off) {
     why_buffered_ = off_because.empty() ? "[output] direct = false" : off_because;
     return;
   }
@@ -105,7 +105,7 @@ DirectWriter::DirectWriter(int fd, DirectWrites mode, const std::string& shown, 
   const int error = errno;
   why_buffered_ = error == EINVAL ? file_system_of(fd) + " refuses O_DIRECT"
                                   : std::string("cannot open it with O_DIRECT: ") + std::strerror(error);
-  if (mode == DirectWrites::on)
+  if (mode == DirectMode::on)
     throw IoError(shown + ": [output] direct = true, but " + why_buffered_ +
                   "; set direct = \"auto\" (the default) to write through the page cache there");
 }
@@ -258,7 +258,7 @@ void DirectWriter::write_direct_lane(const char* in, std::size_t bytes, off_t at
 }
 
 void DirectWriter::refuse(const std::string& why) {
-  if (mode_ == DirectWrites::on) throw IoError(shown_ + ": [output] direct = true, but " + why);
+  if (mode_ == DirectMode::on) throw IoError(shown_ + ": [output] direct = true, but " + why);
   const std::lock_guard lock(why_m_);
   if (!refused_.exchange(true)) why_buffered_ = why;
 }

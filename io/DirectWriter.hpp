@@ -58,7 +58,7 @@ class DirectWriter {
   // buffered (why_buffered says why). on: IoError where it refuses.
   // `off_because`: why it is off (empty: the deck's direct = false).
   // `memory`: what its aligned copies may take in all (direct_write_memory).
-  DirectWriter(int fd, DirectWrites mode, const std::string& shown, const std::string& off_because = "",
+  DirectWriter(int fd, DirectMode mode, const std::string& shown, const std::string& off_because = "",
                std::size_t memory = direct_write_memory(std::size_t(256) << 20));
   ~DirectWriter();
   DirectWriter(const DirectWriter&) = delete;
@@ -87,7 +87,7 @@ class DirectWriter {
   // buffered from now on (IoError where mode is on).
   void refuse(const std::string& why);
   int fd_ = -1, direct_fd_ = -1;
-  DirectWrites mode_;
+  DirectMode mode_;
   std::string shown_;
   std::atomic<bool> refused_{false};
   mutable std::mutex why_m_;

@@ -16,7 +16,7 @@ File open_job_input(const std::string& path, const std::string& multby, const st
 }  // namespace
 
 InputFile::InputFile(const std::string& path, const std::string& multby, const std::string& discount,
-                     std::size_t chunk_cache_bytes)
+                     std::size_t chunk_cache_bytes, DirectMode reads, const std::string& reads_because)
     : path_(path), multby_name_(multby), discount_name_(discount),
       file_(open_job_input(path, multby, discount)) {
   DatasetShape m, d;
@@ -29,8 +29,10 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
     throw InputError(path + ": dataset '" + multby + "' is " + dims_text(m.dims) + ", expected (" + std::to_string(d.dims[1]) +
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision, m.precision};
-  discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes);
-  multby_reader_ = std::make_unique<CubeReader>(multby_, path, multby, shape_.N, shape_.K, chunk_cache_bytes);
+  discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes,
+                                                  reads, reads_because);
+  multby_reader_ = std::make_unique<CubeReader>(multby_, path, multby, shape_.N, shape_.K, chunk_cache_bytes, reads,
+                                                reads_because);
 }
 
 void InputFile::read_multby(Range ids, Precision precision, void* buffer) const {

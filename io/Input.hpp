@@ -28,8 +28,10 @@ struct InputShape {
 // floats, matching N and K, no zero-length dimension.
 class InputFile {
  public:
+  // `reads`, `reads_because`: the read mode (CubeReader).
   InputFile(const std::string& path, const std::string& multby, const std::string& discount,
-            std::size_t chunk_cache_bytes = 64u << 20);
+            std::size_t chunk_cache_bytes = 64u << 20, DirectMode reads = DirectMode::off,
+            const std::string& reads_because = "");
   InputFile(const InputFile&) = delete;  // its reader refers to its dataset
   InputFile& operator=(const InputFile&) = delete;
   const InputShape& shape() const { return shape_; }
@@ -44,6 +46,8 @@ class InputFile {
   std::array<Index, 2> decoded_chunk() const { return discount_reader_->decoded_chunk(); }
   CubeStorage discount_storage(Precision precision) const { return discount_reader_->storage(precision); }
   CubeStorage multby_storage(Precision precision) const { return multby_reader_->storage(precision); }
+  // How discount's bytes were read (CubeReader::reads_text).
+  std::string reads_text(Precision precision) const { return discount_reader_->reads_text(precision); }
   const Dataset& discount_dataset() const { return discount_; }
 
  private:

@@ -221,7 +221,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       throw IoError(spec.path + ": cannot allocate the output (disk full?)");
     }
     std::string because;
-    const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
+    const DirectMode direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
     try {
       raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, direct, because,
                            spec.direct_memory);
@@ -229,7 +229,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       discard_temp();
       throw;
     }
-    if (raw_ && !raw_->writer()->direct() && direct == DirectWrites::automatic) say_buffered(spec.path, *raw_);
+    if (raw_ && !raw_->writer()->direct() && direct == DirectMode::automatic) say_buffered(spec.path, *raw_);
   }
   if (journaled) {
     // Guarded before it exists (it appears whole, renamed into place): a
@@ -487,7 +487,7 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
   lzf_skipped_mask_ = unsigned(description[1]);
   if (description.size() > 2) {
     std::string because;
-    const DirectWrites direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
+    const DirectMode direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
     raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true, direct,
                                 because, spec.direct_memory);
     if (!spec.fingerprint.empty()) {

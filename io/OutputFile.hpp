@@ -41,7 +41,7 @@ struct OutputSpec {
   // storage, what a sealed output must have been written with to be taken
   // over (it is put in place as it is).
   std::map<std::string, std::string> attributes = {};
-  DirectWrites direct = DirectWrites::automatic;  // uncompressed data past the page cache (io/DirectWriter.hpp)
+  DirectMode direct = DirectMode::automatic;  // uncompressed data past the page cache (io/DirectWriter.hpp)
   // What the direct writer's aligned copies may take (a run's plan counts it
   // in memory_budget: direct_write_memory).
   std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20);

@@ -3,6 +3,7 @@
 #include "core/Errors.hpp"
 #include "core/Median.hpp"
 #include "core/Spaces.hpp"
+#include "io/DirectReader.hpp"
 #include "io/DirectWriter.hpp"
 #include "io/Disk.hpp"
 #include "io/Faults.hpp"
@@ -154,24 +155,75 @@ double write_pass(const std::string& folder, double bytes, bool direct, const ch
   return seconds;
 }
 
+// One read pass over the file at `path` of `bytes`, not cached (dropped
+// first): through the page cache in pieces of 8 MiB with sequential
+// read-ahead, as cvest reads, or direct in pieces of direct_read_piece.
+double read_pass(const std::string& path, double bytes, bool direct, char* buffer, std::size_t piece) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0));
+  if (fd < 0) throw IoError(path + ": cannot open it to measure reads: " + std::strerror(errno));
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // clean after write_pass's fsync: dropped
+  if (!direct) ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  const std::size_t n = direct ? direct_read_piece : piece;
+  const auto start = std::chrono::steady_clock::now();
+  int error = 0;
+  for (double at = 0; at < bytes;) {
+    const ssize_t got = ::pread(fd, buffer, std::size_t(std::min(double(n), bytes - at)), off_t(at));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      error = got < 0 ? errno : EIO;
+      break;
+    }
+    at += double(got);
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(fd);
+  if (error) throw IoError(path + ": reading it to measure reads failed: " + std::strerror(error));
+  return seconds;
+}
+
+std::string range_text(const std::vector<double>& v) {
+  return v.empty() ? std::string("-")
+                   : fmt::format("{:.2f}-{:.2f}", *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
+}
+
 }  // namespace
 
 bool WriteModeRecord::direct() const { return median(direct_s) < median(buffered_s); }
-
-std::string WriteModeRecord::text() const {
-  const auto range = [](const std::vector<double>& v) {
-    return v.empty() ? std::string("-")
-                     : fmt::format("{:.2f}-{:.2f}", *std::min_element(v.begin(), v.end()),
-                                   *std::max_element(v.begin(), v.end()));
-  };
-  return fmt::format("measured on this file system on {}: past the page cache {:.2f} s, through it {:.2f} s per "
-                     "{:.2f} GB (medians of {}; {} and {})",
-                     date, median(direct_s), median(buffered_s), bytes / 1e9, direct_s.size(), range(direct_s),
-                     range(buffered_s));
+bool WriteModeRecord::read_direct() const {
+  return reads_measured() && median(read_direct_s) < median(read_buffered_s);
 }
 
-DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because, const std::string& folder) {
-  if (mode != DirectWrites::automatic) return mode;
+std::string WriteModeRecord::read_text() const {
+  if (!reads_measured()) return "reads not measured on this file system (cvest tune measures them)";
+  return fmt::format("reads measured on this file system on {}: past the page cache {:.2f} s, through it {:.2f} s per "
+                     "{:.2f} GB not cached (medians of {}; {} and {})",
+                     date, median(read_direct_s), median(read_buffered_s), bytes / 1e9, read_direct_s.size(),
+                     range_text(read_direct_s), range_text(read_buffered_s));
+}
+
+std::string WriteModeRecord::text() const {
+  return fmt::format("measured on this file system on {}: past the page cache {:.2f} s, through it {:.2f} s per "
+                     "{:.2f} GB (medians of {}; {} and {})",
+                     date, median(direct_s), median(buffered_s), bytes / 1e9, direct_s.size(), range_text(direct_s),
+                     range_text(buffered_s));
+}
+
+DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std::string& folder) {
+  if (mode != DirectMode::automatic) return mode;
+  std::string problem;
+  const auto record = folder.empty() || fault_injected("direct_refused") ? std::nullopt
+                                                                         : write_mode_record_for(folder, problem);
+  if (record && record->reads_measured()) {
+    because = record->read_text();
+    return record->read_direct() ? mode : DirectMode::off;
+  }
+  because = "the stated default (cold reads of 1 MiB measured 2-3x faster past the page cache than through it on "
+            "this project's VMs; cvest tune measures this one)";
+  return mode;
+}
+
+DirectMode choose_direct(DirectMode mode, double bytes, std::string& because, const std::string& folder) {
+  if (mode != DirectMode::automatic) return mode;
   if (!folder.empty() && !fault_injected("writeback_threshold") && !fault_injected("direct_refused")) {
     std::string problem;
     const auto record = write_mode_record_for(folder, problem);
@@ -180,7 +232,7 @@ DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because
       fmt::print(stderr, "cvest: warning: {}; [output] direct = \"auto\" takes its stated default\n", problem);
     if (record) {
       because = record->text();
-      return record->direct() ? mode : DirectWrites::off;
+      return record->direct() ? mode : DirectMode::off;
     }
   }
   const double threshold = writeback_threshold_bytes();
@@ -188,7 +240,7 @@ DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because
   because = fmt::format("the output ({:.2f} GB) fits below the page cache's write-back threshold ({:.2f} GB), "
                         "where writing through it and syncing once measured faster on another host (the stated "
                         "default; cvest tune measures this one)", bytes / 1e9, threshold / 1e9);
-  return DirectWrites::off;
+  return DirectMode::off;
 }
 
 std::string write_mode_key(const std::string& folder) {
@@ -234,9 +286,14 @@ std::vector<WriteModeRecord> read_write_mode_records(std::string& problem) {
     for (const auto& r : j.at("records")) {
       WriteModeRecord rec{r.at("key").get<std::string>(), r.at("date").get<std::string>(), r.at("bytes").get<double>(),
                           r.at("direct_seconds").get<std::vector<double>>(),
-                          r.at("buffered_seconds").get<std::vector<double>>()};
+                          r.at("buffered_seconds").get<std::vector<double>>(), {}, {}};
       if (rec.direct_s.empty() || rec.buffered_s.empty() || rec.bytes <= 0)
         throw std::invalid_argument("a record without its passes");
+      if (r.contains("read_direct_seconds") || r.contains("read_buffered_seconds")) {
+        rec.read_direct_s = r.at("read_direct_seconds").get<std::vector<double>>();
+        rec.read_buffered_s = r.at("read_buffered_seconds").get<std::vector<double>>();
+        if (!rec.reads_measured()) throw std::invalid_argument("a record without its read passes");
+      }
       records.push_back(std::move(rec));
     }
   } catch (const std::exception& e) {
@@ -263,14 +320,60 @@ void save_write_mode_record(const WriteModeRecord& record) {
   records.push_back(record);
   nlohmann::json j;
   j["records"] = nlohmann::json::array();
-  for (const auto& r : records)
-    j["records"].push_back({{"key", r.key}, {"date", r.date}, {"bytes", r.bytes}, {"direct_seconds", r.direct_s},
-                            {"buffered_seconds", r.buffered_s}, {"direct", r.direct()}});
+  for (const auto& r : records) {
+    nlohmann::json one = {{"key", r.key}, {"date", r.date}, {"bytes", r.bytes}, {"direct_seconds", r.direct_s},
+                          {"buffered_seconds", r.buffered_s}, {"direct", r.direct()}};
+    if (r.reads_measured()) {
+      one["read_direct_seconds"] = r.read_direct_s;
+      one["read_buffered_seconds"] = r.read_buffered_s;
+      one["read_direct"] = r.read_direct();
+    }
+    j["records"].push_back(one);
+  }
   const std::string path = write_mode_records_path();
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   write_whole_file(path, j.dump(2) + "\n", "write-mode record");
 }
+
+namespace {
+
+// One file of `bytes` written and synced, then read `repeats` times
+// each way, alternating which goes first, each read started with the file
+// dropped from the page cache and the device idle; the file removed after.
+void measure_read_modes(const std::string& folder, const std::string& number, double bytes, int repeats, char* buffer,
+                        std::size_t piece, WriteModeRecord& record, std::ostream& progress) {
+  const std::string path = (std::filesystem::path(folder) / "cvest-tune.bin").string();
+  std::string temp = temp_path_for(path);
+  TempFileGuard guard(temp);
+  const int fd = create_exclusive_temp(path, temp, guard);
+  if (fd < 0) throw IoError(folder + ": cannot create a file to measure reads: " + std::strerror(errno));
+  bool ok = true;
+  for (double at = 0; ok && at < bytes;) {
+    const ssize_t put = ::pwrite(fd, buffer, std::size_t(std::min(double(piece), bytes - at)), off_t(at));
+    if (put < 0 && errno == EINTR) continue;
+    ok = put > 0;
+    at += put > 0 ? double(put) : 0;
+  }
+  const int error = ok ? (::fsync(fd) == 0 ? 0 : errno) : (errno ? errno : ENOSPC);
+  ::close(fd);
+  struct Remove {
+    std::string path;
+    ~Remove() { ::unlink(path.c_str()); }
+  } remove{temp};
+  if (error) throw IoError(folder + ": writing a file to measure reads failed: " + std::strerror(error));
+  for (int r = 0; r < repeats; ++r)
+    for (const bool direct : {r % 2 == 0, r % 2 != 0}) {
+      wait_until_idle(number);
+      const double s = read_pass(temp, bytes, direct, buffer, piece);
+      (direct ? record.read_direct_s : record.read_buffered_s).push_back(s);
+      progress << fmt::format("  read {}/{}: {} {:.2f} s ({:.2f} GB/s)\n", r + 1, repeats,
+                              direct ? "past the page cache" : "through it", s, bytes / s / 1e9)
+               << std::flush;
+    }
+}
+
+}  // namespace
 
 WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress) {
   // What a killed tune left (as large as --size) goes first.
@@ -280,7 +383,7 @@ WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int
   if (!buffer) throw IoError("cvest tune: cannot allocate an aligned buffer of 8 MiB");
   for (std::size_t i = 0; i < piece; ++i) buffer.get()[i] = char(i * 131 + 7);  // not zeros: nothing to elide
   const std::string number = device_number(existing_ancestor(folder).string());
-  WriteModeRecord record{write_mode_key(folder), today(), bytes, {}, {}};
+  WriteModeRecord record{write_mode_key(folder), today(), bytes, {}, {}, {}, {}};
   for (int r = 0; r < repeats; ++r)
     for (const bool direct : {r % 2 == 0, r % 2 != 0}) {
       wait_until_idle(number);
@@ -290,6 +393,7 @@ WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int
                               direct ? "past the page cache" : "through it, then fsync", s, bytes / s / 1e9)
                << std::flush;
     }
+  measure_read_modes(folder, number, bytes, repeats, buffer.get(), piece, record, progress);
   wait_until_idle(number);
   return record;
 }

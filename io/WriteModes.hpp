@@ -6,7 +6,8 @@
 // `[output] direct = "auto"` takes the faster where a record matches the
 // output's folder, and says so. A rule measured on one host was a guess on
 // the next (1.6 GB: direct 0.75-0.92 s vs buffered 1.68-2.05 s on one VM,
-// the opposite on another; docs/benchmarks.md).
+// the opposite on another; docs/benchmarks.md). The same record holds reads
+// of a file the page cache does not hold, both ways, for `[input] direct`.
 #include "core/Names.hpp"
 
 #include <iosfwd>
@@ -21,10 +22,16 @@ struct WriteModeRecord {
   std::string date;  // YYYY-MM-DD
   double bytes = 0;  // written by each pass
   std::vector<double> direct_s, buffered_s;  // each pass's seconds, until on disk
+  // Reads of the same bytes, not cached, each way (empty in a record
+  // written before reads were measured).
+  std::vector<double> read_direct_s, read_buffered_s;
   bool direct() const;  // direct's median below the page cache's
+  bool reads_measured() const { return !read_direct_s.empty() && !read_buffered_s.empty(); }
+  bool read_direct() const;  // reads measured, direct's median below the cache's
   // "measured on this file system on DATE: past the page cache 0.80 s,
   // through it 1.90 s per 1.60 GB (medians of 5; 0.75-0.92 and 1.68-2.05)"
   std::string text() const;
+  std::string read_text() const;  // the same for the reads
 };
 
 // "cpu MODEL; device NAME (MAJ:MIN); file system TYPE" of the folder's
@@ -47,6 +54,8 @@ std::optional<WriteModeRecord> write_mode_record_for(const std::string& folder, 
 void save_write_mode_record(const WriteModeRecord& record);
 
 // Writes `bytes` into a new file in `folder` `repeats` times each way,
+// then reads one such file `repeats` times each way (dropped from the page
+// cache before each read),
 // alternating which goes first, each pass started with the device idle
 // (the last one's file removed, synced, the device's busy time unchanged
 // for half a second; a file system without a block device: a pause); the file is
@@ -62,6 +71,14 @@ WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int
 // did on one host (1.6 GB: 1.16 s against 2.09 s; 6.4 GB: direct 6.0-6.5 s
 // against 11.7-14.5 s; docs/benchmarks.md). on and off stay; `because` says
 // why an automatic choice went as it did (empty: the default, direct).
-DirectWrites choose_direct(DirectWrites mode, double bytes, std::string& because, const std::string& folder = "");
+DirectMode choose_direct(DirectMode mode, double bytes, std::string& because, const std::string& folder = "");
+
+// What `[input] direct = "auto"` takes for an input in `folder`: direct
+// reads of what the cache does not hold unless `cvest tune` measured reads
+// through the cache faster there; the stated default with no record is
+// direct (cold 1 MiB reads: 1.1-1.9 GB/s direct against 0.56-0.61 GB/s
+// through the cache; docs/benchmarks.md). on and off stay; `because` says
+// why.
+DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std::string& folder);
 
 }  // namespace cvest::io

@@ -95,6 +95,7 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\ncvest run {}  {} x {} x {}  backend {} ({} threads), budget {}\n", rep.deck, rep.T, rep.N,
              rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
   fmt::print(out, "input: {}\n", to_text(rep.input_storage));
+  if (!rep.input_reads.empty()) fmt::print(out, "input: read {}\n", rep.input_reads);
   if (!rep.output_writes.empty()) fmt::print(out, "output: written {}\n", rep.output_writes);
   if (policy::on_host<Kokkos::DefaultExecutionSpace>)
     fmt::print(out, "flat's runs on the host: {}\n", policy::flat_run_text(8));
@@ -243,6 +244,7 @@ nlohmann::json to_json(const RunReport& rep) {
   j["output_gzip_level"] = rep.output_gzip_level;
   j["output_chunk_ids"] = rep.output_chunk_ids;
   j["output_writes"] = rep.output_writes;
+  j["input_reads"] = rep.input_reads;
   j["input_storage"] = {{"layout", to_string(rep.input_storage.layout)},
                         {"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)
                                                                    : nlohmann::json(rep.input_storage.chunk)},

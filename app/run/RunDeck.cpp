@@ -61,6 +61,7 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
 
   JobRunner jobs(deck, plan, rep.build, ranks, progress);
   for (const JobPlan& job : plan.jobs) rep.jobs.push_back(jobs.run(job, rep.output_writes));
+  if (plan.input) rep.input_reads = plan.input->reads_text(plan.precision);
 
   if (deck.run.verify) {
     jobs.free_buffers();

@@ -7,12 +7,14 @@
 #include "core/pipeline/Pipeline.hpp"
 #include "io/ChunkCache.hpp"
 #include "io/Disk.hpp"
+#include "io/WriteModes.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <ostream>
 #include <utility>
 
@@ -35,8 +37,11 @@ io::ChunkRow open_input(const Deck& deck, bool input_on_disk, RunPlan& plan, std
     plan.shape = {g.dates, g.ids, g.cols, g.precision, g.precision};
   } else {
     const std::size_t default_cache = std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20);
+    std::string because;
+    const DirectMode reads = io::choose_direct_reads(
+        deck.input.direct, because, (std::filesystem::path(deck.input.file).parent_path() / ".").string());
     auto input = std::make_unique<const io::InputFile>(deck.input.file, deck.input.multby, deck.input.discount,
-                                                       default_cache);
+                                                       default_cache, reads, because);
     plan.shape = input->shape();
     row = io::fit_chunk_cache(input, deck.run.precision.value_or(plan.shape.promoted()), deck.run.memory_budget,
                               default_cache, Kokkos::DefaultHostExecutionSpace().concurrency(), progress);
@@ -220,7 +225,7 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     // write direct: decided from the deck alone, so every rank and every
     // run of the deck plans the same blocks (auto's choice reads the host's
     // free memory, which differs).
-    if (deck.output.compression == Compression::none && deck.output.direct != DirectWrites::off)
+    if (deck.output.compression == Compression::none && deck.output.direct != DirectMode::off)
       plan.direct_memory = io::direct_write_memory(deck.run.memory_budget);
     plan_layouts(deck, row, decoded, chunk_ids, plan, progress);
     warn_tiny_blocks(deck, plan, progress);

@@ -52,6 +52,9 @@ struct RunReport {
   // "past the page cache (O_DIRECT, ...)" or "through the page cache: why".
   std::string output_writes;
   io::CubeStorage input_storage;               // discount's, and how it is read
+  // How discount's bytes were read (io::InputFile::reads_text): "past the
+  // page cache where it did not hold them (...)" or "through the page cache: why".
+  std::string input_reads;
   double generated_input_bytes = 0;         // an input [input] generate makes first, else 0
   Index T = 0, N = 0, K = 0;
   std::size_t memory_budget = 0;

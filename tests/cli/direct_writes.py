@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from checks import check, failures
+from strace_direct import direct_io
 
 cvest = sys.argv[1]
 
@@ -65,23 +66,7 @@ def direct_share(args, data_bytes):
     trace = subprocess.run(["strace", "-f", "-s", "0", "-e", "trace=openat,close,pwrite64", "-o", "trace.txt",
                             cvest, *args], capture_output=True, text=True, timeout=300,
                            env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0:" + os.environ.get("ASAN_OPTIONS", "")))
-    import re
-    direct, direct_bytes, misaligned = set(), 0, 0
-    with open("trace.txt") as f:
-        for line in f:
-            if "openat(" in line and "O_DIRECT" in line:
-                m = re.search(r"= (\d+)", line.split("openat(", 1)[1])
-                if m:
-                    direct.add(int(m.group(1)))
-            elif " close(" in line or line.startswith("close("):
-                m = re.search(r"close\((\d+)", line)
-                if m:
-                    direct.discard(int(m.group(1)))
-            else:
-                m = re.search(r"pwrite64\((\d+), \"\"(?:\.\.\.)?, (\d+), (\d+)", line)
-                if m and int(m.group(1)) in direct:
-                    direct_bytes += int(m.group(2))
-                    misaligned = max(misaligned, int(m.group(2)) % 512, int(m.group(3)) % 512)
+    direct_bytes, misaligned, _ = direct_io("trace.txt", "pwrite64")
     os.remove("trace.txt")
     return trace.returncode, direct_bytes, misaligned
 

@@ -2,6 +2,7 @@
 // offsets, lengths and memory alignment, the file holds exactly the bytes
 // written; the aligned middles go direct, the heads and tails buffered.
 #include "io/DirectWriter.hpp"
+#include "RandomBytes.hpp"
 #include "Scratch.hpp"
 
 #include <catch2/catch.hpp>
@@ -17,13 +18,6 @@ using namespace cvest;
 using namespace cvest::io;
 
 namespace {
-
-std::vector<unsigned char> random_bytes(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<unsigned char> v(n);
-  for (auto& b : v) b = static_cast<unsigned char>(rng());
-  return v;
-}
 
 std::vector<unsigned char> file_bytes(int fd, std::size_t n) {
   std::vector<unsigned char> v(n);
@@ -51,7 +45,7 @@ TEST_CASE("direct writes of any offset, length and memory land byte for byte", "
   const auto source = random_bytes(size + 64, 7);
   std::vector<unsigned char> expected(size, 0);
   {
-    DirectWriter writer(fd, DirectWrites::automatic, path);
+    DirectWriter writer(fd, DirectMode::automatic, path);
     CHECK(writer.direct() == direct);
     // (offset, length, memory offset): aligned everything; a head and a tail;
     // shorter than a page inside one; across one page boundary; unaligned
@@ -102,7 +96,7 @@ TEST_CASE("direct writes from several threads at once, disjoint ranges", "[io][d
   const std::size_t piece = 3 * direct_alignment + 1001, pieces = 64;  // neither aligned
   const auto source = random_bytes(piece * pieces, 11);
   {
-    DirectWriter writer(fd, DirectWrites::automatic, path);
+    DirectWriter writer(fd, DirectMode::automatic, path);
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
       threads.emplace_back([&, t] {
@@ -128,7 +122,7 @@ TEST_CASE("a writer holds at most four aligned copies and three threads, however
   const auto source = random_bytes(piece * writers * each + 1, 5);
   const std::size_t memory = std::size_t(8) << 20;  // copies of 2 MiB
   {
-    DirectWriter writer(fd, DirectWrites::automatic, path, "", memory);
+    DirectWriter writer(fd, DirectMode::automatic, path, "", memory);
     std::vector<std::thread> threads;
     for (std::size_t t = 0; t < writers; ++t)
       threads.emplace_back([&, t] {
@@ -154,7 +148,7 @@ TEST_CASE("direct = false writes through the page cache and says so", "[io][dire
   REQUIRE(fd >= 0);
   const auto source = random_bytes(8 * direct_alignment, 3);
   {
-    DirectWriter writer(fd, DirectWrites::off, path);
+    DirectWriter writer(fd, DirectMode::off, path);
     CHECK_FALSE(writer.direct());
     writer.write(source.data(), source.size(), 0);
     CHECK(writer.direct_bytes() == 0);

@@ -1,0 +1,196 @@
+#include "io/DirectReader.hpp"
+
+#include "core/Errors.hpp"
+#include "io/Chunks.hpp"
+#include "io/DirectWriter.hpp"
+#include "io/Faults.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <memory>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <vector>
+
+namespace cvest::io {
+
+namespace {
+
+off_t align_down(off_t at) { return at - at % off_t(direct_alignment); }
+off_t align_up(off_t at) { return align_down(at + off_t(direct_alignment) - 1); }
+
+struct AlignedFree {
+  void operator()(char* p) const { std::free(p); }
+};
+
+// This thread's aligned buffer for reads whose memory is not aligned as the
+// file offset is: direct_read_piece bytes, kept for the thread's life.
+char* thread_piece() {
+  thread_local std::unique_ptr<char, AlignedFree> piece;
+  if (!piece) {
+    void* p = nullptr;
+    if (::posix_memalign(&p, direct_alignment, direct_read_piece) != 0) return nullptr;
+    piece.reset(static_cast<char*>(p));
+  }
+  return piece.get();
+}
+
+// The share of the file's pages the page cache holds (mincore on a mapping
+// never touched); 0 where it cannot be told. mincore answers for files this
+// user may write (or owns); for others it says every page is held.
+double cached_share(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0) return 0;
+  const std::size_t bytes = std::size_t(st.st_size), page = std::size_t(::sysconf(_SC_PAGESIZE));
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) return 0;
+  std::vector<unsigned char> held((bytes + page - 1) / page);
+  std::size_t in = 0;
+  if (::mincore(map, bytes, held.data()) == 0)
+    for (unsigned char h : held) in += h & 1;
+  ::munmap(map, bytes);
+  return double(in) / double(held.size());
+}
+
+std::string file_system_of(int fd) {
+  const std::string type = file_system_type(fd);
+  return type.empty() ? "its file system" : "its file system (" + type + ")";
+}
+
+}  // namespace
+
+DirectReader::DirectReader(int fd, DirectMode mode, const std::string& shown, const std::string& because)
+    : fd_(fd), mode_(mode), shown_(shown), because_(because) {
+  if (mode == DirectMode::off) {
+    why_buffered_ = because.empty() ? "[input] direct = false" : because;
+    return;
+  }
+  // A second descriptor: O_DIRECT on a duplicate would apply to both.
+  direct_fd_ = fault_injected("direct_refused")
+                   ? (errno = EINVAL, -1)
+                   : ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  if (direct_fd_ < 0) {
+    const int error = errno;
+    why_buffered_ = error == EINVAL ? file_system_of(fd) + " refuses O_DIRECT"
+                                    : std::string("cannot open it with O_DIRECT: ") + std::strerror(error);
+    if (mode == DirectMode::on)
+      throw IoError(shown + ": [input] direct = true, but " + why_buffered_ +
+                    "; set direct = \"auto\" (the default) to read through the page cache there");
+    return;
+  }
+  // An input the page cache holds (just generated, or read again) is read
+  // from it whole. Deciding per range instead let read-ahead from the
+  // cached ranges (its marks left by other descriptors of the file) cache
+  // the next ones, until 94-99% of a cold input went through the cache.
+  if (mode == DirectMode::automatic) {
+    const double held = cached_share(fd);
+    if (held >= 0.5) {
+      ::close(direct_fd_);
+      direct_fd_ = -1;
+      why_buffered_ = fmt::format("the page cache held {:.0f}% of the file when it was opened", 100 * held);
+    }
+  }
+}
+
+DirectReader::~DirectReader() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+}
+
+std::string DirectReader::text() const {
+  const double all = double(direct_bytes() + buffered_bytes());
+  if (direct_fd_ < 0 || (refused_.load() && direct_bytes() == 0)) {
+    const std::lock_guard lock(why_m_);
+    return "through the page cache: " + why_buffered_;
+  }
+  std::string text = "past the page cache (O_DIRECT";
+  if (all > 0) text += fmt::format("; {:.1f}% of the bytes", 100.0 * double(direct_bytes()) / all);
+  text += ")";
+  if (!because_.empty()) text += ": " + because_;
+  if (refused_.load()) {
+    const std::lock_guard lock(why_m_);
+    text += ", then through it: " + why_buffered_;
+  }
+  return text;
+}
+
+void DirectReader::read(void* buffer, std::size_t bytes, off_t at) {
+  if (bytes == 0) return;
+  auto* out = static_cast<char*>(buffer);
+  if (!direct()) {
+    read_at(fd_, out, bytes, at, shown_);
+    buffered_bytes_ += bytes;
+    return;
+  }
+  read_direct(out, bytes, at);
+}
+
+void DirectReader::read_direct(char* out, std::size_t bytes, off_t at) {
+  const off_t end = at + off_t(bytes);
+  // Memory aligned as the file offset is: the whole pages in the middle go
+  // straight into it, the partial pages at either end through the buffer.
+  off_t done = at;
+  if ((reinterpret_cast<std::uintptr_t>(out) - std::uintptr_t(at)) % direct_alignment == 0) {
+    const off_t middle = align_up(at), tail = align_down(end);
+    if (tail > middle) {
+      if (middle > at) read_direct(out, std::size_t(middle - at), at);  // the head: one piece
+      if (!read_aligned(out + (middle - at), middle, tail, tail)) {
+        read_at(fd_, out + (middle - at), std::size_t(end - middle), middle, shown_);
+        buffered_bytes_ += std::uint64_t(end - middle);
+        return;
+      }
+      direct_bytes_ += std::uint64_t(tail - middle);
+      done = tail;
+    }
+  }
+  char* piece = done < end ? thread_piece() : nullptr;
+  if (done < end && !piece) throw IoError(shown_ + ": out of memory for a direct read's aligned buffer");
+  while (done < end) {
+    const off_t from = align_down(done), to = std::min(align_up(end), from + off_t(direct_read_piece));
+    const off_t need = std::min(end, to);
+    if (!read_aligned(piece, from, to, need)) {
+      read_at(fd_, out + (done - at), std::size_t(end - done), done, shown_);
+      buffered_bytes_ += std::uint64_t(end - done);
+      return;
+    }
+    std::memcpy(out + (done - at), piece + (done - from), std::size_t(need - done));
+    direct_bytes_ += std::uint64_t(need - done);
+    done = need;
+  }
+}
+
+bool DirectReader::read_aligned(char* into, off_t from, off_t to, off_t need_to) {
+  for (off_t at = from; at < need_to;) {
+    if (!direct()) return false;  // refused meanwhile (another thread's read)
+    ssize_t got = ::pread(direct_fd_, into + (at - from), std::size_t(to - at), at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == EINVAL) {
+      refuse(file_system_of(fd_) + " refused an O_DIRECT read (" + std::strerror(EINVAL) + ")");
+      return false;
+    }
+    if (got <= 0)
+      throw IoError(shown_ + ": read at byte " + std::to_string(at) + " failed: " +
+                    (got == 0 ? std::string("file is truncated") : std::string(std::strerror(errno))));
+    at += off_t(got);
+    // A short read ends the file (or stops mid-page): the rest, if any is
+    // needed, is read through the cache from where it stopped.
+    if (at < need_to && at % off_t(direct_alignment) != 0) {
+      read_at(fd_, into + (at - from), std::size_t(need_to - at), at, shown_);
+      return true;
+    }
+  }
+  return true;
+}
+
+void DirectReader::refuse(const std::string& why) {
+  if (mode_ == DirectMode::on) throw IoError(shown_ + ": [input] direct = true, but " + why);
+  const std::lock_guard lock(why_m_);
+  if (!refused_.exchange(true)) why_buffered_ = why;
+}
+
+}  // namespace cvest::io

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""An input's bytes the page cache does not hold are read past it (O_DIRECT);
+those it holds come from it; compressed inputs are decoded as before.
+
+    direct_reads.py CVEST_BINARY
+
+Inputs dropped from the page cache first (fsync, POSIX_FADV_DONTNEED): the
+one `cvest generate` writes, h5py's with odd chunks (1, 777, K) in double and
+float, h5py's contiguous one. Each run's output equals NumPy's multBy *
+discount (read with h5py), strace sees most of discount's bytes pread through
+a descriptor opened with O_DIRECT, and the run table says the share. The same
+input cached: no byte read direct. A gzip input: decoded by cvest's threads,
+nothing direct. `[input] direct = false`: no O_DIRECT descriptor. A file
+system that refuses O_DIRECT (the direct_refused fault; a ramfs where root
+may mount one): auto reads through the cache and the table says why; `true`
+exits 3 with one line naming the input. cvest tune records reads too, and
+auto then says so.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from checks import check, failures
+from strace_direct import direct_io
+
+cvest = sys.argv[1]
+
+
+def run(*args, fault=None, cache_dir=None):
+    env = dict(os.environ, **({"CVEST_FAULT": fault} if fault else {}))
+    env["CVEST_CACHE_DIR"] = cache_dir or os.path.join(os.getcwd(), "no-records")  # auto's stated default
+    return subprocess.run([cvest, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def deck(path, inp, direct=None, precision=None, out="cv.h5"):
+    with open(path, "w") as f:
+        f.write(f'[input]\nfile = "{inp}"\n')
+        if direct is not None:
+            f.write(f"direct = {direct}\n")
+        f.write(f'[output]\nfile = "{out}"\noverwrite = true\n[run]\nstrategy = "flat"\nlayout = "right"\n'
+                'max_block = "256KiB"\n')
+        if precision:
+            f.write(f'precision = "{precision}"\n')
+
+
+def drop(path):
+    """The file on disk and out of the page cache (its pages clean, then dropped)."""
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+def cache(path):
+    with open(path, "rb") as f:
+        while f.read(1 << 22):
+            pass
+
+
+def numpy_equal(inp, out):
+    import h5py
+    import numpy
+    with h5py.File(inp, "r") as i, h5py.File(out, "r") as o:
+        cv = o["cv"][...]
+        expected = i["multBy"][...].astype(cv.dtype)[None, :, :] * i["discount"][...].astype(cv.dtype)
+        return cv.shape == expected.shape and numpy.array_equal(cv.view(numpy.uint8), expected.view(numpy.uint8))
+
+
+def traced(args, inp):
+    """Runs cvest under strace: the bytes pread through descriptors opened
+    with O_DIRECT, and whether any such descriptor was opened."""
+    r = subprocess.run(["strace", "-f", "-s", "0", "-e", "trace=openat,close,pread64", "-o", "trace.txt", cvest, *args],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, CVEST_CACHE_DIR=os.path.join(os.getcwd(), "no-records"),
+                                ASAN_OPTIONS="detect_leaks=0:" + os.environ.get("ASAN_OPTIONS", "")))
+    direct_bytes, _, opened = direct_io("trace.txt", "pread64", access="O_RDONLY")
+    os.remove("trace.txt")
+    return r, direct_bytes, opened
+
+
+def input_line(stdout):
+    return next((l for l in stdout.splitlines() if l.startswith("input: read")), "")
+
+
+have_strace = shutil.which("strace") is not None
+with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) as work:
+    os.chdir(work)
+    import h5py
+    import numpy
+    T, N, K = 12, 200003, 5
+    g = run("generate", "-T", str(T), "-N", str(N), "-K", str(K), "-o", "gen.h5")
+    check(g.returncode == 0, f"generate gen.h5 ({g.stderr.strip()})")
+    with h5py.File("gen.h5", "r") as src:
+        m, d = src["multBy"][...], src["discount"][...]
+    for name, kw, dtype in [("odd64.h5", {"chunks": (1, 777, K)}, "f8"), ("odd32.h5", {"chunks": (1, 777, K)}, "f4"),
+                            ("contiguous.h5", {}, "f8"), ("gzip.h5", {"chunks": (2, 40000, K), "compression": "gzip",
+                                                                      "shuffle": True}, "f8")]:
+        with h5py.File(name, "w") as f:
+            f["multBy"] = m.astype(dtype)
+            f.create_dataset("discount", data=d.astype(dtype), **kw)
+    data = {"gen.h5": T * N * K * 8, "odd64.h5": T * N * K * 8, "odd32.h5": T * N * K * 4,
+            "contiguous.h5": T * N * K * 8}
+
+    for inp, discount_bytes in data.items():
+        deck("deck.toml", inp)
+        drop(inp)
+        if have_strace:
+            r, direct_bytes, _ = traced(["run", "deck.toml"], inp)
+        else:
+            r, direct_bytes = run("run", "deck.toml"), None
+        line = input_line(r.stdout)
+        share = re.search(r"O_DIRECT; ([\d.]+)% of the bytes", line)
+        check(r.returncode == 0 and numpy_equal(inp, "cv.h5"),
+              f"{inp}, cold: the output equals NumPy's multBy * discount bit for bit ({r.returncode}, "
+              f"{r.stderr.strip()[-300:]})")
+        check(share is not None and float(share.group(1)) >= 99.0,
+              f"{inp}, cold: the table says discount was read past the page cache ({line})")
+        if direct_bytes is not None:
+            check(direct_bytes >= 0.99 * discount_bytes,
+                  f"{inp}, cold: {direct_bytes} of discount's {discount_bytes} bytes pread through an O_DIRECT "
+                  f"descriptor (strace)")
+
+    # The same input cached: read from the cache, nothing direct.
+    deck("deck.toml", "odd64.h5")
+    cache("odd64.h5")
+    r, direct_bytes, _ = traced(["run", "deck.toml"], "odd64.h5") if have_strace else (run("run", "deck.toml"), 0, 0)
+    line = input_line(r.stdout)
+    check(r.returncode == 0 and "through the page cache: the page cache held 100% of the file" in line
+          and direct_bytes == 0, f"odd64.h5, cached: every byte from the page cache ({direct_bytes} direct; {line})")
+
+    # gzip: cvest's threads decode its chunks, as before; nothing direct.
+    deck("deck.toml", "gzip.h5")
+    drop("gzip.h5")
+    r, direct_bytes, _ = traced(["run", "deck.toml"], "gzip.h5") if have_strace else (run("run", "deck.toml"), 0, 0)
+    line = input_line(r.stdout)
+    check(r.returncode == 0 and numpy_equal("gzip.h5", "cv.h5") and direct_bytes <= N * K * 8 + 8192
+          and "chunks decoded by cvest's threads" in line,
+          f"gzip.h5: decoded by cvest's threads, no byte of discount direct ({r.returncode}, {direct_bytes} bytes "
+          f"direct, at most multBy's {N * K * 8} in whole pages; {line})")
+
+    # direct = false: no O_DIRECT descriptor at all.
+    deck("deck.toml", "gen.h5", direct="false")
+    drop("gen.h5")
+    if have_strace:
+        r, direct_bytes, opened = traced(["run", "deck.toml"], "gen.h5")
+        check(r.returncode == 0 and not opened and input_line(r.stdout) == "input: read through the page cache: "
+              "[input] direct = false", f"direct = false: no O_DIRECT descriptor ({input_line(r.stdout)})")
+
+    # A file system that refuses O_DIRECT: auto reads through the cache and says why; true fails in one line.
+    deck("deck.toml", "gen.h5")
+    r = run("run", "deck.toml", fault="direct_refused")
+    line = input_line(r.stdout)
+    check(r.returncode == 0 and numpy_equal("gen.h5", "cv.h5") and "through the page cache" in line
+          and "refuses O_DIRECT" in line,
+          f"O_DIRECT refused, auto: through the page cache, the table says why ({r.returncode}; {line})")
+    deck("deck.toml", "gen.h5", direct="true", out="cv2.h5")
+    r = run("run", "deck.toml", fault="direct_refused")
+    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    check(r.returncode == 3 and len(errors) == 1 and "gen.h5" in errors[0] and "[input] direct = true" in errors[0]
+          and not os.path.exists("cv2.h5"),
+          f"O_DIRECT refused, direct = true: exit 3, one line naming the input, no output ({r.returncode}, {errors})")
+    deck("deck.toml", "gen.h5", direct='"often"')
+    r = run("run", "deck.toml")
+    check(r.returncode == 2 and "[input] direct" in r.stderr,
+          f"direct = \"often\": exit 2 naming the key ({r.returncode}, {r.stderr.strip()})")
+
+    # cvest tune measures reads too; auto then takes the measurement and says so.
+    records = os.path.join(work, "cache")
+    t = subprocess.run([cvest, "tune", work, "--size", "8MiB", "--repeats", "2"], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, CVEST_CACHE_DIR=records))
+    check(t.returncode == 0 and t.stderr.count("read ") == 4, f"cvest tune: 2 reads each way ({t.stderr[-300:]})")
+    deck("deck.toml", "gen.h5")
+    drop("gen.h5")
+    r = run("run", "deck.toml", cache_dir=records)
+    line = input_line(r.stdout)
+    check(r.returncode == 0 and "reads measured on this file system on" in line,
+          f"auto after cvest tune: the table says the read mode was measured here ({line})")
+
+    if os.geteuid() == 0:
+        fs = os.path.join(work, "fs")
+        os.mkdir(fs)
+        if subprocess.run(["mount", "-t", "ramfs", "ramfs", fs], capture_output=True).returncode == 0:
+            try:
+                shutil.copy("gen.h5", fs)
+                deck("deck.toml", "fs/gen.h5")
+                r = run("run", "deck.toml")
+                line = input_line(r.stdout)
+                check(r.returncode == 0 and numpy_equal("fs/gen.h5", "cv.h5") and "ramfs" in line
+                      and "refuses O_DIRECT" in line, f"an input on a ramfs: through the page cache, and why ({line})")
+                deck("deck.toml", "fs/gen.h5", direct="true")
+                r = run("run", "deck.toml")
+                errors = [l for l in r.stderr.splitlines() if "error" in l]
+                check(r.returncode == 3 and len(errors) == 1 and "ramfs" in errors[0],
+                      f"an input on a ramfs, direct = true: exit 3, one line ({r.returncode}, {errors})")
+            finally:
+                subprocess.run(["umount", fs])
+
+sys.exit(1 if failures else 0)
