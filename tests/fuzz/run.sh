@@ -7,9 +7,11 @@
 # (CVEST_FUZZ_SEED, default 1; 0 draws one), so a CI run is repeatable: a
 # crash it found is found again; longer runs with other seeds explore more.
 # Memory: 2 GiB resident at most, and a single allocation over 2 GiB fails
-# (returns null, as a production malloc may): on a damaged superblock HDF5
-# 1.10.8 allocates 4 GiB inside H5Fopen and zeroes all of it, which under
-# an 8 GiB allocation limit ran past the resident limit or the timeout.
+# (returns null, as a production malloc may: ASan's max_allocation_size_mb;
+# libFuzzer's own -malloc_limit_mb would call it a crash instead, as seed 2
+# did): on a damaged superblock HDF5 1.10.8 allocates 4 GiB inside H5Fopen
+# and zeroes all of it, which under an 8 GiB allocation limit ran past the
+# resident limit or the timeout.
 #   run.sh SOURCE_DIR WORK deck|input [SECONDS]
 # deck:  the deck loader (toml++, cvest's checks, --set); seeds in
 #        tests/fuzz/corpus/deck.
@@ -59,7 +61,7 @@ cd "$work"
 rm -f crash-* leak-* timeout-* oom-*
 log=fuzz-$target.log
 if ! OMP_NUM_THREADS=2 LSAN_OPTIONS=suppressions=$src/tests/fuzz/hdf5-leaks.supp:print_suppressions=0 \
-     ASAN_OPTIONS=allocator_may_return_null=1:suppressions=$src/tests/fuzz/hdf5-asan.supp "$binary" -seed="${CVEST_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 "$corpus" > "$log" 2>&1; then
+     ASAN_OPTIONS=allocator_may_return_null=1:max_allocation_size_mb=2048:suppressions=$src/tests/fuzz/hdf5-asan.supp "$binary" -seed="${CVEST_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 -malloc_limit_mb=65536 -print_final_stats=1 "$corpus" > "$log" 2>&1; then
   grep -E "ERROR|runtime error|Test unit written|uncaught|SUMMARY|#0|#1 |#2 |#3 " "$log" | head -30
   for f in crash-* leak-* timeout-* oom-*; do [ -f "$f" ] && { echo "input $work/$f:"; od -c "$f" | head -20; }; done
   exit 1
