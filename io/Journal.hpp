@@ -56,7 +56,7 @@ class Journal {
   // a sync failed.
   void close();
   // How many batches were synced (a report says so).
-  int syncs() const { return syncs_; }
+  int syncs() const { return syncs_.load(); }
   // Its header's size: a journal smaller than it plus one record records no block.
   long long header_bytes() const { return header_bytes_; }
   static constexpr long long record_bytes = 40;  // one block's record
@@ -94,7 +94,7 @@ class Journal {
   std::string failed_;  // the failed sync's message; empty while none failed
   std::thread syncer_;
   void start_syncer();
-  int syncs_ = 0;
+  std::atomic<int> syncs_{0};  // read by other threads while the journal's thread counts
   long written_count_ = 0;        // blocks written() (under pending_m_)
   std::atomic<long> recorded_{0};  // blocks recorded and synced (a fault's message says so)
 };

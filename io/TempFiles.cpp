@@ -167,17 +167,22 @@ bool own_regular_file(const std::string& path, std::string& why) {
   return false;
 }
 
-bool rename_without_replacing(const std::string& temp, const std::string& path) {
+bool rename_without_replacing(const std::string& temp, const std::string& path, unsigned ways) {
 #ifdef SYS_renameat2
-  if (::syscall(SYS_renameat2, AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), 1u /* RENAME_NOREPLACE */) == 0)
-    return true;
-  if (errno != EINVAL && errno != ENOSYS) return false;
-#endif
-  if (::link(temp.c_str(), path.c_str()) == 0) {
-    ::unlink(temp.c_str());
-    return true;
+  if (ways & rename_noreplace) {
+    if (::syscall(SYS_renameat2, AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), 1u /* RENAME_NOREPLACE */) == 0)
+      return true;
+    if (errno != EINVAL && errno != ENOSYS) return false;
   }
-  if (errno == EEXIST) return false;
+#endif
+  if (ways & rename_by_link) {
+    if (::link(temp.c_str(), path.c_str()) == 0) {
+      ::unlink(temp.c_str());
+      return true;
+    }
+    if (errno == EEXIST) return false;
+  }
+  if (!(ways & rename_checked)) return errno = ENOSYS, false;
   // Neither (a file system without hard links): the check and the rename
   // are two steps; the output lock (OutputLock) still keeps cvest runs apart.
   struct stat st {};

@@ -54,10 +54,14 @@ int open_own_file(const std::string& path, int flags, std::string& why);
 // owned by the running user; `why` says what it is otherwise.
 bool own_regular_file(const std::string& path, std::string& why);
 
+// The ways rename_without_replacing may take, in this order: each next one
+// where the file system lacks the one before (tests take one at a time).
+enum RenameWays : unsigned { rename_noreplace = 1, rename_by_link = 2, rename_checked = 4, rename_any = 7 };
 // Renames `temp` onto `path` where nothing is there: RENAME_NOREPLACE, or a
 // hard link and unlink where the file system lacks it (both fail where a
-// name appeared). False with errno EEXIST when something is at `path`.
-bool rename_without_replacing(const std::string& temp, const std::string& path);
+// name appeared), or (no hard links either) a check that nothing is there
+// and a rename. False with errno EEXIST when something is at `path`.
+bool rename_without_replacing(const std::string& temp, const std::string& path, unsigned ways = rename_any);
 
 // The temporary files of `path` that a process of this host left behind and
 // that no longer runs (killed, crashed), sorted; with_companions, their

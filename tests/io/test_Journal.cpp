@@ -17,10 +17,12 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <chrono>
 #include <fcntl.h>
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace cvest;
@@ -73,4 +75,38 @@ TEST_CASE("a journal is created only at new names, and resumes only the file it 
     cvest::test::skip_part("not root: a journal of another user's");
   }
   for (const auto& f : {fs::path(journal), other, moved}) fs::remove(f);
+}
+
+TEST_CASE("the journal syncs a batch when it is full, and a smaller one a second after the last", "[io][journal]") {
+  const fs::path data = scratch("cadence.h5"), path = scratch("cadence.journal");
+  std::ofstream(data) << "data";
+  constexpr std::size_t batch = std::size_t(1) << 20, piece = batch / 4;
+  Journal journal(path.string(), data.string(), {{"job", "cadence"}}, {}, batch);
+  const auto wait_for_sync = [&](int after, double seconds) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (journal.syncs() <= after && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return journal.syncs() > after;
+  };
+  // Full: synced at once, well before the second's timer.
+  for (int full = 0; full < 3; ++full) {
+    const int before = journal.syncs();
+    const auto start = std::chrono::steady_clock::now();
+    for (Index i = 0; i < 4; ++i) journal.written(Block{{full, full + 1}, {i, i + 1}}, piece);
+    REQUIRE(wait_for_sync(before, 5.0));
+    // The second's timer restarted with the last sync: a full batch waiting for it would take ~1 s.
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 0.9);
+  }
+  // Less than a batch: nothing for half a second (the timer restarted with
+  // the last sync), then synced within the second after.
+  const int before = journal.syncs();
+  journal.written(Block{{5, 6}, {0, 1}}, piece);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(journal.syncs() == before);
+  CHECK(wait_for_sync(before, 5.0));
+  journal.close();
+  std::string why;
+  const auto blocks = Journal::read(path.string(), data.string(), {{"job", "cadence"}}, why);
+  REQUIRE(blocks);
+  CHECK(blocks->size() == 13);  // every block recorded, once
 }

@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <fcntl.h>
 #include <sstream>
 #include <sys/stat.h>
@@ -157,4 +158,32 @@ TEST_CASE("a killed run's leftovers: only regular files of ours at our names are
   if (can_chown()) CHECK(contents(others) == "another user's run");
   else fs::remove(others);
   for (const auto& f : {running, other_host, unrelated, not_token, dead_link, others}) fs::remove(f);
+}
+
+TEST_CASE("putting a file in place without replacing one: each way a file system may allow", "[io][shared]") {
+  const auto text = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  // RENAME_NOREPLACE; a hard link and unlink (no renameat2 there); a check
+  // and a rename (no hard links either, e.g. FAT or some FUSE file systems).
+  for (const unsigned ways : {unsigned(rename_noreplace), unsigned(rename_by_link), unsigned(rename_checked)}) {
+    INFO("ways " << ways);
+    const fs::path temp = scratch("rename.tmp"), free = scratch("rename.free"), taken = scratch("rename.taken");
+    std::ofstream(temp) << "new";
+    std::ofstream(taken) << "theirs";
+    errno = 0;
+    CHECK_FALSE(rename_without_replacing(temp.string(), taken.string(), ways));
+    CHECK(errno == EEXIST);
+    CHECK(text(taken) == "theirs");  // never replaced
+    CHECK(text(temp) == "new");      // and ours still where it was
+    const fs::path link = scratch("rename.link");  // (scratch removes what is at its name)
+    fs::create_symlink(free, link);
+    CHECK_FALSE(rename_without_replacing(temp.string(), link.string(), ways));
+    CHECK(errno == EEXIST);  // a dangling link is something there too
+    CHECK_FALSE(fs::exists(free));
+    CHECK(rename_without_replacing(temp.string(), free.string(), ways));
+    CHECK(text(free) == "new");
+    CHECK_FALSE(fs::exists(temp));  // moved, not copied: no second name left behind
+  }
 }
