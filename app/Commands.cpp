@@ -15,6 +15,7 @@
 #include "io/DirectWriter.hpp"
 #include "io/Disk.hpp"
 #include "io/WriteModes.hpp"
+#include "app/TuneReads.hpp"
 #include "core/Errors.hpp"
 
 #include <fmt/format.h>
@@ -117,7 +118,9 @@ std::string info_command() {
   text += fmt::format("write modes measured (cvest tune, {}): {}\n", io::write_mode_records_path(),
                       !problem.empty() ? problem : records.empty() ? "none" : std::to_string(records.size()));
   for (const auto& r : records)
-    text += fmt::format("  {}: {}; {}\n", r.key, r.direct() ? "direct" : "through the page cache", r.text());
+    text += fmt::format("  {}: writes {}; {}; reads {}; {}\n", r.key, r.direct() ? "direct" : "through the page cache",
+                        r.text(), r.reads_measured() ? (r.read_direct() ? "direct" : "through the page cache") : "-",
+                        r.read_text());
   return text;
 }
 
@@ -136,15 +139,20 @@ void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& ou
                bytes);
   if (!std::filesystem::is_directory(args.folder))
     throw InputError(args.folder + ": not a folder (cvest tune measures writes to a new file in it)");
-  if (const double free = io::free_space(args.folder); free > 0 && free < 2 * bytes)
-    throw IoError(fmt::format("{}: {:.2f} GB free, and cvest tune writes {:.2f} GB at a time; pass a smaller --size",
-                              args.folder, free / 1e9, bytes / 1e9));
+  if (const double free = io::free_space(args.folder); free > 0 && free < 2.2 * bytes)
+    throw IoError(fmt::format("{}: {:.2f} GB free, and cvest tune holds {:.2f} GB at a time (an input and its "
+                              "output); pass a smaller --size", args.folder, free / 1e9, 2.2 * bytes / 1e9));
   fmt::print(progress, "cvest tune: {} x {:.2f} GB each way in {} ({}), interleaved, the device idle before each\n",
              repeats, bytes / 1e9, args.folder, io::write_mode_key(args.folder));
-  const io::WriteModeRecord record = io::measure_write_modes(args.folder, bytes, repeats, progress);
+  io::WriteModeRecord record = io::measure_write_modes(args.folder, bytes, repeats, progress);
+  fmt::print(progress, "cvest tune: cvest runs on an input of {:.2f} GB not cached, reading it both ways\n", bytes / 1e9);
+  measure_reads(args.folder, bytes, repeats, record, progress);
   io::save_write_mode_record(record);
-  fmt::print(out_text, "{}: [output] direct = \"auto\" now writes {} there\n{}\nrecorded in {}\n", args.folder,
-             record.direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.text(),
+  fmt::print(out_text,
+             "{}: [output] direct = \"auto\" now writes {} there\n{}\n[input] direct = \"auto\" reads an input the "
+             "page cache does not hold {} there\n{}\nrecorded in {}\n",
+             args.folder, record.direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.text(),
+             record.read_direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.read_text(),
              io::write_mode_records_path());
 }
 

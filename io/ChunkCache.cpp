@@ -39,8 +39,10 @@ ChunkRow fit_chunk_cache(std::unique_ptr<const InputFile>& input, Precision prec
                                           readers);
   if (row.cache_bytes > 0) {
     const std::string path = input->path(), multby = input->multby_name(), discount = input->discount_name();
+    const DirectMode reads = input->reads();
+    const std::string because = input->reads_because();
     input.reset();
-    input = std::make_unique<const InputFile>(path, multby, discount, row.cache_bytes);
+    input = std::make_unique<const InputFile>(path, multby, discount, row.cache_bytes, reads, because);
   }
   if (!row.warning.empty()) fmt::print(progress, "cvest: warning: {}: {}\n", input->path(), row.warning);
   return row;

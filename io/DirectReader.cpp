@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <vector>
 
@@ -25,37 +27,36 @@ namespace {
 off_t align_down(off_t at) { return at - at % off_t(direct_alignment); }
 off_t align_up(off_t at) { return align_down(at + off_t(direct_alignment) - 1); }
 
-struct AlignedFree {
-  void operator()(char* p) const { std::free(p); }
-};
-
-// This thread's aligned buffer for reads whose memory is not aligned as the
-// file offset is: direct_read_piece bytes, kept for the thread's life.
-char* thread_piece() {
-  thread_local std::unique_ptr<char, AlignedFree> piece;
-  if (!piece) {
-    void* p = nullptr;
-    if (::posix_memalign(&p, direct_alignment, direct_read_piece) != 0) return nullptr;
-    piece.reset(static_cast<char*>(p));
-  }
-  return piece.get();
-}
-
-// The share of the file's pages the page cache holds (mincore on a mapping
-// never touched); 0 where it cannot be told. mincore answers for files this
-// user may write (or owns); for others it says every page is held.
+// The share of the file's pages the page cache holds: cachestat (Linux
+// 6.5) where there is one, else mincore on a mapping never touched, which
+// answers only for files this user owns or may write (for others it says
+// every page is held); -1 where it cannot be told.
 double cached_share(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_size <= 0) return 0;
+  if (::fstat(fd, &st) != 0 || st.st_size <= 0) return -1;
   const std::size_t bytes = std::size_t(st.st_size), page = std::size_t(::sysconf(_SC_PAGESIZE));
+  const double pages = double((bytes + page - 1) / page);
+#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+  struct {
+    std::uint64_t off, len;
+  } range{0, 0};  // to the end of the file
+  struct {
+    std::uint64_t cache, dirty, writeback, evicted, recently_evicted;
+  } counts{};
+  constexpr long cachestat_call = 451;  // the same number on every architecture (a syscall added after 5.x)
+  if (::syscall(cachestat_call, fd, &range, &counts, 0) == 0) return std::min(1.0, double(counts.cache) / pages);
+#endif
+  if (st.st_uid != ::geteuid() && ::faccessat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(fd)).c_str(), W_OK, 0) != 0)
+    return -1;
   void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) return 0;
+  if (map == MAP_FAILED) return -1;
   std::vector<unsigned char> held((bytes + page - 1) / page);
   std::size_t in = 0;
-  if (::mincore(map, bytes, held.data()) == 0)
+  const bool told = ::mincore(map, bytes, held.data()) == 0;
+  if (told)
     for (unsigned char h : held) in += h & 1;
   ::munmap(map, bytes);
-  return double(in) / double(held.size());
+  return told ? double(in) / double(held.size()) : -1;
 }
 
 std::string file_system_of(int fd) {
@@ -66,7 +67,8 @@ std::string file_system_of(int fd) {
 }  // namespace
 
 DirectReader::DirectReader(int fd, DirectMode mode, const std::string& shown, const std::string& because)
-    : fd_(fd), mode_(mode), shown_(shown), because_(because) {
+    : fd_(fd), mode_(mode), shown_(shown), because_(because),
+      pieces_(direct_read_buffers, direct_read_piece, direct_alignment, shown + ": a direct read's aligned buffer") {
   if (mode == DirectMode::off) {
     why_buffered_ = because.empty() ? "[input] direct = false" : because;
     return;
@@ -89,11 +91,19 @@ DirectReader::DirectReader(int fd, DirectMode mode, const std::string& shown, co
   // cached ranges (its marks left by other descriptors of the file) cache
   // the next ones, until 94-99% of a cold input went through the cache.
   if (mode == DirectMode::automatic) {
-    const double held = cached_share(fd);
+    double held = -1;
+    try {
+      held = cached_share(fd);
+    } catch (...) {  // out of memory for mincore's answer: the descriptor not left open
+      ::close(direct_fd_);
+      throw;
+    }
     if (held >= 0.5) {
       ::close(direct_fd_);
       direct_fd_ = -1;
       why_buffered_ = fmt::format("the page cache held {:.0f}% of the file when it was opened", 100 * held);
+    } else if (held < 0) {
+      because_ += std::string(because_.empty() ? "" : "; ") + "what the page cache held of it could not be told";
     }
   }
 }
@@ -148,8 +158,9 @@ void DirectReader::read_direct(char* out, std::size_t bytes, off_t at) {
       done = tail;
     }
   }
-  char* piece = done < end ? thread_piece() : nullptr;
-  if (done < end && !piece) throw IoError(shown_ + ": out of memory for a direct read's aligned buffer");
+  if (done >= end) return;
+  const AlignedPool::Taken taken(pieces_);
+  char* const piece = taken.get();
   while (done < end) {
     const off_t from = align_down(done), to = std::min(align_up(end), from + off_t(direct_read_piece));
     const off_t need = std::min(end, to);

@@ -7,8 +7,10 @@
 // mincore when it is opened) is read from it.
 // O_DIRECT wants offsets, lengths and memory aligned: a range is read whole
 // pages at a time, into the caller's memory where it is aligned as the file
-// offset is, else through this thread's aligned buffer.
+// offset is, else through one of the reader's aligned buffers (at most
+// direct_read_buffers, whatever number of threads read: waited for).
 #include "core/Names.hpp"
+#include "io/AlignedPool.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -16,6 +18,7 @@
 #include <mutex>
 #include <string>
 #include <sys/types.h>
+#include <vector>
 
 namespace cvest::io {
 
@@ -23,6 +26,10 @@ namespace cvest::io {
 // synchronous reads of 1 MiB kept this project's devices as busy as 64 MiB
 // ones (docs/benchmarks.md).
 inline constexpr std::size_t direct_read_piece = std::size_t(1) << 20;
+// A reader's aligned buffers at most, and what they take (counted in a
+// run's memory_budget where the input may be read direct).
+inline constexpr std::size_t direct_read_buffers = 4;
+inline constexpr std::size_t direct_read_memory = direct_read_buffers * direct_read_piece;
 
 class DirectReader {
  public:
@@ -31,7 +38,9 @@ class DirectReader {
   // the file system accepts O_DIRECT and the page cache holds less than half
   // of the file (else through the cache, said by text()). on: direct,
   // IoError where the file system refuses O_DIRECT. `because`: why the mode is what it is
-  // (a measurement, or why it is off), for text().
+  // (a measurement, or why it is off), for text(). Where mincore cannot
+  // tell what the cache holds (another user's file this user may not
+  // write: it then says every page is held), automatic reads direct.
   DirectReader(int fd, DirectMode mode, const std::string& shown, const std::string& because = "");
   ~DirectReader();
   DirectReader(const DirectReader&) = delete;
@@ -61,6 +70,7 @@ class DirectReader {
   mutable std::mutex why_m_;
   std::string why_buffered_;
   std::atomic<std::uint64_t> direct_bytes_{0}, buffered_bytes_{0};
+  AlignedPool pieces_;  // for memory not aligned as the file offset is
 };
 
 }  // namespace cvest::io

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -92,7 +93,8 @@ double writeback_threshold_bytes() {
 
 DirectWriter::DirectWriter(int fd, DirectMode mode, const std::string& shown, const std::string& off_because,
                            std::size_t memory)
-    : fd_(fd), mode_(mode), shown_(shown), copy_bytes_(direct_copy_bytes(memory)) {
+    : fd_(fd), mode_(mode), shown_(shown),
+      copies_(max_direct_lanes, direct_copy_bytes(memory), direct_alignment, shown + ": a direct write's aligned copy") {
   if (mode == DirectMode::automatic) chosen_because_ = off_because;
   if (mode == DirectMode::off) {
     why_buffered_ = off_because.empty() ? "[output] direct = false" : off_because;
@@ -118,7 +120,6 @@ DirectWriter::~DirectWriter() {
   work_.notify_all();
   for (std::thread& t : lanes_) t.join();
   if (direct_fd_ >= 0) ::close(direct_fd_);
-  for (void* p : copies_) std::free(p);
 }
 
 std::string DirectWriter::why_buffered() const {
@@ -154,8 +155,7 @@ void DirectWriter::write(const void* buffer, std::size_t bytes, off_t at) {
 }
 
 std::size_t DirectWriter::copy_memory() const {
-  const std::lock_guard lock(copies_m_);
-  return copies_.size() * copy_bytes_;
+  return copies_.held();
 }
 
 std::size_t DirectWriter::lanes() const {
@@ -227,21 +227,16 @@ void DirectWriter::write_direct(const char* in, std::size_t bytes, off_t at) {
 }
 
 void DirectWriter::write_direct_lane(const char* in, std::size_t bytes, off_t at) {
-  void* copy = aligned(in) ? nullptr : take_copy();
-  struct Give {
-    DirectWriter* w;
-    void* copy;
-    ~Give() {
-      if (copy) w->give_copy(copy);
-    }
-  } give{this, copy};
+  std::optional<AlignedPool::Taken> taken;  // memory not aligned as the file offset is goes through a copy
+  if (!aligned(in)) taken.emplace(copies_);
+  char* const copy = taken ? taken->get() : nullptr;
   for (std::size_t done = 0; done < bytes;) {
     if (!direct()) {  // refused meanwhile (another thread's write)
       write_at(fd_, in + done, bytes - done, at + off_t(done), shown_);
       buffered_bytes_ += bytes - done;
       return;
     }
-    const std::size_t n = copy ? std::min(copy_bytes_, bytes - done) : bytes - done;
+    const std::size_t n = copy ? std::min(copies_.bytes(), bytes - done) : bytes - done;
     const char* from = in + done;
     if (copy) from = static_cast<const char*>(std::memcpy(copy, from, n));
     ssize_t put = pwrite_once(direct_fd_, from, n, at + off_t(done));
@@ -261,29 +256,6 @@ void DirectWriter::refuse(const std::string& why) {
   if (mode_ == DirectMode::on) throw IoError(shown_ + ": [output] direct = true, but " + why);
   const std::lock_guard lock(why_m_);
   if (!refused_.exchange(true)) why_buffered_ = why;
-}
-
-void* DirectWriter::take_copy() {
-  std::unique_lock lock(copies_m_);
-  copy_freed_.wait(lock, [&] { return !free_copies_.empty() || copies_.size() < max_direct_lanes; });
-  if (!free_copies_.empty()) {
-    void* p = free_copies_.back();
-    free_copies_.pop_back();
-    return p;
-  }
-  void* p = nullptr;
-  if (::posix_memalign(&p, direct_alignment, copy_bytes_) != 0)
-    throw IoError(shown_ + ": out of memory for a direct write's aligned copy");
-  copies_.push_back(p);
-  return p;
-}
-
-void DirectWriter::give_copy(void* copy) {
-  {
-    const std::lock_guard lock(copies_m_);
-    free_copies_.push_back(copy);
-  }
-  copy_freed_.notify_one();
 }
 
 }  // namespace cvest::io

@@ -15,6 +15,7 @@
 // is not aligned as the file offset is (pipeline buffers are page-aligned,
 // so a block's first rows need none); a writer waits for a free copy.
 #include "core/Names.hpp"
+#include "io/AlignedPool.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -96,12 +97,7 @@ class DirectWriter {
   std::atomic<std::uint64_t> direct_bytes_{0}, buffered_bytes_{0};
   // Aligned copies of unaligned callers' data: at most max_direct_lanes,
   // waited for, freed with the writer.
-  std::size_t copy_bytes_;
-  mutable std::mutex copies_m_;
-  std::condition_variable copy_freed_;
-  std::vector<void*> copies_, free_copies_;
-  void* take_copy();
-  void give_copy(void* copy);
+  AlignedPool copies_;
   // The lanes: pieces of callers' writes, taken by the writer's threads.
   struct Batch {
     std::size_t left = 0;

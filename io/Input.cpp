@@ -17,7 +17,7 @@ File open_job_input(const std::string& path, const std::string& multby, const st
 
 InputFile::InputFile(const std::string& path, const std::string& multby, const std::string& discount,
                      std::size_t chunk_cache_bytes, DirectMode reads, const std::string& reads_because)
-    : path_(path), multby_name_(multby), discount_name_(discount),
+    : path_(path), multby_name_(multby), discount_name_(discount), reads_(reads), reads_because_(reads_because),
       file_(open_job_input(path, multby, discount)) {
   DatasetShape m, d;
   multby_ = open_dataset(file_, path, multby, 2, m, chunk_cache_bytes);

@@ -48,10 +48,15 @@ class InputFile {
   CubeStorage multby_storage(Precision precision) const { return multby_reader_->storage(precision); }
   // How discount's bytes were read (CubeReader::reads_text).
   std::string reads_text(Precision precision) const { return discount_reader_->reads_text(precision); }
+  // The read mode it was opened with, and why (to open it again alike).
+  DirectMode reads() const { return reads_; }
+  const std::string& reads_because() const { return reads_because_; }
   const Dataset& discount_dataset() const { return discount_; }
 
  private:
   std::string path_, multby_name_, discount_name_;
+  DirectMode reads_;
+  std::string reads_because_;
   File file_;
   Dataset multby_, discount_;
   InputShape shape_;

@@ -90,8 +90,8 @@ int create_whole(const std::string& path, const std::string& text, const std::st
 }  // namespace
 
 Journal::Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
-                 const std::vector<Block>& done, std::size_t batch_bytes)
-    : path_(path), data_path_(data_path), batch_bytes_(batch_bytes) {
+                 const std::vector<Block>& done, std::size_t batch_bytes, double batch_seconds)
+    : path_(path), data_path_(data_path), batch_bytes_(batch_bytes), batch_seconds_(batch_seconds) {
   std::string why;
   data_fd_ = open_own_file(data_path, O_WRONLY, why);
   if (data_fd_ < 0) throw IoError(path + ": cannot open the output " + data_path + " to sync it: it is " + why);
@@ -133,8 +133,9 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
 void Journal::start_syncer() {
   syncer_ = start_thread("the resume journal's thread", [this] {
     std::unique_lock lock(pending_m_);
-    while (!stopping_) {  // a batch when it is full, or a second after the last
-      wake_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_ || pending_bytes_ >= batch_bytes_; });
+    while (!stopping_) {  // a batch when it is full, or a second (batch_seconds) after the last
+      wake_.wait_for(lock, std::chrono::duration<double>(batch_seconds_),
+                     [&] { return stopping_ || pending_bytes_ >= batch_bytes_; });
       if (stopping_) break;
       if (pending_.empty()) continue;
       lock.unlock();

@@ -42,8 +42,11 @@ class Journal {
   // its fingerprint and the output's identity, then `done` (blocks an
   // earlier run left on disk). Created exclusively at `path`.new and moved
   // to `path` without replacing anything: IoError where either name is taken.
+  // `batch_bytes` and `batch_seconds`: a batch is synced when it is that
+  // large, or that long after the last (tests take other values).
   Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
-          const std::vector<Block>& done = {}, std::size_t batch_bytes = std::size_t(256) << 20);
+          const std::vector<Block>& done = {}, std::size_t batch_bytes = std::size_t(256) << 20,
+          double batch_seconds = 1.0);
   ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
@@ -85,6 +88,7 @@ class Journal {
   std::string path_, data_path_;
   int fd_ = -1, data_fd_ = -1;
   std::size_t batch_bytes_;
+  double batch_seconds_;
   long long header_bytes_ = 0;
   std::mutex pending_m_, append_m_;
   std::condition_variable wake_;

@@ -85,7 +85,7 @@ long busy_ms(const std::string& number) {
 // or trimmed (a file just removed has its blocks discarded for seconds after,
 // with no request counted in flight): synced, then the device's busy time
 // unchanged for half a second (at most 30 s).
-void wait_until_idle(const std::string& number) {
+void wait_until_idle_number(const std::string& number) {
   if (const char* skip = std::getenv("CVEST_TUNE_NO_WAIT"); skip && *skip) return;  // unit tests: shapes, not timings
   ::sync();
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -155,38 +155,16 @@ double write_pass(const std::string& folder, double bytes, bool direct, const ch
   return seconds;
 }
 
-// One read pass over the file at `path` of `bytes`, not cached (dropped
-// first): through the page cache in pieces of 8 MiB with sequential
-// read-ahead, as cvest reads, or direct in pieces of direct_read_piece.
-double read_pass(const std::string& path, double bytes, bool direct, char* buffer, std::size_t piece) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | (direct ? O_DIRECT : 0));
-  if (fd < 0) throw IoError(path + ": cannot open it to measure reads: " + std::strerror(errno));
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // clean after write_pass's fsync: dropped
-  if (!direct) ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  const std::size_t n = direct ? direct_read_piece : piece;
-  const auto start = std::chrono::steady_clock::now();
-  int error = 0;
-  for (double at = 0; at < bytes;) {
-    const ssize_t got = ::pread(fd, buffer, std::size_t(std::min(double(n), bytes - at)), off_t(at));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      error = got < 0 ? errno : EIO;
-      break;
-    }
-    at += double(got);
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ::close(fd);
-  if (error) throw IoError(path + ": reading it to measure reads failed: " + std::strerror(error));
-  return seconds;
-}
-
 std::string range_text(const std::vector<double>& v) {
   return v.empty() ? std::string("-")
                    : fmt::format("{:.2f}-{:.2f}", *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end()));
 }
 
 }  // namespace
+
+void wait_until_idle(const std::string& folder) {
+  wait_until_idle_number(device_number(existing_ancestor(folder).string()));
+}
 
 bool WriteModeRecord::direct() const { return median(direct_s) < median(buffered_s); }
 bool WriteModeRecord::read_direct() const {
@@ -195,8 +173,8 @@ bool WriteModeRecord::read_direct() const {
 
 std::string WriteModeRecord::read_text() const {
   if (!reads_measured()) return "reads not measured on this file system (cvest tune measures them)";
-  return fmt::format("reads measured on this file system on {}: past the page cache {:.2f} s, through it {:.2f} s per "
-                     "{:.2f} GB not cached (medians of {}; {} and {})",
+  return fmt::format("reads measured on this file system on {}: cvest runs with the input past the page cache {:.2f} s, "
+                     "through it {:.2f} s per {:.2f} GB not cached (medians of {}; {} and {})",
                      date, median(read_direct_s), median(read_buffered_s), bytes / 1e9, read_direct_s.size(),
                      range_text(read_direct_s), range_text(read_buffered_s));
 }
@@ -213,12 +191,15 @@ DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std:
   std::string problem;
   const auto record = folder.empty() || fault_injected("direct_refused") ? std::nullopt
                                                                          : write_mode_record_for(folder, problem);
+  static std::atomic<bool> said{false};
+  if (!problem.empty() && !said.exchange(true))
+    fmt::print(stderr, "cvest: warning: {}; [input] direct = \"auto\" takes its stated default\n", problem);
   if (record && record->reads_measured()) {
     because = record->read_text();
     return record->read_direct() ? mode : DirectMode::off;
   }
-  because = "the stated default (cold reads of 1 MiB measured 2-3x faster past the page cache than through it on "
-            "this project's VMs; cvest tune measures this one)";
+  because = "the stated default (cold inputs of 1.6, 6.8 and 24 GB read 1.2-1.5x faster past the page cache than "
+            "through it in cvest's runs on this project's VMs; cvest tune measures this one)";
   return mode;
 }
 
@@ -336,45 +317,6 @@ void save_write_mode_record(const WriteModeRecord& record) {
   write_whole_file(path, j.dump(2) + "\n", "write-mode record");
 }
 
-namespace {
-
-// One file of `bytes` written and synced, then read `repeats` times
-// each way, alternating which goes first, each read started with the file
-// dropped from the page cache and the device idle; the file removed after.
-void measure_read_modes(const std::string& folder, const std::string& number, double bytes, int repeats, char* buffer,
-                        std::size_t piece, WriteModeRecord& record, std::ostream& progress) {
-  const std::string path = (std::filesystem::path(folder) / "cvest-tune.bin").string();
-  std::string temp = temp_path_for(path);
-  TempFileGuard guard(temp);
-  const int fd = create_exclusive_temp(path, temp, guard);
-  if (fd < 0) throw IoError(folder + ": cannot create a file to measure reads: " + std::strerror(errno));
-  bool ok = true;
-  for (double at = 0; ok && at < bytes;) {
-    const ssize_t put = ::pwrite(fd, buffer, std::size_t(std::min(double(piece), bytes - at)), off_t(at));
-    if (put < 0 && errno == EINTR) continue;
-    ok = put > 0;
-    at += put > 0 ? double(put) : 0;
-  }
-  const int error = ok ? (::fsync(fd) == 0 ? 0 : errno) : (errno ? errno : ENOSPC);
-  ::close(fd);
-  struct Remove {
-    std::string path;
-    ~Remove() { ::unlink(path.c_str()); }
-  } remove{temp};
-  if (error) throw IoError(folder + ": writing a file to measure reads failed: " + std::strerror(error));
-  for (int r = 0; r < repeats; ++r)
-    for (const bool direct : {r % 2 == 0, r % 2 != 0}) {
-      wait_until_idle(number);
-      const double s = read_pass(temp, bytes, direct, buffer, piece);
-      (direct ? record.read_direct_s : record.read_buffered_s).push_back(s);
-      progress << fmt::format("  read {}/{}: {} {:.2f} s ({:.2f} GB/s)\n", r + 1, repeats,
-                              direct ? "past the page cache" : "through it", s, bytes / s / 1e9)
-               << std::flush;
-    }
-}
-
-}  // namespace
-
 WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress) {
   // What a killed tune left (as large as --size) goes first.
   clean_up_after_killed_runs((std::filesystem::path(folder) / "cvest-tune.bin").string());
@@ -386,15 +328,14 @@ WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int
   WriteModeRecord record{write_mode_key(folder), today(), bytes, {}, {}, {}, {}};
   for (int r = 0; r < repeats; ++r)
     for (const bool direct : {r % 2 == 0, r % 2 != 0}) {
-      wait_until_idle(number);
+      wait_until_idle_number(number);
       const double s = write_pass(folder, bytes, direct, buffer.get(), piece);
       (direct ? record.direct_s : record.buffered_s).push_back(s);
       progress << fmt::format("  pass {}/{}: {} {:.2f} s ({:.2f} GB/s)\n", r + 1, repeats,
                               direct ? "past the page cache" : "through it, then fsync", s, bytes / s / 1e9)
                << std::flush;
     }
-  measure_read_modes(folder, number, bytes, repeats, buffer.get(), piece, record, progress);
-  wait_until_idle(number);
+  wait_until_idle_number(number);
   return record;
 }
 

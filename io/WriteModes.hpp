@@ -22,8 +22,8 @@ struct WriteModeRecord {
   std::string date;  // YYYY-MM-DD
   double bytes = 0;  // written by each pass
   std::vector<double> direct_s, buffered_s;  // each pass's seconds, until on disk
-  // Reads of the same bytes, not cached, each way (empty in a record
-  // written before reads were measured).
+  // Runs on an input of about the same bytes, not cached, read each way
+  // (empty in a record written before reads were measured).
   std::vector<double> read_direct_s, read_buffered_s;
   bool direct() const;  // direct's median below the page cache's
   bool reads_measured() const { return !read_direct_s.empty() && !read_buffered_s.empty(); }
@@ -54,14 +54,17 @@ std::optional<WriteModeRecord> write_mode_record_for(const std::string& folder, 
 void save_write_mode_record(const WriteModeRecord& record);
 
 // Writes `bytes` into a new file in `folder` `repeats` times each way,
-// then reads one such file `repeats` times each way (dropped from the page
-// cache before each read),
 // alternating which goes first, each pass started with the device idle
 // (the last one's file removed, synced, the device's busy time unchanged
 // for half a second; a file system without a block device: a pause); the file is
 // removed at the end. IoError where the folder refuses O_DIRECT (auto writes
 // through the page cache there already) or a write fails.
 WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress);
+
+// Waits until the device of `folder`'s file system is idle: synced, then
+// its busy time unchanged for half a second (at most 30 s; a file system
+// without a block device: a pause). CVEST_TUNE_NO_WAIT skips it (tests).
+void wait_until_idle(const std::string& folder);
 
 // What `auto` takes for an output of `bytes` in `folder`: what `cvest tune`
 // measured on this machine's file system there (below), where
@@ -76,8 +79,8 @@ DirectMode choose_direct(DirectMode mode, double bytes, std::string& because, co
 // What `[input] direct = "auto"` takes for an input in `folder`: direct
 // reads of what the cache does not hold unless `cvest tune` measured reads
 // through the cache faster there; the stated default with no record is
-// direct (cold 1 MiB reads: 1.1-1.9 GB/s direct against 0.56-0.61 GB/s
-// through the cache; docs/benchmarks.md). on and off stay; `because` says
+// direct (cold inputs of 1.6, 6.8 and 24 GB: cvest 1.2-1.5x faster reading
+// them direct; docs/benchmarks.md). on and off stay; `because` says
 // why.
 DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std::string& folder);
 

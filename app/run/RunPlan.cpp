@@ -26,6 +26,19 @@ namespace {
 
 std::string_view numpy_name(Precision p) { return p == Precision::f64 ? "float64" : "float32"; }
 
+// How the input is read: [input] direct, where auto takes what cvest tune
+// measured or the stated default; a budget too small to hold the direct
+// reader's buffers within an eighth of it reads through the page cache.
+DirectMode reads_mode(const Deck& deck, std::string& because) {
+  if (deck.input.direct == DirectMode::automatic && deck.run.memory_budget < 8 * io::direct_read_memory) {
+    because = fmt::format("memory_budget below {} leaves no room for direct reads' buffers",
+                          format_bytes(8.0 * double(io::direct_read_memory)));
+    return DirectMode::off;
+  }
+  return io::choose_direct_reads(deck.input.direct, because,
+                                 (std::filesystem::path(deck.input.file).parent_path() / ".").string());
+}
+
 // Opens the input (the deck's generate spec in its place where it is not on
 // disk yet): its shape, the run's precision, and a chunk cache that holds a
 // row of chunks HDF5 reads (HDF5's cache, or cvest's decoding scratch in its
@@ -38,8 +51,7 @@ io::ChunkRow open_input(const Deck& deck, bool input_on_disk, RunPlan& plan, std
   } else {
     const std::size_t default_cache = std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20);
     std::string because;
-    const DirectMode reads = io::choose_direct_reads(
-        deck.input.direct, because, (std::filesystem::path(deck.input.file).parent_path() / ".").string());
+    const DirectMode reads = reads_mode(deck, because);
     auto input = std::make_unique<const io::InputFile>(deck.input.file, deck.input.multby, deck.input.discount,
                                                        default_cache, reads, because);
     plan.shape = input->shape();
@@ -104,7 +116,7 @@ void plan_layouts(const Deck& deck, const io::ChunkRow& row, std::array<Index, 2
   for (const LayoutKind layout : deck.run.layouts) {
     const bool whole_output_chunks = layout == LayoutKind::right || deck.output.compression != Compression::none;
     plan.blocks.push_back(plan_blocks(s.T, s.N, s.K, element_size(plan.precision),
-                                      deck.run.memory_budget - row.cache_bytes - plan.direct_memory,
+                                      deck.run.memory_budget - row.cache_bytes - plan.direct_memory - plan.read_memory,
                                       block_quantum(row.quantum, decoded, whole_output_chunks ? chunk_ids : 0),
                                       max_block, layout));
     const BlockPlan& p = plan.blocks.back();
@@ -191,7 +203,7 @@ JobPlan job_plan(const Deck& deck, const RunPlan& plan, Strategy strategy, Layou
   job.layout = layout;
   std::string why_not;
   const int threads =
-      per_thread_threads(plan.plan(layout), deck.run.memory_budget - plan.direct_memory, strategy, layout, true, why_not);
+      per_thread_threads(plan.plan(layout), deck.run.memory_budget - plan.direct_memory - plan.read_memory, strategy, layout, true, why_not);
   if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
     throw InputError(fmt::format("{}: [run] pipeline = \"per_thread\" does not apply to {}/{}: {}", deck.path,
                                  to_string(strategy), to_string(layout), why_not));
@@ -227,6 +239,11 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     // free memory, which differs).
     if (deck.output.compression == Compression::none && deck.output.direct != DirectMode::off)
       plan.direct_memory = io::direct_write_memory(deck.run.memory_budget);
+    // The input reader's aligned buffers, where it may read direct (an
+    // eighth of the budget at most, as the writer's copies; reads_mode).
+    if (deck.input.direct == DirectMode::on ||
+        (deck.input.direct == DirectMode::automatic && deck.run.memory_budget >= 8 * io::direct_read_memory))
+      plan.read_memory = std::min(io::direct_read_memory, deck.run.memory_budget / 8);
     plan_layouts(deck, row, decoded, chunk_ids, plan, progress);
     warn_tiny_blocks(deck, plan, progress);
     share_among_ranks(ranks, chunk_ids, plan, progress);

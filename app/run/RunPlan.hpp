@@ -38,6 +38,7 @@ struct RunPlan {
   std::vector<std::vector<Range>> rank_blocks;
   io::OutputSpec output;       // what the first job writes
   std::size_t direct_memory = 0;  // the output's direct writes' aligned copies (io::direct_write_memory), in the budget
+  std::size_t read_memory = 0;    // the input's direct reads' aligned buffers (io::direct_read_memory), in the budget
   std::vector<JobPlan> jobs;   // the deck's strategies x layouts, strategy by strategy
 
   const BlockPlan& plan(LayoutKind layout) const;

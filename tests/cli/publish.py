@@ -239,6 +239,18 @@ def syscalls():
     lines = trace("run", "deck.toml")
     assert_order(lines, "cv.h5")
     assert_order(lines, "r.json")
+    # The journal and the seal (io/Journal.cpp create_whole): written to
+    # NAME.new, synced, renamed onto NAME, the folder synced after.
+    for kind in (".journal-", ".sealed"):
+        renames = [i for i, l in enumerate(lines) if "rename" in l and kind in l.split(",", 2)[-1]]
+        check(len(renames) >= 1, f"the output's {kind.strip('.-')}: put in place with a rename ({len(renames)})")
+        for i in renames:
+            source = os.path.join(folder, lines[i].split('"')[1])
+            synced = [l for l in lines[:i] if ("fsync(" in l or "fdatasync(" in l) and f"<{source}>" in l]
+            check(bool(synced) and source.endswith(".new"),
+                  f"{os.path.basename(source)}: synced before its rename ({len(synced)} syncs)")
+            folder_synced = [l for l in lines[i + 1:] if "fsync(" in l and f"<{folder}>" in l]
+            check(bool(folder_synced), f"{os.path.basename(source)}: the folder fsync'd after the rename")
     lines = trace("generate", "--dates", "8", "--ids", "3000", "--cols", "5", "--out", "in.h5", "--overwrite")
     assert_order(lines, "in.h5")
 

@@ -11,16 +11,16 @@ def direct_io(trace_file, call, access=None):
     any such descriptor was opened. Calls another thread's call split in two
     lines ("<unfinished ...>", "<... resumed>") are joined first."""
     direct, moved, misaligned, opened, pending = set(), 0, 0, False, {}
-    resumed = f"<... {call} resumed>"
     with open(trace_file) as f:
         for line in f:
             pid, _, text = line.partition(" ")
             text = text.strip()
-            if text.startswith(resumed) and pid in pending:
-                text = pending.pop(pid) + text[len(resumed):]
-            elif text.startswith(call + "(") and text.endswith("<unfinished ...>"):
+            if text.endswith("<unfinished ...>"):  # any call another thread's came in the middle of
                 pending[pid] = text[: -len("<unfinished ...>")].rstrip()
                 continue
+            m = re.match(r"<\.\.\. \w+ resumed>", text)
+            if m and pid in pending:
+                text = pending.pop(pid) + text[m.end():]
             if text.startswith("openat(") and re.search(r"O_DIRECT(?!ORY)", text) and (access is None or access in text):
                 m = re.search(r"= (\d+)$", text)
                 if m:

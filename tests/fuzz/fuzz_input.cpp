@@ -50,7 +50,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (double(dates) * double(ids) * double(s.K) <= double(1 << 20)) {  // a small block, whatever the shape claims
       const std::size_t values = std::size_t(dates * ids * s.K);
       std::vector<double> buffer(values + canary_bytes / sizeof(double));
-      std::memset(buffer.data() + values, canary, canary_bytes);
       for (const auto precision : {cvest::Precision::f64, cvest::Precision::f32}) {
         // Not where HDF5 itself would decode filtered chunks: HDF5 1.10.8
         // trusts the size its filters return and copies a whole chunk out
@@ -60,12 +59,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const auto hdf5_decodes = [](const cvest::io::CubeStorage& s) {
           return s.read_by == cvest::ReadBy::hdf5 && !s.filters.empty();
         };
-        if (!hdf5_decodes(input.multby_storage(precision))) input.read_multby({0, ids}, precision, buffer.data());
+        // Each read's canary right after the bytes it was asked for (its
+        // own count of values, in the precision asked).
+        const auto checked_read = [&](std::size_t count, const auto& read) {
+          auto* bytes = reinterpret_cast<unsigned char*>(buffer.data());
+          const std::size_t end = count * cvest::element_size(precision);
+          std::memset(bytes + end, canary, canary_bytes);
+          read();
+          if (std::any_of(bytes + end, bytes + end + canary_bytes, [](unsigned char b) { return b != canary; }))
+            fail("a read wrote past the block buffer cvest sized");
+        };
+        if (!hdf5_decodes(input.multby_storage(precision)))
+          checked_read(std::size_t(ids * s.K), [&] { input.read_multby({0, ids}, precision, buffer.data()); });
         if (!hdf5_decodes(input.discount_storage(precision)))
-          input.read_discount(cvest::Block{{0, dates}, {0, ids}}, precision, buffer.data());
-        const auto* after = reinterpret_cast<const unsigned char*>(buffer.data() + values);
-        if (std::any_of(after, after + canary_bytes, [](unsigned char b) { return b != canary; }))
-          fail("a read wrote past the block buffer cvest sized");
+          checked_read(values, [&] { input.read_discount(cvest::Block{{0, dates}, {0, ids}}, precision, buffer.data()); });
       }
     }
   } catch (const cvest::InputError&) {

@@ -174,6 +174,10 @@ TEST_CASE("putting a file in place without replacing one: each way a file system
     std::ofstream(taken) << "theirs";
     errno = 0;
     CHECK_FALSE(rename_without_replacing(temp.string(), taken.string(), ways));
+    if (errno == ENOSYS || errno == EPERM) {  // this way is not one the scratch folder's file system has
+      skip_part("the scratch folder's file system lacks rename way " + std::to_string(ways));
+      continue;
+    }
     CHECK(errno == EEXIST);
     CHECK(text(taken) == "theirs");  // never replaced
     CHECK(text(temp) == "new");      // and ours still where it was

@@ -104,8 +104,8 @@ TEST_CASE("the read mode: direct by default, what cvest tune measured where it h
   CHECK_FALSE(found->read_direct());
   CHECK(found->direct());
   CHECK(choose_direct_reads(DirectMode::automatic, because, folder) == DirectMode::off);
-  CHECK(because == "reads measured on this file system on 2026-12-03: past the page cache 2.10 s, through it 1.10 s "
-                   "per 1.60 GB not cached (medians of 3; 2.00-2.20 and 1.00-1.20)");
+  CHECK(because == "reads measured on this file system on 2026-12-03: cvest runs with the input past the page cache "
+                   "2.10 s, through it 1.10 s per 1.60 GB not cached (medians of 3; 2.00-2.20 and 1.00-1.20)");
   CHECK(choose_direct_reads(DirectMode::on, because, folder) == DirectMode::on);  // the deck's word stands
   save_write_mode_record({key, "2026-12-04", 1.6e9, {0.4}, {0.9}, {1.0, 0.9}, {2.0, 2.5}});
   CHECK(choose_direct_reads(DirectMode::automatic, because, folder) == DirectMode::automatic);
@@ -138,10 +138,5 @@ TEST_CASE("cvest tune's measurement interleaves both ways and leaves no file", "
   // pass 1: direct first; pass 2: buffered first
   CHECK(p.find("pass 1/3: past") < p.find("pass 1/3: through"));
   CHECK(p.find("pass 2/3: through") < p.find("pass 2/3: past"));
-  CHECK(r.read_direct_s.size() == 3);
-  CHECK(r.read_buffered_s.size() == 3);
-  CHECK(p.find("read 1/3: past") < p.find("read 1/3: through"));
-  CHECK(p.find("read 2/3: through") < p.find("read 2/3: past"));
-  CHECK(p.rfind("pass 3/3") < p.find("read 1/3"));
   CHECK(fs::is_empty(folder));
 }
