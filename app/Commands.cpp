@@ -145,6 +145,7 @@ void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& ou
   fmt::print(progress, "cvest tune: {} x {:.2f} GB each way in {} ({}), interleaved, the device idle before each\n",
              repeats, bytes / 1e9, args.folder, io::write_mode_key(args.folder));
   io::WriteModeRecord record = io::measure_write_modes(args.folder, bytes, repeats, progress);
+  io::save_write_mode_record(record);  // kept should the read measurement fail
   fmt::print(progress, "cvest tune: cvest runs on an input of {:.2f} GB not cached, reading it both ways\n", bytes / 1e9);
   measure_reads(args.folder, bytes, repeats, record, progress);
   io::save_write_mode_record(record);

@@ -3,6 +3,7 @@
 #include "app/run/RunDeck.hpp"
 #include "core/Errors.hpp"
 #include "io/Generator.hpp"
+#include "io/TempFiles.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -54,8 +55,15 @@ void measure_reads(const std::string& folder, double bytes, int repeats, io::Wri
   spec.cols = 5;
   spec.ids = Index(std::clamp(values, 1.0, 1e6));
   spec.dates = std::max<Index>(1, Index(values / double(spec.ids)));
-  const std::string input = (fs::path(folder) / "cvest-tune-in.h5").string();
-  const std::string output = (fs::path(folder) / "cvest-tune-out.h5").string();
+  // Fresh unpredictable names of this run's own (as a run's temporary
+  // files: a killed tune's are removed by the next), removed on a signal and
+  // at the end; nothing another user or run has in the folder is touched.
+  const std::string input_name = (fs::path(folder) / "cvest-tune-in.h5").string();
+  const std::string output_name = (fs::path(folder) / "cvest-tune-out.h5").string();
+  io::clean_up_after_killed_runs(input_name);
+  io::clean_up_after_killed_runs(output_name);
+  const std::string input = io::temp_path_for(input_name), output = io::temp_path_for(output_name);
+  const io::TempFileGuard input_guard(input), output_guard(output);
   struct Remove {
     std::string a, b;
     ~Remove() {
@@ -64,7 +72,7 @@ void measure_reads(const std::string& folder, double bytes, int repeats, io::Wri
       fs::remove(b, ec);
     }
   } remove{input, output};
-  io::generate_input(input, spec, true);
+  io::generate_input(input, spec, false);
   const double cube = double(spec.dates * spec.ids * spec.cols) * 8;
   std::ostringstream quiet;
   for (int r = 0; r < repeats; ++r)
@@ -74,7 +82,13 @@ void measure_reads(const std::string& folder, double bytes, int repeats, io::Wri
       drop_from_cache(input);
       io::wait_until_idle(folder);
       const auto start = std::chrono::steady_clock::now();
-      run_deck(tune_deck(input, output, direct, record.direct()), quiet);
+      try {
+        run_deck(tune_deck(input, output, direct, record.direct()), quiet);
+      } catch (const IoError& e) {
+        throw IoError(std::string("cvest tune: measuring reads: ") + e.what());
+      } catch (const InputError& e) {
+        throw InputError(std::string("cvest tune: measuring reads: ") + e.what());
+      }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       quiet.str("");
       (direct ? record.read_direct_s : record.read_buffered_s).push_back(s);

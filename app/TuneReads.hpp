@@ -17,7 +17,8 @@ namespace cvest::app {
 // each way (alternating which goes first; before each run the input is
 // dropped from the page cache, the last output removed and the device left
 // to go idle), the output written as `record` says writes go faster; the
-// runs' seconds go into `record`'s read passes. Its files are removed after.
+// runs' seconds go into `record`'s read passes. Its files (fresh temporary
+// names) are removed after, and on a signal.
 void measure_reads(const std::string& folder, double bytes, int repeats, io::WriteModeRecord& record,
                    std::ostream& progress);
 

@@ -16,9 +16,13 @@ namespace cvest::io {
 
 class AlignedPool {
  public:
-  // `what` names the buffers in the out-of-memory message.
+  // `what` names the buffers in the out-of-memory message ("PATH: a direct
+  // read's aligned buffer").
   AlignedPool(std::size_t count, std::size_t bytes, std::size_t alignment, std::string what)
-      : count_(count), bytes_(bytes), alignment_(alignment), what_(std::move(what)) {}
+      : count_(count), bytes_(bytes), alignment_(alignment), what_(std::move(what)) {
+    all_.reserve(count);  // no allocation between posix_memalign and the push that keeps it
+    free_.reserve(count);
+  }
   ~AlignedPool() {
     for (char* p : all_) std::free(p);
   }
@@ -40,7 +44,7 @@ class AlignedPool {
       return p;
     }
     void* p = nullptr;
-    if (::posix_memalign(&p, alignment_, bytes_) != 0) throw IoError("out of memory for " + what_);
+    if (::posix_memalign(&p, alignment_, bytes_) != 0) throw IoError(what_ + ": out of memory");
     all_.push_back(static_cast<char*>(p));
     return all_.back();
   }

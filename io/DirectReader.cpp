@@ -35,16 +35,20 @@ double cached_share(int fd) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size <= 0) return -1;
   const std::size_t bytes = std::size_t(st.st_size), page = std::size_t(::sysconf(_SC_PAGESIZE));
-  const double pages = double((bytes + page - 1) / page);
-#if defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__))
+#if defined(SYS_cachestat) || (defined(__linux__) && (defined(__x86_64__) || defined(__aarch64__)))
+#ifdef SYS_cachestat
+  constexpr long cachestat_call = SYS_cachestat;
+#else
+  constexpr long cachestat_call = 451;  // x86_64 and aarch64 (Linux 6.5), where the C library does not name it yet
+#endif
   struct {
     std::uint64_t off, len;
   } range{0, 0};  // to the end of the file
   struct {
     std::uint64_t cache, dirty, writeback, evicted, recently_evicted;
   } counts{};
-  constexpr long cachestat_call = 451;  // the same number on every architecture (a syscall added after 5.x)
-  if (::syscall(cachestat_call, fd, &range, &counts, 0) == 0) return std::min(1.0, double(counts.cache) / pages);
+  if (::syscall(cachestat_call, fd, &range, &counts, 0) == 0)  // else ENOSYS (older kernels): mincore
+    return std::min(1.0, double(counts.cache) / double((bytes + page - 1) / page));
 #endif
   if (st.st_uid != ::geteuid() && ::faccessat(AT_FDCWD, ("/proc/self/fd/" + std::to_string(fd)).c_str(), W_OK, 0) != 0)
     return -1;

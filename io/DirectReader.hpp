@@ -26,10 +26,11 @@ namespace cvest::io {
 // synchronous reads of 1 MiB kept this project's devices as busy as 64 MiB
 // ones (docs/benchmarks.md).
 inline constexpr std::size_t direct_read_piece = std::size_t(1) << 20;
-// A reader's aligned buffers at most, and what they take (counted in a
-// run's memory_budget where the input may be read direct).
+// A reader's aligned buffers at most, and what an input's two readers
+// (discount's and multBy's) take (counted in a run's memory_budget where the
+// input may be read direct).
 inline constexpr std::size_t direct_read_buffers = 4;
-inline constexpr std::size_t direct_read_memory = direct_read_buffers * direct_read_piece;
+inline constexpr std::size_t direct_read_memory = 2 * direct_read_buffers * direct_read_piece;
 
 class DirectReader {
  public:

@@ -172,7 +172,7 @@ bool rename_without_replacing(const std::string& temp, const std::string& path, 
   if (ways & rename_noreplace) {
     if (::syscall(SYS_renameat2, AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), 1u /* RENAME_NOREPLACE */) == 0)
       return true;
-    if (errno != EINVAL && errno != ENOSYS) return false;
+    if (errno != EINVAL && errno != ENOSYS && errno != EPERM) return false;  // EPERM: a seccomp filter's refusal
   }
 #endif
   if (ways & rename_by_link) {
