@@ -2,7 +2,7 @@
 
 #include "core/Errors.hpp"
 #include "io/Chunks.hpp"
-#include "io/DirectWriter.hpp"
+#include "io/DirectIo.hpp"
 #include "io/Faults.hpp"
 
 #include <fmt/format.h>
@@ -24,8 +24,6 @@ namespace cvest::io {
 
 namespace {
 
-off_t align_down(off_t at) { return at - at % off_t(direct_alignment); }
-off_t align_up(off_t at) { return align_down(at + off_t(direct_alignment) - 1); }
 
 // The share of the file's pages the page cache holds: cachestat (Linux
 // 6.5) where there is one, else mincore on a mapping never touched, which
@@ -63,11 +61,6 @@ double cached_share(int fd) {
   return told ? double(in) / double(held.size()) : -1;
 }
 
-std::string file_system_of(int fd) {
-  const std::string type = file_system_type(fd);
-  return type.empty() ? "its file system" : "its file system (" + type + ")";
-}
-
 }  // namespace
 
 DirectReader::DirectReader(int fd, DirectMode mode, const std::string& shown, const std::string& because)
@@ -77,14 +70,9 @@ DirectReader::DirectReader(int fd, DirectMode mode, const std::string& shown, co
     why_buffered_ = because.empty() ? "[input] direct = false" : because;
     return;
   }
-  // A second descriptor: O_DIRECT on a duplicate would apply to both.
-  direct_fd_ = fault_injected("direct_refused")
-                   ? (errno = EINVAL, -1)
-                   : ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+  direct_fd_ = fault_injected("direct_refused") ? (errno = EINVAL, -1) : reopen_direct(fd, O_RDONLY);
   if (direct_fd_ < 0) {
-    const int error = errno;
-    why_buffered_ = error == EINVAL ? file_system_of(fd) + " refuses O_DIRECT"
-                                    : std::string("cannot open it with O_DIRECT: ") + std::strerror(error);
+    why_buffered_ = why_not_direct(fd, errno);
     if (mode == DirectMode::on)
       throw IoError(shown + ": [input] direct = true, but " + why_buffered_ +
                     "; set direct = \"auto\" (the default) to read through the page cache there");

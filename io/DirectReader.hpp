@@ -11,6 +11,7 @@
 // direct_read_buffers, whatever number of threads read: waited for).
 #include "core/Names.hpp"
 #include "io/AlignedPool.hpp"
+#include "io/DirectIo.hpp"
 
 #include <atomic>
 #include <cstddef>

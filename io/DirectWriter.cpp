@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,39 +22,6 @@
 #include <thread>
 
 namespace cvest::io {
-
-namespace {
-
-
-// The file system's name where statfs knows it, for messages.
-std::string file_system_of(int fd) {
-  const std::string type = file_system_type(fd);
-  return type.empty() ? "its file system" : "its file system (" + type + ")";
-}
-
-off_t align_down(off_t at) { return at - at % off_t(direct_alignment); }
-off_t align_up(off_t at) { return align_down(at + off_t(direct_alignment) - 1); }
-bool aligned(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % direct_alignment == 0; }
-
-}  // namespace
-
-std::string file_system_type(int fd) {
-  struct statfs fs {};
-  if (::fstatfs(fd, &fs) != 0) return "";
-  switch (static_cast<unsigned long>(fs.f_type)) {
-    case 0x01021994: return "tmpfs";
-    case 0x6969: return "NFS";
-    case 0xFF534D42: case 0xFE534D42: return "CIFS/SMB";
-    case 0x65735546: return "FUSE";
-    case 0x794c7630: return "overlayfs";
-    case 0x01021997: return "9p";
-    case 0x858458f6: return "ramfs";
-    case 0xEF53: return "ext4";
-    case 0x58465342: return "XFS";
-    case 0x9123683E: return "Btrfs";
-    default: return fmt::format("type {:#x}", static_cast<unsigned long>(fs.f_type));
-  }
-}
 
 std::size_t direct_write_memory(std::size_t budget_bytes) {
   return std::min(budget_bytes / 8, std::size_t(32) << 20);
@@ -100,13 +66,9 @@ DirectWriter::DirectWriter(int fd, DirectMode mode, const std::string& shown, co
     why_buffered_ = off_because.empty() ? "[output] direct = false" : off_because;
     return;
   }
-  // A second descriptor of the same file: O_DIRECT set on a duplicate would
-  // apply to the buffered one too (they would share the open file).
-  direct_fd_ = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  direct_fd_ = reopen_direct(fd, O_WRONLY);
   if (direct_fd_ >= 0) return;
-  const int error = errno;
-  why_buffered_ = error == EINVAL ? file_system_of(fd) + " refuses O_DIRECT"
-                                  : std::string("cannot open it with O_DIRECT: ") + std::strerror(error);
+  why_buffered_ = why_not_direct(fd, errno);
   if (mode == DirectMode::on)
     throw IoError(shown + ": [output] direct = true, but " + why_buffered_ +
                   "; set direct = \"auto\" (the default) to write through the page cache there");

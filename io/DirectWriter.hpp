@@ -16,6 +16,7 @@
 // so a block's first rows need none); a writer waits for a free copy.
 #include "core/Names.hpp"
 #include "io/AlignedPool.hpp"
+#include "io/DirectIo.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -31,10 +32,6 @@
 
 namespace cvest::io {
 
-// What direct writes keep aligned: offsets, lengths and memory. Every
-// logical block size Linux devices have (512, 4096) divides it.
-inline constexpr std::size_t direct_alignment = 4096;
-
 // The bytes the page cache holds before the kernel starts writing them back
 // (vm.dirty_background_bytes, else vm.dirty_background_ratio of the
 // available memory); 0 where it cannot be read (auto then writes direct).
@@ -46,10 +43,6 @@ inline constexpr std::size_t max_direct_lanes = 4;
 // (counted in its plan): an eighth of it, at most 32 MiB; and each copy.
 std::size_t direct_write_memory(std::size_t budget_bytes);
 std::size_t direct_copy_bytes(std::size_t memory_bytes);
-
-// The type of the file system `fd` is on ("ext4", "tmpfs", "type 0x..."),
-// "" where fstatfs fails.
-std::string file_system_type(int fd);
 
 class DirectWriter {
  public:

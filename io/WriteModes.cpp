@@ -126,14 +126,14 @@ double write_pass(const std::string& folder, double bytes, bool direct, const ch
   if (fd < 0) throw IoError(folder + ": cannot create a file to measure writes: " + std::strerror(errno));
   int out = fd;
   if (direct) {
-    out = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    out = reopen_direct(fd, O_WRONLY);
     if (out < 0) {
       const int error = errno;
+      const std::string why = why_not_direct(fd, error);
       ::close(fd);
       ::unlink(temp.c_str());
-      throw IoError(folder + ": " + (error == EINVAL ? std::string("its file system refuses O_DIRECT (auto writes "
-                                                                   "through the page cache there already)")
-                                                     : std::string("cannot open with O_DIRECT: ") + std::strerror(error)));
+      throw IoError(folder + ": " + why +
+                    (error == EINVAL ? " (auto writes through the page cache there already)" : ""));
     }
   }
   bool ok = true;
@@ -153,6 +153,16 @@ double write_pass(const std::string& folder, double bytes, bool direct, const ch
   ::unlink(temp.c_str());
   if (!ok) throw IoError(folder + ": writing a file to measure writes failed: " + std::strerror(error));
   return seconds;
+}
+
+// The record `auto` of `key` takes for `folder`; a damaged record file
+// warned of once per key (`said`), the stated default taken then.
+std::optional<WriteModeRecord> record_for_auto(const std::string& folder, const char* key, std::atomic<bool>& said) {
+  std::string problem;
+  auto record = write_mode_record_for(folder, problem);
+  if (!problem.empty() && !said.exchange(true))
+    fmt::print(stderr, "cvest: warning: {}; {} = \"auto\" takes its stated default\n", problem, key);
+  return record;
 }
 
 std::string range_text(const std::vector<double>& v) {
@@ -188,12 +198,9 @@ std::string WriteModeRecord::text() const {
 
 DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std::string& folder) {
   if (mode != DirectMode::automatic) return mode;
-  std::string problem;
-  const auto record = folder.empty() || fault_injected("direct_refused") ? std::nullopt
-                                                                         : write_mode_record_for(folder, problem);
   static std::atomic<bool> said{false};
-  if (!problem.empty() && !said.exchange(true))
-    fmt::print(stderr, "cvest: warning: {}; [input] direct = \"auto\" takes its stated default\n", problem);
+  const auto record = folder.empty() || fault_injected("direct_refused") ? std::nullopt
+                                                                         : record_for_auto(folder, "[input] direct", said);
   if (record && record->reads_measured()) {
     because = record->read_text();
     return record->read_direct() ? mode : DirectMode::off;
@@ -206,11 +213,8 @@ DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std:
 DirectMode choose_direct(DirectMode mode, double bytes, std::string& because, const std::string& folder) {
   if (mode != DirectMode::automatic) return mode;
   if (!folder.empty() && !fault_injected("writeback_threshold") && !fault_injected("direct_refused")) {
-    std::string problem;
-    const auto record = write_mode_record_for(folder, problem);
     static std::atomic<bool> said{false};
-    if (!problem.empty() && !said.exchange(true))
-      fmt::print(stderr, "cvest: warning: {}; [output] direct = \"auto\" takes its stated default\n", problem);
+    const auto record = record_for_auto(folder, "[output] direct", said);
     if (record) {
       because = record->text();
       return record->direct() ? mode : DirectMode::off;

@@ -29,8 +29,10 @@ std::string_view numpy_name(Precision p) { return p == Precision::f64 ? "float64
 // How the input is read: [input] direct, where auto takes what cvest tune
 // measured or the stated default; a budget too small to hold the direct
 // reader's buffers within an eighth of it reads through the page cache.
+bool room_for_direct_reads(const Deck& deck) { return deck.run.memory_budget >= 8 * io::direct_read_memory; }
+
 DirectMode reads_mode(const Deck& deck, std::string& because) {
-  if (deck.input.direct == DirectMode::automatic && deck.run.memory_budget < 8 * io::direct_read_memory) {
+  if (deck.input.direct == DirectMode::automatic && !room_for_direct_reads(deck)) {
     because = fmt::format("memory_budget below {} leaves no room for direct reads' buffers",
                           format_bytes(8.0 * double(io::direct_read_memory)));
     return DirectMode::off;
@@ -116,7 +118,7 @@ void plan_layouts(const Deck& deck, const io::ChunkRow& row, std::array<Index, 2
   for (const LayoutKind layout : deck.run.layouts) {
     const bool whole_output_chunks = layout == LayoutKind::right || deck.output.compression != Compression::none;
     plan.blocks.push_back(plan_blocks(s.T, s.N, s.K, element_size(plan.precision),
-                                      deck.run.memory_budget - row.cache_bytes - plan.direct_memory - plan.read_memory,
+                                      deck.run.memory_budget - row.cache_bytes - plan.reserved_memory(),
                                       block_quantum(row.quantum, decoded, whole_output_chunks ? chunk_ids : 0),
                                       max_block, layout));
     const BlockPlan& p = plan.blocks.back();
@@ -203,7 +205,7 @@ JobPlan job_plan(const Deck& deck, const RunPlan& plan, Strategy strategy, Layou
   job.layout = layout;
   std::string why_not;
   const int threads =
-      per_thread_threads(plan.plan(layout), deck.run.memory_budget - plan.direct_memory - plan.read_memory, strategy, layout, true, why_not);
+      per_thread_threads(plan.plan(layout), deck.run.memory_budget - plan.reserved_memory(), strategy, layout, true, why_not);
   if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
     throw InputError(fmt::format("{}: [run] pipeline = \"per_thread\" does not apply to {}/{}: {}", deck.path,
                                  to_string(strategy), to_string(layout), why_not));
@@ -242,7 +244,7 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     // The input reader's aligned buffers, where it may read direct (an
     // eighth of the budget at most, as the writer's copies; reads_mode).
     if (deck.input.direct == DirectMode::on ||
-        (deck.input.direct == DirectMode::automatic && deck.run.memory_budget >= 8 * io::direct_read_memory))
+        (deck.input.direct == DirectMode::automatic && room_for_direct_reads(deck)))
       plan.read_memory = std::min(io::direct_read_memory, deck.run.memory_budget / 8);
     plan_layouts(deck, row, decoded, chunk_ids, plan, progress);
     warn_tiny_blocks(deck, plan, progress);
