@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <iterator>
 #include <fstream>
 #include <map>
@@ -314,24 +315,55 @@ void read_input(const Reader& r, const toml::table* input, Deck::Input& deck) {
   if (const auto* n = input->get("direct")) deck.direct = read_direct(r, *n, "[input] direct");
 }
 
+// [output] compression and its settings: gzip_level (gzip), codec, shuffle
+// (blosc), level (gzip or blosc); a setting of another compression's is an
+// error, not ignored.
+void read_compression(const Reader& r, const toml::table& output, CompressionSpec& spec) {
+  if (const auto* n = output.get("compression"))
+    spec.kind =
+        r.checked("[output] compression", [&] { return compression_from_name(r.string(*n, "[output] compression")); });
+  const auto only_for = [&](const char* key, std::initializer_list<Compression> kinds) {
+    for (Compression k : kinds)
+      if (spec.kind == k) return;
+    std::string names;
+    for (Compression k : kinds) names += (names.empty() ? "\"" : " or \"") + std::string(to_string(k)) + "\"";
+    r.fail(std::string("[output] ") + key, "applies to compression = " + names + ", not \"" +
+                                               std::string(to_string(spec.kind)) + "\"");
+  };
+  const auto level = [&](const toml::node& n, const std::string& where) {
+    const int v = int(r.integer(n, where, 1));
+    if (v > 9) r.fail(where, "must be 1..9, found " + std::to_string(v));
+    return v;
+  };
+  if (const auto* n = output.get("gzip_level")) spec.gzip_level = level(*n, "[output] gzip_level");
+  if (const auto* n = output.get("level")) {
+    only_for("level", {Compression::gzip, Compression::blosc});
+    (spec.kind == Compression::gzip ? spec.gzip_level : spec.blosc_level) = level(*n, "[output] level");
+    if (spec.kind == Compression::gzip && output.get("gzip_level") &&
+        level(*output.get("gzip_level"), "[output] gzip_level") != spec.gzip_level)
+      r.fail("[output] level", "and gzip_level differ; give one");
+  }
+  if (const auto* n = output.get("codec")) {
+    only_for("codec", {Compression::blosc});
+    spec.blosc_codec = r.checked("[output] codec", [&] { return blosc_codec_from_name(r.string(*n, "[output] codec")); });
+  }
+  if (const auto* n = output.get("shuffle")) {
+    only_for("shuffle", {Compression::blosc});
+    spec.blosc_shuffle = r.checked("[output] shuffle", [&] { return shuffle_from_name(r.string(*n, "[output] shuffle")); });
+  }
+}
+
 void read_output(const Reader& r, const toml::table* output, Deck::Output& deck) {
   if (!output) r.fail("[output]", "is missing (it names the output file)");
-  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "chunk", "journal", "resume",
-                                        "direct"});
+  r.known_keys(*output, "[output]", {"file", "dataset", "overwrite", "compression", "gzip_level", "level", "codec",
+                                        "shuffle", "chunk", "journal", "resume", "direct"});
   if (const auto* n = output->get("file")) deck.file = r.path(*n, "[output] file");
   else r.fail("[output] file", "is missing");
   if (const auto* n = output->get("dataset")) deck.dataset = r.string(*n, "[output] dataset");
   if (const auto* n = output->get("overwrite")) deck.overwrite = r.boolean(*n, "[output] overwrite");
   if (const auto* n = output->get("journal")) deck.journal = r.boolean(*n, "[output] journal");
   if (const auto* n = output->get("resume")) deck.resume = r.boolean(*n, "[output] resume");
-  if (const auto* n = output->get("compression")) {
-    deck.compression =
-        r.checked("[output] compression", [&] { return compression_from_name(r.string(*n, "[output] compression")); });
-  }
-  if (const auto* n = output->get("gzip_level")) {
-    deck.gzip_level = int(r.integer(*n, "[output] gzip_level", 1));
-    if (deck.gzip_level > 9) r.fail("[output] gzip_level", "must be 1..9");
-  }
+  read_compression(r, *output, deck.compression);
   if (const auto* n = output->get("chunk")) deck.chunk_ids = r.integer(*n, "[output] chunk", 1);
   if (const auto* n = output->get("direct")) deck.direct = read_direct(r, *n, "[output] direct");
 }

@@ -27,8 +27,9 @@ struct Deck {
     std::string file;
     std::string dataset = "cv";
     bool overwrite = false;
-    Compression compression = Compression::none;
-    int gzip_level = 4;
+    // Plain, or compressed by cvest's threads (io/codecs/): compression,
+    // gzip_level, and for blosc codec, shuffle and level.
+    CompressionSpec compression;
     Index chunk_ids = 0;  // ids per (1, ids, K) chunk; 0: about 1 MiB
     // Uncompressed output: journal the blocks on disk so the next run after
     // a kill continues (io/Journal.hpp); resume = false starts over instead.

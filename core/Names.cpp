@@ -45,15 +45,34 @@ std::string_view to_string(Compression compression) {
     case Compression::none: return "none";
     case Compression::gzip: return "gzip";
     case Compression::lzf: return "lzf";
+    case Compression::blosc: return "blosc";
+    case Compression::bitshuffle_lz4: return "bitshuffle-lz4";
   }
   return "?";
 }
 
 Compression compression_from_name(std::string_view name) {
-  if (name == "none") return Compression::none;
-  if (name == "gzip") return Compression::gzip;
-  if (name == "lzf") return Compression::lzf;
-  throw std::invalid_argument("unknown compression '" + std::string(name) + "'; valid: none, gzip, lzf");
+  for (Compression c : {Compression::none, Compression::gzip, Compression::lzf, Compression::blosc,
+                        Compression::bitshuffle_lz4})
+    if (name == to_string(c)) return c;
+  throw std::invalid_argument("unknown compression '" + std::string(name) +
+                              "'; valid: none, gzip, lzf, blosc, bitshuffle-lz4");
+}
+
+std::string_view to_string(BloscCodec codec) { return codec == BloscCodec::lz4 ? "lz4" : "zstd"; }
+
+BloscCodec blosc_codec_from_name(std::string_view name) {
+  if (name == "lz4") return BloscCodec::lz4;
+  if (name == "zstd") return BloscCodec::zstd;
+  throw std::invalid_argument("unknown codec '" + std::string(name) + "'; valid: lz4, zstd");
+}
+
+std::string_view to_string(ShuffleKind shuffle) { return shuffle == ShuffleKind::byte ? "byte" : "bit"; }
+
+ShuffleKind shuffle_from_name(std::string_view name) {
+  if (name == "byte") return ShuffleKind::byte;
+  if (name == "bit") return ShuffleKind::bit;
+  throw std::invalid_argument("unknown shuffle '" + std::string(name) + "'; valid: byte, bit");
 }
 
 std::string_view to_string(DirectMode direct) {
@@ -94,5 +113,15 @@ std::string_view to_string(StorageLayout layout) {
 }
 
 std::string_view kokkos_name(LayoutKind layout) { return layout == LayoutKind::right ? "LayoutRight" : "LayoutLeft"; }
+
+std::string to_text(const CompressionSpec& spec) {
+  switch (spec.kind) {
+    case Compression::gzip: return "gzip level " + std::to_string(spec.gzip_level);
+    case Compression::blosc:
+      return "blosc (" + std::string(to_string(spec.blosc_codec)) + ", " + std::string(to_string(spec.blosc_shuffle)) +
+             " shuffle, level " + std::to_string(spec.blosc_level) + ")";
+    default: return std::string(to_string(spec.kind));
+  }
+}
 
 }  // namespace cvest

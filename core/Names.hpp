@@ -18,8 +18,21 @@ enum class Precision { f64, f32 };
 // each host thread whole blocks to read, compute and write itself; `automatic`
 // (spelled "auto") takes per_thread where it applies, else overlapped.
 enum class PipelineKind { automatic, overlapped, per_thread };
-// An output's chunks: plain, shuffle + deflate ("gzip"), or shuffle + h5py's lzf.
-enum class Compression { none, gzip, lzf };
+// An output's chunks: plain, shuffle + deflate ("gzip"), shuffle + h5py's
+// lzf, Blosc (HDF5 filter 32001: lz4 or zstd inside, byte or bit shuffle), or
+// bitshuffle + LZ4 (filter 32008, "bitshuffle-lz4"): io/codecs/.
+enum class Compression { none, gzip, lzf, blosc, bitshuffle_lz4 };
+// The compressor inside a Blosc chunk, and the shuffle before it.
+enum class BloscCodec { lz4, zstd };
+enum class ShuffleKind { byte, bit };
+// How an output's chunks are compressed: the deck's [output] keys.
+struct CompressionSpec {
+  Compression kind = Compression::none;
+  int gzip_level = 4;  // gzip: 1..9
+  BloscCodec blosc_codec = BloscCodec::lz4;
+  ShuffleKind blosc_shuffle = ShuffleKind::byte;
+  int blosc_level = 5;  // blosc: 1..9 (hdf5plugin's default: 5)
+};
 // How an uncompressed output's data reaches the disk: past the page cache
 // (O_DIRECT) where the file system allows it, falling back to the page cache
 // where it does not ("auto"); always past it, else an error ("true"); always
@@ -45,6 +58,12 @@ std::string_view to_string(PipelineKind kind);
 PipelineKind pipeline_from_name(std::string_view name);  // throws std::invalid_argument
 std::string_view to_string(Compression compression);
 Compression compression_from_name(std::string_view name);  // throws std::invalid_argument
+std::string_view to_string(BloscCodec codec);                 // "lz4", "zstd"
+BloscCodec blosc_codec_from_name(std::string_view name);      // throws std::invalid_argument
+std::string_view to_string(ShuffleKind shuffle);              // "byte", "bit"
+ShuffleKind shuffle_from_name(std::string_view name);         // throws std::invalid_argument
+// "blosc (lz4, byte shuffle, level 5)", "gzip level 4", "bitshuffle-lz4", "none".
+std::string to_text(const CompressionSpec& spec);
 std::string_view to_string(DirectMode direct);                // "auto", "true", "false"
 DirectMode direct_mode_from_name(std::string_view name);    // throws std::invalid_argument
 std::string_view to_string(ReadBy read_by);                     // "pread", "decode", "hdf5", "none"

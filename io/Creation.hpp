@@ -5,6 +5,7 @@
 #include "core/Names.hpp"
 #include "io/Disk.hpp"
 #include "io/Hdf5.hpp"
+#include "io/codecs/Codec.hpp"
 #include "io/TempFiles.hpp"
 
 #include <string>
@@ -26,11 +27,12 @@ File create_temp_file(const std::string& path, std::string& temp, TempFileGuard&
                       hsize_t page = 0);
 
 // The cube (or table) dataset `name` of `dims` in `chunk`s, plain or
-// compressed: gzip: shuffle, deflate at gzip_level; lzf: shuffle, h5py's lzf
-// (optional, so a chunk lzf cannot shrink is stored shuffled with the filter
-// skipped, as h5py does). IoError naming `shown`.
+// compressed with the filters io::pipeline_for names (gzip: shuffle, deflate;
+// lzf: shuffle, h5py's lzf; blosc; bitshuffle-lz4), each optional as HDF5's
+// setters and h5py make them, so a chunk a filter cannot shrink is stored
+// without it. IoError naming `shown`, also where an HDF5 plugin's set_local
+// recorded a filter otherwise than cvest codes it.
 Dataset create_dataset(const File& file, const std::string& name, Precision precision, const std::vector<hsize_t>& dims,
-                       const std::vector<hsize_t>& chunk, Compression compression, int gzip_level,
-                       const std::string& shown);
+                       const std::vector<hsize_t>& chunk, const CompressionSpec& compression, const std::string& shown);
 
 }  // namespace cvest::io

@@ -49,8 +49,8 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
   try {
     const auto chunk = cube_chunk(spec.ids, spec.cols, element_size(spec.precision));
     const hsize_t T = spec.dates, N = spec.ids, K = spec.cols;
-    Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, Compression::none, 0, path);
-    Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, Compression::none, 0, path);
+    Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, CompressionSpec{}, path);
+    Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, CompressionSpec{}, path);
     using Host = Kokkos::DefaultHostExecutionSpace;
     const Index NK = spec.ids * spec.cols;
     const std::uint64_t seed = spec.seed;

@@ -1,4 +1,5 @@
 #include "io/Hdf5.hpp"
+#include "io/FloatingPointMode.hpp"
 
 #include <H5DSpublic.h>
 
@@ -75,8 +76,10 @@ std::string hdf5_filters_text() {
   const std::pair<H5Z_filter_t, const char*> known[] = {{H5Z_FILTER_DEFLATE, "deflate"}, {H5Z_FILTER_SHUFFLE, "shuffle"},
                                                         {H5Z_FILTER_FLETCHER32, "fletcher32"}, {H5Z_FILTER_SZIP, "szip"},
                                                         {H5Z_FILTER_NBIT, "nbit"}, {H5Z_FILTER_SCALEOFFSET, "scaleoffset"},
-                                                        {32000, "lzf"}};  // h5py's, with its plugin
+                                                        {32000, "lzf"}, {32001, "blosc"},  // plugins
+                                                        {32008, "bitshuffle"}};
   std::string text;
+  const KeepFloatingPointMode keep;
   for (const auto& [id, name] : known)
     if (H5Zfilter_avail(id) > 0) text += (text.empty() ? "" : ", ") + std::string(name);
   return text;
@@ -205,6 +208,7 @@ void read_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& sta
   Dataspace file_space = select(ds, start, count, what);
   std::vector<hsize_t> c(count.begin(), count.end());
   Dataspace mem(H5Screate_simple(int(c.size()), c.data(), nullptr));
+  const KeepFloatingPointMode keep;
   if (H5Dread(ds.get(), type, mem.get(), file_space.get(), H5P_DEFAULT, buffer) < 0) {
     // Which dates and ids, and what HDF5 says went wrong where it says.
     std::string range;
@@ -225,6 +229,7 @@ void write_hyperslab(const Dataset& ds, hid_t type, const std::vector<Index>& st
   Dataspace file_space = select(ds, start, count, what);
   std::vector<hsize_t> c(count.begin(), count.end());
   Dataspace mem(H5Screate_simple(int(c.size()), c.data(), nullptr));
+  const KeepFloatingPointMode keep;
   if (H5Dwrite(ds.get(), type, mem.get(), file_space.get(), H5P_DEFAULT, buffer) < 0)
     throw IoError(what + ": write of " + dims_text(count) + " at " + dims_text(start) + " failed (disk full?)");
 }

@@ -16,8 +16,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
-#include <libdeflate.h>
-#include <lzf.h>
 #include <mutex>
 #include <set>
 #include <sys/stat.h>
@@ -32,7 +30,7 @@ namespace fs = std::filesystem;
 namespace cvest::io {
 
 double output_bytes(const OutputSpec& spec) {
-  return spec.compression == Compression::gzip ? 0.0 : double(spec.T * spec.N * spec.K) * double(element_size(spec.precision));
+  return spec.compression.kind == Compression::gzip ? 0.0 : double(spec.T * spec.N * spec.K) * double(element_size(spec.precision));
 }
 
 
@@ -48,14 +46,6 @@ void say_buffered(const std::string& path, const RawCube& raw) {
     fmt::print(stderr, "cvest: {}: {}; writing the output through the page cache\n", path, raw.writer()->why_buffered());
 }
 
-// The bit of H5Dwrite_chunk's filter mask that says `filter` was skipped for
-// a chunk: its position in the dataset's pipeline.
-unsigned filter_mask_bit(const Dataset& ds, H5Z_filter_t filter) {
-  const auto filters = filters_of(PropList(H5Dget_create_plist(ds.get())));
-  for (std::size_t f = 0; f < filters.size(); ++f)
-    if (filters[f].id == filter) return 1u << f;
-  throw std::logic_error("cvest: the output's filter pipeline lacks the filter it was created with");
-}
 }  // namespace
 
 std::size_t journal_batch_bytes() {
@@ -105,9 +95,7 @@ bool OutputFile::take_over(const std::string& candidate, const FileIdentity& nam
 
 Fingerprint OutputFile::seal_fingerprint() const {
   Fingerprint sealed = spec_.fingerprint;
-  sealed["storage"] = fmt::format("{}{}", to_string(spec_.compression),
-                                  spec_.compression == Compression::gzip ? fmt::format(" level {}", spec_.gzip_level)
-                                                                         : std::string());
+  sealed["storage"] = to_text(spec_.compression);
   for (const auto& [key, value] : spec_.attributes) sealed["attribute " + key] = value;
   return sealed;
 }
@@ -188,7 +176,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   found_ = FileIdentity::at(spec.path);  // all that overwrite = true may replace
   chunk_ = spec.chunk_ids > 0 ? std::array<Index, 3>{1, std::min(spec.chunk_ids, spec.N), spec.K}
                               : cube_chunk(spec.N, spec.K, element_size(spec.precision));
-  const bool journaled = spec.compression == Compression::none && !spec.fingerprint.empty();
+  const bool journaled = spec.compression.kind == Compression::none && !spec.fingerprint.empty();
   if (!spec.fingerprint.empty() && spec.resume && adopt_sealed_run()) {
     clean_up_after_killed_runs(spec.path);
     return;
@@ -205,16 +193,17 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
     try {
       ds_ = create_dataset(file_, spec.dataset, spec.precision, {hsize_t(spec.T), hsize_t(spec.N), hsize_t(spec.K)},
                            {hsize_t(chunk_[0]), hsize_t(chunk_[1]), hsize_t(chunk_[2])}, spec.compression,
-                           spec.gzip_level, spec.path);
+                           spec.path);
     } catch (...) {
       discard_temp();
       throw;
     }
   }
-  if (spec.compression == Compression::lzf) lzf_skipped_mask_ = filter_mask_bit(ds_, h5py_lzf_filter);
+  coding_ = chunk_coding(spec.compression, element_size(spec.precision),
+                         std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * element_size(spec.precision));
   // Uncompressed chunks are written as they are: no chunk cache, no copy;
   // straight to their file offsets when the raw path qualifies.
-  if (spec.compression == Compression::none) {
+  if (spec.compression.kind == Compression::none) {
     // The chunk index goes to disk before a second descriptor writes data.
     if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) {
       discard_temp();
@@ -267,7 +256,7 @@ std::string OutputFile::writes_text() const {
   if (sealed_) return "by a run that stopped before putting it in place";
   if (raw_) return raw_->writer()->text();
   if (!writes_text_.empty()) return writes_text_;
-  return spec_.compression == Compression::none ? "through HDF5 (H5Dwrite)" : "through HDF5 (compressed chunks)";
+  return spec_.compression.kind == Compression::none ? "through HDF5 (H5Dwrite)" : "through HDF5 (compressed chunks)";
 }
 
 OutputFile::~OutputFile() {
@@ -284,117 +273,10 @@ OutputFile::~OutputFile() {
 
 namespace {
 
-// zlib streams (what HDF5's deflate filter reads) from libdeflate: whole
-// buffers, as chunks are, at about twice zlib's speed for the same ratio.
-// One compressor per thread and level, kept for the thread's life.
-libdeflate_compressor* thread_compressor(int level) {
-  struct Compressor {
-    int level = -1;
-    libdeflate_compressor* c = nullptr;
-    ~Compressor() { libdeflate_free_compressor(c); }
-  };
-  thread_local Compressor mine;
-  if (mine.level != level) {
-    libdeflate_free_compressor(mine.c);
-    mine.c = libdeflate_alloc_compressor(level);
-    mine.level = mine.c ? level : -1;
-  }
-  return mine.c;
-}
 
 }  // namespace
 
 namespace {
-
-// A chunk as it goes into the file: its first date and id, the bytes as
-// stored (compressed or not; nullptr where compression failed) and
-// H5Dwrite_chunk's mask of the filters skipped.
-struct StoredChunk {
-  Index t, i;
-  const unsigned char* data;
-  std::size_t bytes;
-  unsigned skipped;
-};
-
-// A block of whole (1, chunk_ids, K) chunks as stored chunks, in order. A
-// gzip chunk is shuffled and deflated outside HDF5's global lock (the byte
-// order of HDF5's shuffle filter, a zlib stream as its deflate filter
-// writes): the threads of the per-thread pipeline each compress their own
-// blocks, and a reader never waits for a compression. Called from outside a
-// parallel region (the overlapped pipeline's writer thread), a block's
-// chunks are compressed by an OpenMP team, then stored in order. Scratch
-// buffers are per thread.
-template <class Store>
-void store_chunks(const OutputSpec& spec, const std::array<Index, 3>& chunk, unsigned lzf_skipped_mask, const Block& b,
-                  const void* buffer, Store&& store) {
-  const std::size_t es = element_size(spec.precision);
-  const auto* bytes = static_cast<const unsigned char*>(buffer);
-  const std::size_t chunk_bytes = std::size_t(chunk[1] * spec.K) * es;
-  struct Piece {
-    Index t, i;
-    std::size_t stored;  // bytes to store; 0 when compression failed
-    unsigned skipped;    // filters not applied (H5Dwrite_chunk's mask): lzf when it could not shrink the chunk
-  };
-  std::vector<Piece> pieces;
-  for (Index t = b.dates.begin; t < b.dates.end; ++t)
-    for (Index i = b.ids.begin; i < b.ids.end; i += chunk[1]) pieces.push_back({t, i, 0, 0});
-  // The chunk's bytes as stored: compressed into `out` when gzip or lzf,
-  // else in place.
-  const auto prepare = [&](Piece& p, std::vector<unsigned char>& out) -> const unsigned char* {
-    std::size_t& stored = p.stored;
-    thread_local std::vector<unsigned char> pad, shuffled;
-    const Index ids = std::min(chunk[1], b.ids.end - p.i);
-    const unsigned char* src = bytes + offset_in_block(b, p.t, p.i, std::size_t(spec.K) * es);
-    if (ids < chunk[1]) {  // the last, partial chunk travels padded to full size
-      pad.resize(chunk_bytes);
-      std::memcpy(pad.data(), src, std::size_t(ids * spec.K) * es);
-      std::memset(pad.data() + std::size_t(ids * spec.K) * es, 0, chunk_bytes - std::size_t(ids * spec.K) * es);
-      src = pad.data();
-    }
-    stored = chunk_bytes;
-    if (spec.compression == Compression::none) return src;
-    shuffled.resize(chunk_bytes);
-    shuffle_bytes(src, chunk_bytes, es, shuffled.data());
-    if (spec.compression == Compression::lzf) {
-      out.resize(chunk_bytes);
-      stored = lzf_compress(shuffled.data(), unsigned(chunk_bytes), out.data(), unsigned(chunk_bytes - 1));
-      if (stored == 0) {  // no smaller: stored shuffled, lzf skipped
-        std::memcpy(out.data(), shuffled.data(), chunk_bytes);
-        stored = chunk_bytes;
-        p.skipped = lzf_skipped_mask;
-      }
-      return out.data();
-    }
-    libdeflate_compressor* compressor = thread_compressor(spec.gzip_level);
-    stored = 0;
-    if (compressor) {
-      out.resize(libdeflate_zlib_compress_bound(compressor, chunk_bytes));
-      stored = libdeflate_zlib_compress(compressor, shuffled.data(), chunk_bytes, out.data(), out.size());
-    }
-    return stored ? out.data() : nullptr;
-  };
-#ifdef _OPENMP
-  if (spec.compression != Compression::none && pieces.size() > 1 && !omp_in_parallel()) {
-    // This thread's buffers, named before the team starts: inside it a
-    // thread_local name would be each team thread's own.
-    thread_local std::vector<std::vector<unsigned char>> packed_by_writer;
-    auto& packed_ahead = packed_by_writer;
-    packed_ahead.resize(std::max(packed_ahead.size(), pieces.size()));
-    const long n = long(pieces.size());
-#pragma omp parallel for schedule(dynamic)
-    for (long k = 0; k < n; ++k) prepare(pieces[std::size_t(k)], packed_ahead[std::size_t(k)]);
-    for (std::size_t k = 0; k < pieces.size(); ++k)
-      store(StoredChunk{pieces[k].t, pieces[k].i, pieces[k].stored ? packed_ahead[k].data() : nullptr,
-                        pieces[k].stored, pieces[k].skipped});
-    return;
-  }
-#endif
-  thread_local std::vector<unsigned char> compressed;
-  for (Piece& p : pieces) {
-    const unsigned char* data = prepare(p, compressed);
-    store(StoredChunk{p.t, p.i, data, p.stored, p.skipped});
-  }
-}
 
 std::string chunk_name(const StoredChunk& c) { return fmt::format("({}, {}, 0)", c.t, c.i); }
 
@@ -428,15 +310,15 @@ void OutputFile::write(const Block& b, const void* buffer) {
     return;
   }
   quiet_hdf5_errors();  // this thread's
-  store_chunks(spec_, chunk_, lzf_skipped_mask_, b, buffer, [&](const StoredChunk& c) { store(c.t, c.i, c.data, c.bytes, c.skipped); });
+  store_chunks(coding_, spec_.K, element_size(spec_.precision), chunk_, b, buffer,
+               [&](const StoredChunk& c) { store(c); });
 }
 
-void OutputFile::store(Index t, Index i, const void* data, std::size_t bytes, unsigned skipped) {
+void OutputFile::store(const StoredChunk& c) {
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
-  const StoredChunk c{t, i, nullptr, bytes, skipped};
-  if (!data) throw IoError(what + ": compressing the chunk at " + chunk_name(c) + " failed (out of memory?)");
-  const hsize_t offset[3] = {hsize_t(t), hsize_t(i), 0};
-  if (fault_injected("write") || H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, skipped, offset, bytes, data) < 0) {
+  if (!c.data) throw IoError(what + ": compressing the chunk at " + chunk_name(c) + " failed: " + c.error);
+  const hsize_t offset[3] = {hsize_t(c.t), hsize_t(c.i), 0};
+  if (fault_injected("write") || H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, c.skipped, offset, c.bytes, c.data) < 0) {
     // The failure's entries on this thread's HDF5 error stack hold strings
     // HDF5 1.10.8 never frees if the thread (a pipeline's writer) ends with
     // them there (LeakSanitizer on a full tmpfs): cleared now.
@@ -446,11 +328,13 @@ void OutputFile::store(Index t, Index i, const void* data, std::size_t bytes, un
 }
 
 std::vector<std::uint64_t> OutputFile::share() const {
-  std::vector<std::uint64_t> description{std::uint64_t(chunk_[1]), lzf_skipped_mask_};
+  // The chunk's ids and the filters' count: the other ranks code chunks as
+  // this rank's spec does (chunk_coding), and check that they agree.
+  std::vector<std::uint64_t> description{std::uint64_t(chunk_[1]), coding_.codecs.size()};
   if (raw_) {
     const auto placement = raw_->placement();
     description.insert(description.end(), placement.begin(), placement.end());
-  } else if (spec_.compression == Compression::none) {
+  } else if (spec_.compression.kind == Compression::none) {
     throw IoError(spec_.path + ": the output cannot be written at its file offsets, which a distributed run needs");
   }
   return description;
@@ -474,7 +358,7 @@ void OutputFile::store_part(const std::string& part) {
       write_hyperslab(ds_, native_type(spec_.precision), {r.t0, r.i0, 0}, {r.t1 - r.t0, r.i1 - r.i0, spec_.K},
                       data.data(), spec_.path + ": dataset '" + spec_.dataset + "'");
     else
-      store(r.t0, r.i0, data.data(), data.size(), r.skipped);
+      store(StoredChunk{r.t0, r.i0, data.data(), data.size(), r.skipped, {}});
     at += off_t(sizeof r + data.size());
   }
 }
@@ -484,7 +368,10 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
     : spec_(spec) {
   if (description.size() < 2) throw std::logic_error("cvest: an output share without its description");
   chunk_ = {1, Index(description[0]), spec.K};
-  lzf_skipped_mask_ = unsigned(description[1]);
+  coding_ = chunk_coding(spec.compression, element_size(spec.precision),
+                         std::size_t(chunk_[1] * spec.K) * element_size(spec.precision));
+  if (description[1] != coding_.codecs.size())
+    throw std::logic_error("cvest: a rank's output filters differ from rank 0's");
   if (description.size() > 2) {
     std::string because;
     const DirectMode direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
@@ -547,8 +434,8 @@ void OutputShare::write(const Block& b, const void* buffer) {
     append({b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, bytes, 0, PartRecord::block}, buffer);
     return;
   }
-  store_chunks(spec_, chunk_, lzf_skipped_mask_, b, buffer, [&](const StoredChunk& c) {
-    if (!c.data) throw IoError(spec_.path + ": compressing the chunk at " + chunk_name(c) + " failed (out of memory?)");
+  store_chunks(coding_, spec_.K, element_size(spec_.precision), chunk_, b, buffer, [&](const StoredChunk& c) {
+    if (!c.data) throw IoError(spec_.path + ": compressing the chunk at " + chunk_name(c) + " failed: " + c.error);
     append({c.t, c.t + 1, c.i, c.i + chunk_[1], c.bytes, c.skipped, PartRecord::chunk}, c.data);
   });
 }

@@ -9,6 +9,7 @@
 #include "io/Disk.hpp"
 #include "io/Hdf5.hpp"
 #include "io/Journal.hpp"
+#include "io/StoredChunks.hpp"
 #include "io/TempFiles.hpp"
 
 #include <array>
@@ -25,8 +26,7 @@ struct OutputSpec {
   std::string path, dataset = "cv";
   Index T = 0, N = 0, K = 0;
   Precision precision = Precision::f64;
-  Compression compression = Compression::none;
-  int gzip_level = 4;
+  CompressionSpec compression;  // io/codecs/
   Index chunk_ids = 0;  // 0: about 1 MiB chunks
   bool overwrite = false;
   // Uncompressed output: the blocks written are journaled beside the
@@ -100,7 +100,7 @@ class OutputFile {
   void store_part(const std::string& part);
 
  private:
-  void store(Index t, Index i, const void* data, std::size_t bytes, unsigned skipped);
+  void store(const StoredChunk& chunk);
   OutputSpec spec_;
   std::string temp_path_;
   TempFileGuard temp_guard_{temp_path_};  // removed if a signal stops the process
@@ -113,7 +113,7 @@ class OutputFile {
   std::unique_ptr<TempFileGuard> seal_guard_;
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
-  unsigned lzf_skipped_mask_ = 0;  // H5Dwrite_chunk's mask for a chunk stored without lzf
+  ChunkCoding coding_;  // the filters its chunks go through (compressed output)
   std::vector<Block> resumed_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<TempFileGuard> journal_guard_;
@@ -156,7 +156,7 @@ class OutputShare {
  private:
   OutputSpec spec_;
   std::array<Index, 3> chunk_{};
-  unsigned lzf_skipped_mask_ = 0;
+  ChunkCoding coding_;
   std::unique_ptr<RawCube> raw_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<TempFileGuard> journal_guard_;
@@ -168,8 +168,8 @@ class OutputShare {
   off_t part_bytes_ = 0;  // the part file's length so far (appended under append_)
 };
 
-// At most the plain size of the output (lzf stores a chunk it cannot shrink
-// as is); 0 for a gzip output, whose size is not known ahead.
+// At most the plain size of the output (a chunk a filter cannot shrink is
+// stored without it); 0 for a gzip output, whose size is not known ahead.
 double output_bytes(const OutputSpec& spec);
 
 }  // namespace cvest::io

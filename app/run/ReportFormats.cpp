@@ -135,8 +135,8 @@ void print_plan(const RunReport& rep, std::ostream& out) {
                p.multby_resident ? "; multBy read once and kept" : "");
   const double free = io::free_space(rep.output);
   fmt::print(out, "output  {}: {} {}, chunks of {} ids{}\n", rep.output,
-             rep.output_compression == Compression::none ? std::string("uncompressed,")
-                                                         : std::string(to_string(rep.output_compression)) + ", at most",
+             rep.output_compression.kind == Compression::none ? std::string("uncompressed,")
+                                                              : to_text(rep.output_compression) + ", at most",
              format_bytes(out_bytes), rep.output_chunk_ids,
              free < 0 ? std::string() : fmt::format("; {} free there", format_bytes(free)));
   if (rep.ranks > 1)
@@ -240,8 +240,9 @@ nlohmann::json to_json(const RunReport& rep) {
   j["deck"] = rep.deck;
   j["input"] = rep.input;
   j["output"] = rep.output;
-  j["output_compression"] = to_string(rep.output_compression);
-  j["output_gzip_level"] = rep.output_gzip_level;
+  j["output_compression"] = to_string(rep.output_compression.kind);
+  j["output_gzip_level"] = rep.output_compression.kind == Compression::gzip ? rep.output_compression.gzip_level : 0;
+  j["output_compression_settings"] = to_text(rep.output_compression);
   j["output_chunk_ids"] = rep.output_chunk_ids;
   j["output_writes"] = rep.output_writes;
   j["input_reads"] = rep.input_reads;

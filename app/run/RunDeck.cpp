@@ -30,7 +30,6 @@ RunReport planned_report(const Deck& deck, const RunPlan& plan, const Preparatio
   rep.plans = plan.blocks;
   rep.rank_blocks = plan.rank_blocks;
   rep.output_compression = plan.output.compression;
-  rep.output_gzip_level = plan.output.compression == Compression::gzip ? plan.output.gzip_level : 0;
   rep.output_chunk_ids = plan.output.chunk_ids;
   return rep;
 }

@@ -116,7 +116,7 @@ void plan_layouts(const Deck& deck, const io::ChunkRow& row, std::array<Index, 2
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   const auto& s = plan.shape;
   for (const LayoutKind layout : deck.run.layouts) {
-    const bool whole_output_chunks = layout == LayoutKind::right || deck.output.compression != Compression::none;
+    const bool whole_output_chunks = layout == LayoutKind::right || deck.output.compression.kind != Compression::none;
     plan.blocks.push_back(plan_blocks(s.T, s.N, s.K, element_size(plan.precision),
                                       deck.run.memory_budget - row.cache_bytes - plan.reserved_memory(),
                                       block_quantum(row.quantum, decoded, whole_output_chunks ? chunk_ids : 0),
@@ -175,7 +175,6 @@ io::OutputSpec output_spec(const Deck& deck, const RunPlan& plan, Index chunk_id
   out.T = s.T, out.N = s.N, out.K = s.K;
   out.precision = plan.precision;
   out.compression = deck.output.compression;
-  out.gzip_level = deck.output.gzip_level;
   out.chunk_ids = chunk_ids;
   out.overwrite = deck.output.overwrite;
   out.direct = deck.output.direct;
@@ -239,7 +238,7 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     // write direct: decided from the deck alone, so every rank and every
     // run of the deck plans the same blocks (auto's choice reads the host's
     // free memory, which differs).
-    if (deck.output.compression == Compression::none && deck.output.direct != DirectMode::off)
+    if (deck.output.compression.kind == Compression::none && deck.output.direct != DirectMode::off)
       plan.direct_memory = io::direct_write_memory(deck.run.memory_budget);
     // The input reader's aligned buffers, where it may read direct (an
     // eighth of the budget at most, as the writer's copies; reads_mode).

@@ -45,8 +45,7 @@ struct JobReport {
 struct RunReport {
   BuildFacts build;
   std::string deck, input, output;
-  Compression output_compression = Compression::none;
-  int output_gzip_level = 0;                // 0 when not compressed
+  CompressionSpec output_compression;
   Index output_chunk_ids = 0;               // ids per (1, ids, K) output chunk
   // How the output's data reached the disk (io::OutputFile::writes_text):
   // "past the page cache (O_DIRECT, ...)" or "through the page cache: why".

@@ -37,7 +37,7 @@ TEST_CASE("a minimal deck gets the documented defaults", "[deck]") {
   CHECK(deck.input.discount == "discount");
   CHECK(deck.output.dataset == "cv");
   CHECK_FALSE(deck.output.overwrite);
-  CHECK(deck.output.compression == Compression::none);
+  CHECK(deck.output.compression.kind == Compression::none);
   CHECK(deck.run.strategies == std::vector<Strategy>{Strategy::flat});
   CHECK(deck.run.layouts == std::vector<LayoutKind>{LayoutKind::right});
   CHECK_FALSE(deck.run.precision.has_value());
@@ -115,7 +115,7 @@ TEST_CASE("deck errors name the deck, the key, expected and found", "[deck]") {
   CHECK_THROWS_WITH(load_deck("/nonexistent/deck.toml"), Catch::Contains("no such deck file"));
   CHECK_THROWS_WITH(load_deck(write_deck("zstd.toml", minimal), {"output.compression=zstd"}),
                     Catch::Contains("[output] compression unknown compression 'zstd'; valid: none, gzip, lzf"));
-  CHECK(load_deck(write_deck("lzf.toml", minimal), {"output.compression=lzf"}).output.compression == Compression::lzf);
+  CHECK(load_deck(write_deck("lzf.toml", minimal), {"output.compression=lzf"}).output.compression.kind == Compression::lzf);
 }
 
 TEST_CASE("characters beyond ASCII: kept in strings, refused where TOML has none", "[deck]") {

@@ -35,7 +35,7 @@ TEST_CASE("outputs are written to a temporary file and renamed on commit", "[io]
     std::vector<double> values(std::size_t(T * N * K));
     for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j) * 0.5 - 3;
     {
-      OutputFile out({path.string(), "cv", T, N, K, Precision::f64, compression, 4, 300, false, {}, true, 0});
+      OutputFile out({path.string(), "cv", T, N, K, Precision::f64, {compression, 4}, 300, false, {}, true, 0});
       CHECK_FALSE(fs::exists(path));  // nothing at the final name until commit
       // three blocks: ids [0, 600) and [600, 1001) of dates 0-1, then date 2
       const auto block = [&](Index t0, Index t1, Index i0, Index i1) {
@@ -75,7 +75,7 @@ TEST_CASE("an output never committed leaves nothing behind", "[io]") {
   quiet_hdf5_errors();
   const auto path = scratch("abandoned.h5");
   {
-    OutputFile out({path.string(), "cv", 2, 10, 3, Precision::f32, Compression::none, 4, 0, false, {}, true, 0});
+    OutputFile out({path.string(), "cv", 2, 10, 3, Precision::f32, {Compression::none, 4}, 0, false, {}, true, 0});
     std::vector<float> buf(30, 1.0f);
     out.write({{0, 1}, {0, 10}}, buf.data());
   }
@@ -92,7 +92,7 @@ TEST_CASE("gzip outputs compressed by cvest read back through HDF5's own filters
   spec.T = 3;
   spec.N = 10007;  // a partial last chunk
   spec.K = 5;
-  spec.compression = Compression::gzip;
+  spec.compression.kind = Compression::gzip;
   spec.chunk_ids = 1000;
   std::vector<double> values(std::size_t(spec.T * spec.N * spec.K));
   for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j % 1013) * 0.25;
@@ -139,7 +139,7 @@ TEST_CASE("lzf outputs as h5py writes them: shuffle, then lzf where it shrinks a
   quiet_hdf5_errors();
   const auto path = scratch("lzf_out.h5");
   // 2 dates x 2503 ids (a partial last chunk) x 5, chunks of 500 ids
-  const OutputSpec spec{path.string(), "cv", 2, 2503, 5, Precision::f64, Compression::lzf, 4, 500, false, {}, true, 0};
+  const OutputSpec spec{path.string(), "cv", 2, 2503, 5, Precision::f64, {Compression::lzf}, 500, false, {}, true, 0};
   std::vector<double> values(std::size_t(spec.T * spec.N * spec.K));
   for (std::size_t j = 0; j < values.size(); ++j) {  // date 0 compressible; date 1 random bits, which lzf cannot shrink
     std::uint64_t z = (j + 1) * 0x9E3779B97F4A7C15ull;  // splitmix64

@@ -107,7 +107,7 @@ TEST_CASE("an input to generate and its output must fit the disk together before
   CHECK_NOTHROW(run_deck(deck, progress, true));
   deck.run.precision.reset();
   deck.input.generate->dates = 100;
-  deck.output.compression = Compression::gzip;
+  deck.output.compression.kind = Compression::gzip;
   CHECK_NOTHROW(run_deck(deck, progress, true));
   CHECK_FALSE(fs::exists(dir / "in.h5"));
 }
@@ -181,7 +181,7 @@ std::string describe(const RandomCase& c, const Deck& d) {
     << " types " << (H5Tequal(c.discount_type, H5T_IEEE_F64BE) > 0 ? "be64" : "")
     << H5Tget_size(c.discount_type) << "/" << H5Tget_size(c.multby_type) << "; budget " << d.run.memory_budget
     << " max_block " << (d.run.max_block ? std::to_string(*d.run.max_block) : std::string("default")) << " pipeline "
-    << int(d.run.pipeline) << " output " << to_string(d.output.compression) << " chunk " << d.output.chunk_ids << " precision "
+    << int(d.run.pipeline) << " output " << to_text(d.output.compression) << " chunk " << d.output.chunk_ids << " precision "
     << (d.run.precision ? std::string(to_string(*d.run.precision)) : std::string("input's"));
   for (const auto s_ : d.run.strategies) s << " " << to_string(s_);
   for (const auto l : d.run.layouts) s << " " << to_string(l);
@@ -250,7 +250,7 @@ TEST_CASE("random shapes, storages, budgets and pipelines: every run is m * d bi
     deck.path = (dir / "deck.toml").string();
     deck.input.file = (dir / "in.h5").string();
     deck.output.file = (dir / "out" / "cv.h5").string();
-    deck.output.compression = coin(0.3) ? Compression::gzip : Compression::none;
+    deck.output.compression.kind = coin(0.3) ? Compression::gzip : Compression::none;
     deck.output.chunk_ids = coin(0.3) ? pick(1, c.N + 10) : 0;
     deck.run.strategies.clear();
     for (const auto& s : strategy_table)

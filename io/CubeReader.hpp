@@ -1,0 +1,74 @@
+#pragma once
+// Reading a cube's blocks by the fastest path that applies.
+#include "core/Names.hpp"
+#include "core/Plan.hpp"
+#include "io/ChunkedCube.hpp"
+#include "io/Hdf5.hpp"
+#include "io/RawCube.hpp"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cvest::io {
+
+// How a dataset is stored and which path reads it: a report says so, so that
+// a slow read can be told from a slow machine.
+struct CubeStorage {
+  StorageLayout layout = StorageLayout::contiguous;
+  std::vector<Index> chunk;          // empty unless chunked
+  std::vector<std::string> filters;  // HDF5's names, in pipeline order
+  ReadBy read_by = ReadBy::hdf5;     // none: HDF5 lacks a filter it would need (`unreadable` names it)
+  std::string unreadable;
+};
+std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), deflate; decoded by cvest's threads"
+
+// Reads blocks of a (T, N, K) dataset (or id ranges of an (N, K) one, as
+// blocks of one date) in C order, converted to the asked
+// precision, by the fastest path that applies: pread straight into the block
+// (RawCube), decoding whole chunks on the calling thread (ChunkedCube), else
+// H5Dread. Safe from several threads.
+class CubeReader {
+ public:
+  // `scratch_bytes`: what decoding may hold (three chunk-sized buffers per
+  // decoding thread, in place of HDF5's chunk cache); larger chunks go
+  // through H5Dread.
+  // `reads`: whether bytes read with pread go past the page cache
+  // (io/DirectReader.hpp; `reads_because` says why, for reads_text).
+  CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
+             std::size_t scratch_bytes = std::size_t(64) << 20, DirectMode reads = DirectMode::off,
+             const std::string& reads_because = "");
+  // IoError naming the chunk where the chunk index records a chunk outside
+  // the file (or, unfiltered, of the wrong size): checked before HDF5 reads
+  // chunks, which HDF5 1.10.8 does not (it crashed on such a file).
+  void read(const Block& block, Precision precision, void* buffer) const;
+  // The (dates, ids) extent of the chunks it decodes itself; {0, 0} when it
+  // reads otherwise (any block shape is then as good as another).
+  std::array<Index, 2> decoded_chunk() const;
+  CubeStorage storage(Precision precision) const;
+  // How its bytes were read: DirectReader::text, or the page cache's path.
+  std::string reads_text(Precision precision) const;
+
+ private:
+  const Dataset& ds_;
+  std::string path_, name_;
+  Index K_ = 0;
+  int rank_ = 3;  // 2: an (N, K) table, read as one date
+  std::unique_ptr<RawCube> raw_[2];            // per precision asked, when it qualifies
+  std::unique_ptr<ChunkedCube> chunked_[2];    // idem
+  // What the chunk records of blocks HDF5 reads are checked against: the
+  // chunk extent (dates, ids, columns; zeros when not chunked), an
+  // unfiltered chunk's bytes (0 when filtered), the file's bytes.
+  std::array<Index, 3> chunk_{};
+  std::size_t plain_chunk_bytes_ = 0;
+  std::uint64_t file_bytes_ = 0;
+  void check_chunk_records(const Block& block) const;
+};
+
+// What cvest decodes itself, with the libraries' versions, for `cvest info`:
+// "shuffle, deflate (libdeflate 1.14), lzf (liblzf 1.5), ...".
+std::string decoders_text();
+
+}  // namespace cvest::io

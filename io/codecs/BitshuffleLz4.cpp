@@ -1,0 +1,206 @@
+// Bitshuffle (HDF5 filter 32008) with LZ4 inside, "bitshuffle-lz4": a chunk
+// is cut into blocks of elements (8 KiB of them by default, a multiple of 8);
+// each block's bits are transposed (bit k of byte j of every element in a
+// row of its own, LSB first), then compressed with LZ4. The chunk's format,
+// as the filter's reader expects it: the plain bytes (8, big-endian), a
+// block's bytes (4, big-endian), then per block its compressed bytes (4,
+// big-endian) and the LZ4 block; elements past the last multiple of 8 are
+// copied as they are. Without LZ4 (the record's fifth value 0) a chunk is
+// the transposed blocks alone, which cvest reads too.
+#include "io/codecs/Codecs.hpp"
+
+#include <lz4.h>
+
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace cvest::io {
+
+namespace {
+
+constexpr unsigned lz4_inside = 2;       // the record's fifth value: LZ4 (0: none; 3: zstd, not read here)
+constexpr std::size_t target_block = 8192;  // bytes per block, bitshuffle's default
+
+// bitshuffle's default block: 8 KiB of elements, a multiple of 8, at least 128.
+std::size_t default_block_elements(std::size_t element) {
+  const std::size_t n = target_block / element / 8 * 8;
+  return n < 128 ? 128 : n;
+}
+
+// The 8 x 8 bit matrix in x (byte r, bit c) transposed (byte c, bit r), by
+// swapping ever larger sub-blocks across the diagonal.
+inline std::uint64_t transpose_bits(std::uint64_t x) {
+  std::uint64_t t = (x ^ (x >> 7)) & 0x00AA00AA00AA00AAull;
+  x ^= t ^ (t << 7);
+  t = (x ^ (x >> 14)) & 0x0000CCCC0000CCCCull;
+  x ^= t ^ (t << 14);
+  t = (x ^ (x >> 28)) & 0x00000000F0F0F0F0ull;
+  return x ^ t ^ (t << 28);
+}
+
+inline std::uint64_t load64(const unsigned char* p) {
+  std::uint64_t x;
+  std::memcpy(&x, p, 8);
+  return x;
+}
+
+// n elements (a multiple of 8) of `element` bytes: row 8j + k holds bit k
+// of byte j of every element, element i at bit i % 8 of byte i / 8. Byte
+// planes first (HDF5's shuffle), then each plane's bits, 8 elements at a time.
+void bits_to_rows(const unsigned char* in, std::size_t n, std::size_t element, unsigned char* out,
+                  std::vector<unsigned char>& planes) {
+  planes.resize(n * element);
+  shuffle_bytes(in, n * element, element, planes.data());
+  const std::size_t row = n / 8;
+  for (std::size_t j = 0; j < element; ++j)
+    for (std::size_t m = 0; m < row; ++m) {
+      std::uint64_t y = transpose_bits(load64(planes.data() + j * n + 8 * m));
+      for (std::size_t k = 0; k < 8; ++k, y >>= 8) out[(8 * j + k) * row + m] = static_cast<unsigned char>(y);
+    }
+}
+
+// The inverse of bits_to_rows.
+void rows_to_bits(const unsigned char* in, std::size_t n, std::size_t element, unsigned char* out,
+                  std::vector<unsigned char>& planes) {
+  planes.resize(n * element);
+  const std::size_t row = n / 8;
+  for (std::size_t j = 0; j < element; ++j)
+    for (std::size_t m = 0; m < row; ++m) {
+      std::uint64_t x = 0;
+      for (std::size_t k = 0; k < 8; ++k) x |= std::uint64_t(in[(8 * j + k) * row + m]) << (8 * k);
+      const std::uint64_t y = transpose_bits(x);
+      std::memcpy(planes.data() + j * n + 8 * m, &y, 8);
+    }
+  unshuffle_bytes(planes.data(), n * element, element, out);
+}
+
+void put_be(unsigned char* p, std::uint64_t v, int bytes) {
+  for (int b = bytes - 1; b >= 0; --b, v >>= 8) p[b] = static_cast<unsigned char>(v);
+}
+
+std::uint64_t get_be(const unsigned char* p, int bytes) {
+  std::uint64_t v = 0;
+  for (int b = 0; b < bytes; ++b) v = v << 8 | p[b];
+  return v;
+}
+
+struct Scratch {
+  std::vector<unsigned char> planes, rows;
+};
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+class BitshuffleLz4Codec final : public Codec {
+ public:
+  H5Z_filter_t id() const override { return 32008; }
+  std::string name() const override { return "bitshuffle"; }
+  std::string library() const override { return std::string("bitshuffle-lz4 (lz4 ") + LZ4_versionString() + ")"; }
+  std::vector<unsigned> values(const CompressionSpec&, std::size_t element, std::size_t, bool registered) const override {
+    // The plugin's set_local puts the format's version and the element's
+    // bytes first and keeps the user's block size (0: its default) and
+    // compression after them; without it, the whole record as it writes it.
+    if (registered) return {0, lz4_inside};
+    return {0, 3, unsigned(element), 0, lz4_inside};
+  }
+  bool keeps_size(const std::vector<unsigned>& values) const override {
+    return values.size() < 5 || values[4] == 0;
+  }
+  bool decodes(const std::vector<unsigned>& values) const override {
+    return values.size() < 5 || values[4] == 0 || values[4] == lz4_inside;
+  }
+  std::size_t encode(const unsigned char* in, std::size_t bytes, const FilterUse& use,
+                     std::vector<unsigned char>& out) const override {
+    const std::size_t element = element_of(use), n = bytes / element;
+    const std::size_t block = block_of(use, element);
+    if (bytes % element != 0) return 0;
+    out.resize(12 + (n / block + 1) * (4 + std::size_t(LZ4_compressBound(int(block * element)))) +
+               8 * element);
+    put_be(out.data(), bytes, 8);
+    put_be(out.data() + 8, block * element, 4);
+    std::size_t at = 12;
+    Scratch& s = scratch();
+    s.rows.resize(block * element);
+    for (std::size_t first = 0; first + 8 <= n;) {
+      const std::size_t count = std::min(block, (n - first) / 8 * 8);
+      bits_to_rows(in + first * element, count, element, s.rows.data(), s.planes);
+      const int packed = LZ4_compress_default(reinterpret_cast<const char*>(s.rows.data()),
+                                              reinterpret_cast<char*>(out.data() + at + 4), int(count * element),
+                                              int(out.size() - at - 4));
+      if (packed <= 0) return 0;
+      put_be(out.data() + at, std::uint64_t(packed), 4);
+      at += 4 + std::size_t(packed);
+      first += count;
+      if (at >= bytes) return 0;
+    }
+    const std::size_t tail = (n % 8) * element;
+    std::memcpy(out.data() + at, in + (n - n % 8) * element, tail);
+    at += tail;
+    return at < bytes ? at : 0;
+  }
+  bool decode(const unsigned char* in, std::size_t stored, const FilterUse& use, unsigned char* out,
+              std::size_t plain) const override {
+    const std::size_t element = element_of(use);
+    if (element == 0 || plain % element != 0) return false;
+    const std::size_t n = plain / element;
+    Scratch& s = scratch();
+    if (keeps_size(use.values)) {  // transposed blocks, no LZ4
+      if (stored != plain) return false;
+      const std::size_t block = block_of(use, element);
+      std::size_t first = 0;
+      for (; first + 8 <= n;) {
+        const std::size_t count = std::min(block, (n - first) / 8 * 8);
+        rows_to_bits(in + first * element, count, element, out + first * element, s.planes);
+        first += count;
+      }
+      std::memcpy(out + first * element, in + first * element, (n - first) * element);
+      return true;
+    }
+    if (stored < 12 || get_be(in, 8) != plain) return false;
+    const std::uint64_t block_bytes = get_be(in + 8, 4);
+    if (block_bytes == 0 || block_bytes % element != 0 || (block_bytes / element) % 8 != 0) return false;
+    const std::size_t block = std::size_t(block_bytes / element);
+    std::size_t at = 12, first = 0;
+    s.rows.resize(block * element);
+    for (; first + 8 <= n;) {
+      const std::size_t count = std::min(block, (n - first) / 8 * 8);
+      if (stored - at < 4) return false;
+      const std::uint64_t packed = get_be(in + at, 4);
+      at += 4;
+      if (packed > stored - at) return false;
+      if (LZ4_decompress_safe(reinterpret_cast<const char*>(in + at), reinterpret_cast<char*>(s.rows.data()),
+                              int(packed), int(count * element)) != int(count * element))
+        return false;
+      rows_to_bits(s.rows.data(), count, element, out + first * element, s.planes);
+      at += std::size_t(packed);
+      first += count;
+    }
+    const std::size_t tail = (n - first) * element;
+    if (stored - at != tail) return false;
+    std::memcpy(out + first * element, in + at, tail);
+    return true;
+  }
+
+ private:
+  // The element's bytes the record names (the plugin's set_local's), else the type's.
+  static std::size_t element_of(const FilterUse& use) {
+    return use.values.size() > 2 && use.values[2] > 0 ? use.values[2] : use.element;
+  }
+  // Elements per block: the record's (a multiple of 8), else bitshuffle's default.
+  static std::size_t block_of(const FilterUse& use, std::size_t element) {
+    const unsigned b = use.values.size() > 3 ? use.values[3] : 0;
+    return b > 0 && b % 8 == 0 ? b : default_block_elements(element);
+  }
+};
+
+}  // namespace
+
+const Codec& bitshuffle_lz4_codec() {
+  static const BitshuffleLz4Codec codec;
+  return codec;
+}
+
+}  // namespace cvest::io
