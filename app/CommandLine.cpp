@@ -111,6 +111,11 @@ void CommandLine::add_generate() {
   cmd->add_option("--out,-o", a.out, "the HDF5 file to write")->required();
   cmd->add_option("--precision", a.precision, "double or float")->capture_default_str();
   cmd->add_option("--seed", a.spec.seed, "seed of the values")->capture_default_str();
+  cmd->add_option("--values", a.values,
+                  "uniform (each value drawn on its own) or smooth (discount factors falling with the date, "
+                  "multipliers of two decimals: data that compresses as users' does)")
+      ->check(CLI::IsMember({"uniform", "smooth"}))
+      ->capture_default_str();
   cmd->add_flag("--overwrite", a.overwrite, "replace an existing file");
 }
 

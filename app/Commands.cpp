@@ -95,8 +95,10 @@ transfers::Report transfers_command(const TransfersArgs& args, std::ostream& pro
 void generate_command(const GenerateArgs& args, std::ostream& out_text) {
   GenerateSpec spec = args.spec;
   spec.precision = precision_from_name(args.precision);
+  spec.values = generated_values_from_name(args.values);
   io::generate_input(args.out, spec, args.overwrite);
-  fmt::print(out_text, "wrote {} ({} x {} x {}, {})\n", args.out, spec.dates, spec.ids, spec.cols, args.precision);
+  fmt::print(out_text, "wrote {} ({} x {} x {}, {}, {} values)\n", args.out, spec.dates, spec.ids, spec.cols,
+             args.precision, args.values);
 }
 
 std::string info_command() {
@@ -107,7 +109,7 @@ std::string info_command() {
       "cvest {}\nKokkos {}\nexecution spaces: {} (default {})\nthreads: {}\nHDF5 {}.{}.{}\nstrategies: {}\n",
       CVEST_VERSION, facts.kokkos_version, facts.spaces, facts.backend, facts.threads, major, minor, release,
       strategy_names());
-  text += fmt::format("HDF5 filters: {}\ndecoded by cvest's threads: {}\n", io::hdf5_filters_text(),
+  text += fmt::format("HDF5 filters: {}\ncoded by cvest's threads: {}\n", io::hdf5_filters_text(),
                       io::decoders_text());
   text += fmt::format("machine: {}, {} ({} logical CPUs, {:.0f} GiB)\n", facts.host,
                       facts.cpu.empty() ? "CPU unknown" : facts.cpu, facts.cpus, facts.memory_bytes / double(1ull << 30));

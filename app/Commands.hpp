@@ -63,6 +63,7 @@ struct GenerateArgs {
   GenerateSpec spec;  // dates, ids, cols, seed (its precision: below)
   std::string out;
   std::string precision = "double";
+  std::string values = "uniform";  // or "smooth" (io/Generate.hpp)
   bool overwrite = false;
 };
 // Says what it wrote on `out_text`.

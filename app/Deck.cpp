@@ -285,7 +285,7 @@ toml::table parse_deck(const std::string& path, const std::vector<std::string>& 
 GenerateSpec read_generate(const Reader& r, const toml::node& n) {
   const auto* g = n.as_table();
   if (!g) r.fail("[input] generate", "must be a table {dates, ids, cols}, found " + type_name(n));
-  r.known_keys(*g, "[input.generate]", {"dates", "ids", "cols", "seed", "precision"});
+  r.known_keys(*g, "[input.generate]", {"dates", "ids", "cols", "seed", "precision", "values"});
   GenerateSpec spec;
   for (const char* key : {"dates", "ids", "cols"})
     if (!g->get(key)) r.fail(std::string("[input.generate] ") + key, "is missing");
@@ -295,6 +295,8 @@ GenerateSpec read_generate(const Reader& r, const toml::node& n) {
   if (const auto* s = g->get("seed")) spec.seed = std::uint64_t(r.integer(*s, "[input.generate] seed", 0));
   if (const auto* p = g->get("precision"))
     spec.precision = r.checked("[input.generate] precision", [&] { return precision_from_name(r.string(*p, "[input.generate] precision")); });
+  if (const auto* v = g->get("values"))
+    spec.values = r.checked("[input.generate] values", [&] { return generated_values_from_name(r.string(*v, "[input.generate] values")); });
   return spec;
 }
 

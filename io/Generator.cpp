@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -35,6 +36,14 @@ double generated_value(std::uint64_t seed, int stream, std::uint64_t index) {
   return stream == 0 ? 0.5 + u : 0.05 + 0.95 * u;  // multBy in [0.5, 1.5), discount in [0.05, 1)
 }
 
+double generated_value(const GenerateSpec& spec, int stream, std::uint64_t index) {
+  if (spec.values == GeneratedValues::uniform) return generated_value(spec.seed, stream, index);
+  if (stream == 0) return std::round(generated_value(spec.seed, 0, index) * 100.0) / 100.0;  // two decimals
+  const std::uint64_t nk = std::uint64_t(spec.ids * spec.cols), t = index / nk;
+  const double rate = 0.005 + 0.075 * (generated_value(spec.seed, 2, index % nk) - 0.05) / 0.95;  // per id and column
+  return std::exp(-rate * double(t) / 365.0);
+}
+
 void generate_input(const std::string& path, const GenerateSpec& spec, bool overwrite) {
   if (spec.dates <= 0 || spec.ids <= 0 || spec.cols <= 0)
     throw InputError(path + ": generate needs positive dates, ids and cols");
@@ -53,14 +62,14 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
     Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, CompressionSpec{}, path);
     using Host = Kokkos::DefaultHostExecutionSpace;
     const Index NK = spec.ids * spec.cols;
-    const std::uint64_t seed = spec.seed;
+    const GenerateSpec values = spec;
     const bool f64 = spec.precision == Precision::f64;
     // One date of values at a time (a 10M x 5 date is 400 MB in double).
     Kokkos::View<double*, Kokkos::HostSpace> vd(Kokkos::view_alloc("cvest::generate::values", Kokkos::WithoutInitializing), NK);
     Kokkos::View<float*, Kokkos::HostSpace> vf(Kokkos::view_alloc("cvest::generate::values_f32", Kokkos::WithoutInitializing), f64 ? 0 : NK);
     const auto fill = [&](int stream, Index base) {
       Kokkos::parallel_for("cvest::generate::fill", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, NK), [=](Index j) {
-        const double v = generated_value(seed, stream, std::uint64_t(base + j));
+        const double v = generated_value(values, stream, std::uint64_t(base + j));
         if (f64) vd(j) = v;
         else vf(j) = float(v);
       });
@@ -73,7 +82,9 @@ void generate_input(const std::string& path, const GenerateSpec& spec, bool over
       write_hyperslab(d, native_type(spec.precision), {t, 0, 0}, {1, spec.ids, spec.cols}, fill(1, t * NK),
                       path + ": dataset 'discount'");
     }
-    write_string_attribute(d.get(), "generator", "cvest generate seed=" + std::to_string(spec.seed));
+    write_string_attribute(d.get(), "generator",
+                           "cvest generate seed=" + std::to_string(spec.seed) +
+                               (spec.values == GeneratedValues::uniform ? "" : " values=" + std::string(to_string(spec.values))));
     d.reset();
     m.reset();
     if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(path + ": flush failed (disk full?)");

@@ -13,7 +13,9 @@ namespace cvest::io {
 void generate_input(const std::string& path, const GenerateSpec& spec, bool overwrite);
 
 // The value generate_input writes at flat index `index` of `stream` (0:
-// multBy, 1: discount): tests and verifiers recompute it.
+// multBy, 1: discount), as `spec.values` says: tests recompute it. The
+// uniform draw alone: generated_value(seed, stream, index).
+double generated_value(const GenerateSpec& spec, int stream, std::uint64_t index);
 double generated_value(std::uint64_t seed, int stream, std::uint64_t index);
 
 // What it will take on disk (for the free-space check).

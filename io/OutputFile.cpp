@@ -5,6 +5,7 @@
 #include "io/Faults.hpp"
 #include "io/Publish.hpp"
 #include "io/WriteModes.hpp"
+#include "core/Median.hpp"
 
 #include <fmt/format.h>
 
@@ -252,11 +253,40 @@ void OutputFile::discard_temp() {
   fs::remove(temp_path_, ec);
 }
 
+namespace {
+
+// Whether compressing paid on this machine: the coding's rate on this
+// process's threads against the disk's plain writes as `cvest tune` measured
+// them in the output's folder. An estimate: coding and writing overlap, so a
+// compressed output takes about the longer of the two.
+std::string compression_pays_text(const CodingStats& stats, const std::string& folder) {
+  const double plain = double(stats.plain_bytes.load()), stored = double(stats.stored_bytes.load()),
+               coding_s = double(stats.nanoseconds.load()) * 1e-9 / std::max(1, omp_get_max_threads());
+  if (plain <= 0) return "";
+  std::string problem;
+  const auto record = write_mode_record_for(folder, problem);
+  if (!record || record->bytes <= 0 || record->direct_s.empty() || record->buffered_s.empty())
+    return "; the disk's plain rate here is not measured (`cvest tune " + folder +
+           "` measures it), so whether compressing paid is not said";
+  const double disk = record->bytes / std::min(median(record->direct_s), median(record->buffered_s));
+  const double compressed_s = std::max(coding_s, stored / disk), plain_s = plain / disk;
+  return fmt::format("; the disk writes plain bytes at {:.2f} GB/s here (cvest tune, {}): compressed, this output "
+                     "went {} than plain would (about {:.2f} s of coding on {} threads and {:.2f} s of writing, "
+                     "against {:.2f} s)",
+                     disk / 1e9, record->date, compressed_s < plain_s ? "faster" : "slower", coding_s,
+                     std::max(1, omp_get_max_threads()), stored / disk, plain_s);
+}
+
+}  // namespace
+
 std::string OutputFile::writes_text() const {
   if (sealed_) return "by a run that stopped before putting it in place";
   if (raw_) return raw_->writer()->text();
   if (!writes_text_.empty()) return writes_text_;
-  return spec_.compression.kind == Compression::none ? "through HDF5 (H5Dwrite)" : "through HDF5 (compressed chunks)";
+  if (spec_.compression.kind == Compression::none) return "through HDF5 (H5Dwrite)";
+  const std::string coded = coding_stats_.text();
+  return "through HDF5 (compressed chunks" + (coded.empty() ? "" : ": " + coded + " by cvest's threads") +
+         compression_pays_text(coding_stats_, output_dir(spec_.path).string()) + ")";
 }
 
 OutputFile::~OutputFile() {
@@ -311,7 +341,7 @@ void OutputFile::write(const Block& b, const void* buffer) {
   }
   quiet_hdf5_errors();  // this thread's
   store_chunks(coding_, spec_.K, element_size(spec_.precision), chunk_, b, buffer,
-               [&](const StoredChunk& c) { store(c); });
+               [&](const StoredChunk& c) { store(c); }, &coding_stats_);
 }
 
 void OutputFile::store(const StoredChunk& c) {

@@ -114,6 +114,7 @@ class OutputFile {
   bool committed_ = false;
   std::unique_ptr<RawCube> raw_;
   ChunkCoding coding_;  // the filters its chunks go through (compressed output)
+  CodingStats coding_stats_;  // this process's coding of them
   std::vector<Block> resumed_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<TempFileGuard> journal_guard_;

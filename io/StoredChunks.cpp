@@ -2,7 +2,10 @@
 
 #include "io/ChunkFiles.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #ifdef _OPENMP
@@ -44,8 +47,17 @@ std::size_t encode_chunk(const ChunkCoding& coding, const unsigned char* src, st
 
 }  // namespace
 
+std::string CodingStats::text() const {
+  const double plain = double(plain_bytes.load()), stored = double(stored_bytes.load()),
+               seconds = double(nanoseconds.load()) * 1e-9;
+  if (plain <= 0 || seconds <= 0) return "";
+  return fmt::format("{:.2f} GB coded into {:.2f} GB ({:.2f}x) at {:.2f} GB/s a thread", plain / 1e9, stored / 1e9,
+                     stored / plain, plain / seconds / 1e9);
+}
+
 void store_chunks(const ChunkCoding& coding, Index K, std::size_t es, const std::array<Index, 3>& chunk,
-                  const Block& b, const void* buffer, const std::function<void(const StoredChunk&)>& store) {
+                  const Block& b, const void* buffer, const std::function<void(const StoredChunk&)>& store,
+                  CodingStats* stats) {
   const auto* bytes = static_cast<const unsigned char*>(buffer);
   const std::size_t chunk_bytes = std::size_t(chunk[1] * K) * es;
   std::vector<StoredChunk> pieces;
@@ -67,8 +79,15 @@ void store_chunks(const ChunkCoding& coding, Index K, std::size_t es, const std:
       p.bytes = chunk_bytes;
       p.data = src;
       if (coding.codecs.empty()) return;
+      const auto begin = std::chrono::steady_clock::now();
       p.bytes = encode_chunk(coding, src, chunk_bytes, out, p.skipped);
       p.data = out.data();
+      if (stats) {
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - begin);
+        stats->nanoseconds += std::uint64_t(ns.count());
+        stats->plain_bytes += chunk_bytes;
+        stats->stored_bytes += p.bytes;
+      }
     } catch (const std::exception& e) {
       p.data = nullptr;
       p.error = e.what();

@@ -8,6 +8,8 @@
 #include "io/codecs/Codec.hpp"
 
 #include <array>
+#include <atomic>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <string>
@@ -22,6 +24,13 @@ struct ChunkCoding {
   std::vector<FilterUse> uses;
 };
 ChunkCoding chunk_coding(const CompressionSpec& spec, std::size_t element, std::size_t chunk_bytes);
+
+// What coding chunks took, summed over the threads that did it.
+struct CodingStats {
+  std::atomic<std::uint64_t> plain_bytes{0}, stored_bytes{0}, nanoseconds{0};
+  // "1.62 GB coded into 0.52 GB (0.32x) at 1.55 GB/s a thread": empty where nothing was.
+  std::string text() const;
+};
 
 // A chunk as it goes into the file: its first date and id, the bytes as
 // stored (nullptr where compressing failed: `error` says why) and
@@ -41,7 +50,9 @@ struct StoredChunk {
 // a whole one. Called from outside a parallel region (the overlapped
 // pipeline's writer thread), a block's chunks are compressed by an OpenMP
 // team, then stored in order. Scratch buffers are per thread.
+// `stats` (may be null) counts the coding.
 void store_chunks(const ChunkCoding& coding, Index K, std::size_t element, const std::array<Index, 3>& chunk,
-                  const Block& b, const void* buffer, const std::function<void(const StoredChunk&)>& store);
+                  const Block& b, const void* buffer, const std::function<void(const StoredChunk&)>& store,
+                  CodingStats* stats = nullptr);
 
 }  // namespace cvest::io

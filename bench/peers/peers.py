@@ -15,6 +15,10 @@ In memory (timed on arrays already loaded):
 File to file (timed from open to close):
   h5py_numpy                h5py + NumPy, one date at a time
   h5py_numpy_gzip           the same, writing gzip + shuffle chunks
+  h5py_numpy_lzf            the same, writing shuffle + lzf chunks
+  h5py_numpy_blosc_lz4      the same with hdf5plugin: Blosc (lz4 inside, byte shuffle, level 5)
+  h5py_numpy_blosc_zstd     Blosc (zstd inside, byte shuffle, level 5)
+  h5py_numpy_bitshuffle_lz4 bitshuffle + LZ4
   dask                      dask.array.from_array -> to_hdf5
 
 In memory, every peer in one process on the same arrays, answering
@@ -238,18 +242,33 @@ def h5py_numpy(src, dst):
             cv[t] = m * d[t]
 
 
-def h5py_numpy_gzip(src, dst):
-    """The same, writing gzip + shuffle chunks of (1, ~1 MiB of ids, K), as
-    cvest's gzip output is chunked and filtered."""
+def h5py_numpy_filtered(src, dst, **filters):
+    """The same, writing compressed chunks of (1, ~1 MiB of ids, K), as
+    cvest's compressed output is chunked: h5py's filters as `filters` say
+    (HDF5 applies them, one chunk at a time, inside its lock)."""
     with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
         m = f["multBy"][...]
         d = f["discount"]
         T, N, K = d.shape
         ids = max(1, min(N, (1 << 20) // (K * d.dtype.itemsize)))
-        cv = g.create_dataset("cv", shape=d.shape, dtype=d.dtype, chunks=(1, ids, K), compression="gzip",
-                              compression_opts=4, shuffle=True)
+        cv = g.create_dataset("cv", shape=d.shape, dtype=d.dtype, chunks=(1, ids, K), **filters)
         for t in range(T):
             cv[t] = m * d[t]
+
+
+def codec_peers():
+    """The compressed outputs' peers: h5py's own filters, and hdf5plugin's
+    (Debian's takes HDF5's plugin path) with cvest's default settings."""
+    peers = {"h5py_numpy_gzip": dict(compression="gzip", compression_opts=4, shuffle=True),
+             "h5py_numpy_lzf": dict(compression="lzf", shuffle=True)}
+    try:
+        import hdf5plugin
+    except ImportError:
+        return peers
+    peers["h5py_numpy_blosc_lz4"] = dict(hdf5plugin.Blosc(cname="lz4", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE))
+    peers["h5py_numpy_blosc_zstd"] = dict(hdf5plugin.Blosc(cname="zstd", clevel=5, shuffle=hdf5plugin.Blosc.SHUFFLE))
+    peers["h5py_numpy_bitshuffle_lz4"] = dict(hdf5plugin.Bitshuffle(cname="lz4"))
+    return peers
 
 
 def dask_peer(src, dst):
@@ -261,7 +280,12 @@ def dask_peer(src, dst):
 
 
 def run_file(name, src, dst):
-    fn = {"h5py_numpy": h5py_numpy, "h5py_numpy_gzip": h5py_numpy_gzip, "dask": dask_peer}[name]
+    filtered = codec_peers()
+    if name in filtered:
+        def fn(s, d):
+            h5py_numpy_filtered(s, d, **filtered[name])
+    else:
+        fn = {"h5py_numpy": h5py_numpy, "dask": dask_peer}[name]
     t0 = time.perf_counter()
     fn(src, dst)
     return {"name": name, "seconds": time.perf_counter() - t0, "peak_rss_bytes": peak_rss_bytes()}

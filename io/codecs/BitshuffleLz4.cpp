@@ -117,12 +117,23 @@ class BitshuffleLz4Codec final : public Codec {
     const std::size_t element = element_of(use), n = bytes / element;
     const std::size_t block = block_of(use, element);
     if (bytes % element != 0) return 0;
+    Scratch& s = scratch();
+    if (keeps_size(use.values)) {  // transposed blocks, no LZ4
+      out.resize(bytes);
+      std::size_t first = 0;
+      for (; first + 8 <= n;) {
+        const std::size_t count = std::min(block, (n - first) / 8 * 8);
+        bits_to_rows(in + first * element, count, element, out.data() + first * element, s.planes);
+        first += count;
+      }
+      std::memcpy(out.data() + first * element, in + first * element, (n - first) * element);
+      return bytes;
+    }
     out.resize(12 + (n / block + 1) * (4 + std::size_t(LZ4_compressBound(int(block * element)))) +
                8 * element);
     put_be(out.data(), bytes, 8);
     put_be(out.data() + 8, block * element, 4);
     std::size_t at = 12;
-    Scratch& s = scratch();
     s.rows.resize(block * element);
     for (std::size_t first = 0; first + 8 <= n;) {
       const std::size_t count = std::min(block, (n - first) / 8 * 8);

@@ -31,7 +31,8 @@ class LzfCodec final : public Codec {
   }
   bool decode(const unsigned char* in, std::size_t stored, const FilterUse&, unsigned char* out,
               std::size_t plain) const override {
-    return lzf_decompress(in, unsigned(stored), out, unsigned(plain)) == plain;
+    // liblzf reads a first byte whatever the length (and checks the rest).
+    return stored > 0 && lzf_decompress(in, unsigned(stored), out, unsigned(plain)) == plain;
   }
 };
 

@@ -114,8 +114,37 @@ TEST_CASE("deck errors name the deck, the key, expected and found", "[deck]") {
                     Catch::Contains("is the input file"));
   CHECK_THROWS_WITH(load_deck("/nonexistent/deck.toml"), Catch::Contains("no such deck file"));
   CHECK_THROWS_WITH(load_deck(write_deck("zstd.toml", minimal), {"output.compression=zstd"}),
-                    Catch::Contains("[output] compression unknown compression 'zstd'; valid: none, gzip, lzf"));
+                    Catch::Contains("[output] compression unknown compression 'zstd'; valid: none, gzip, lzf, blosc, bitshuffle-lz4"));
   CHECK(load_deck(write_deck("lzf.toml", minimal), {"output.compression=lzf"}).output.compression.kind == Compression::lzf);
+}
+
+TEST_CASE("compression settings: blosc's codec, shuffle and level, gzip's level, and another compression's is an error", "[deck]") {
+  const auto blosc = load_deck(write_deck("blosc.toml", minimal),
+                               {"output.compression=blosc", "output.codec=zstd", "output.shuffle=bit", "output.level=7"})
+                         .output.compression;
+  CHECK(blosc.kind == Compression::blosc);
+  CHECK(blosc.blosc_codec == BloscCodec::zstd);
+  CHECK(blosc.blosc_shuffle == ShuffleKind::bit);
+  CHECK(blosc.blosc_level == 7);
+  CHECK(to_text(blosc) == "blosc (zstd, bit shuffle, level 7)");
+  const auto plain_blosc = load_deck(write_deck("blosc2.toml", minimal), {"output.compression=blosc"}).output.compression;
+  CHECK(to_text(plain_blosc) == "blosc (lz4, byte shuffle, level 5)");  // hdf5plugin's defaults
+  CHECK(load_deck(write_deck("bs.toml", minimal), {"output.compression=bitshuffle-lz4"}).output.compression.kind ==
+        Compression::bitshuffle_lz4);
+  CHECK(load_deck(write_deck("gz.toml", minimal), {"output.compression=gzip", "output.level=9"}).output.compression.gzip_level == 9);
+  const auto fails = [&](std::vector<std::string> sets, const std::string& message) {
+    CHECK_THROWS_WITH(load_deck(write_deck("bad_compression.toml", minimal), sets), Catch::Contains(message));
+  };
+  fails({"output.codec=zstd"}, "[output] codec applies to compression = \"blosc\", not \"none\"");
+  fails({"output.compression=gzip", "output.shuffle=bit"}, "[output] shuffle applies to compression = \"blosc\", not \"gzip\"");
+  fails({"output.compression=lzf", "output.level=3"}, "[output] level applies to compression = \"gzip\" or \"blosc\"");
+  fails({"output.compression=blosc", "output.codec=snappy"}, "unknown codec 'snappy'; valid: lz4, zstd");
+  fails({"output.compression=blosc", "output.shuffle=none"}, "unknown shuffle 'none'; valid: byte, bit");
+  fails({"output.compression=blosc", "output.level=10"}, "[output] level must be 1..9, found 10");
+  fails({"output.compression=gzip", "output.level=3", "output.gzip_level=5"}, "[output] level and gzip_level differ");
+  fails({"input.generate={dates=1,ids=2,cols=3,values=\"wavy\"}"}, "unknown values 'wavy'; valid: uniform, smooth");
+  CHECK(load_deck(write_deck("smooth.toml", minimal), {"input.generate={dates=1,ids=2,cols=3,values=\"smooth\"}"})
+            .input.generate->values == GeneratedValues::smooth);
 }
 
 TEST_CASE("characters beyond ASCII: kept in strings, refused where TOML has none", "[deck]") {

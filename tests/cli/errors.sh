@@ -142,7 +142,7 @@ case "$case_name" in
                    ! grep -q "HDF5-DIAG" stderr.txt || fail "HDF5 printed its error stack"
                    # cvest info says which filters HDF5 has and which cvest decodes itself
                    "$cvest" info 2>/dev/null | grep -q "^HDF5 filters: deflate, shuffle" || fail "info: HDF5 filters"
-                   "$cvest" info 2>/dev/null | grep -q "^decoded by cvest's threads: shuffle, deflate (libdeflate [0-9.]*), lzf (liblzf [0-9.]*), blosc (c-blosc [0-9.]*, lz4 [0-9.]*, zstd [0-9.]*), bitshuffle-lz4 (lz4 [0-9.]*)$" \
+                   "$cvest" info 2>/dev/null | grep -q "^coded by cvest's threads: shuffle, deflate (libdeflate [0-9.]*), lzf (liblzf [0-9.]*), blosc (c-blosc [0-9.]*, lz4 [0-9.]*, zstd [0-9.]*), bitshuffle-lz4 (lz4 [0-9.]*)$" \
                      || fail "info: cvest's decoders" ;;
   plan)            # --plan: what the run would do, and nothing written (not even a directory or the input to generate)
                    printf '[input]\nfile = "gen/in.h5"\ngenerate = { dates = 6, ids = 2000, cols = 5 }\n[output]\nfile = "out/cv.h5"\n[run]\nstrategy = ["flat", "team"]\n' > deck.toml

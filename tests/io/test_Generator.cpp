@@ -69,3 +69,31 @@ TEST_CASE("generated inputs hold the documented values and shapes", "[io]") {
   // refuses to overwrite unless asked
   CHECK_THROWS_AS(generate_input(path, {1, 1, 1, 1, Precision::f64}, false), InputError);
 }
+
+TEST_CASE("smooth generated values: discount factors falling with the date, multipliers of two decimals", "[io]") {
+  quiet_hdf5_errors();
+  const auto path = scratch("gen_smooth.h5").string();
+  GenerateSpec spec{4, 1001, 5, 9, Precision::f64};
+  spec.values = GeneratedValues::smooth;
+  generate_input(path, spec, false);
+  const InputFile in(path, "multBy", "discount");
+  std::vector<double> m(1001 * 5), d(4 * 1001 * 5);
+  in.read_multby({0, 1001}, Precision::f64, m.data());
+  in.read_discount({{0, 4}, {0, 1001}}, Precision::f64, d.data());
+  CHECK(std::all_of(m.begin(), m.end(), [](double v) { return v >= 0.5 && v <= 1.5 && std::round(v * 100) / 100 == v; }));
+  const std::size_t nk = 1001 * 5;
+  for (std::size_t j = 0; j < nk; ++j) {
+    CHECK(d[j] == 1.0);  // date 0
+    // The same rate r of [0.5%, 8%) at every date: d = exp(-r t / 365).
+    const double r = -std::log(d[nk + j]) * 365.0;
+    REQUIRE(r >= 0.005 * (1 - 1e-9));
+    REQUIRE(r < 0.08);
+    for (std::size_t t = 2; t < 4; ++t) {
+      REQUIRE(d[t * nk + j] < d[(t - 1) * nk + j]);
+      REQUIRE(std::abs(-std::log(d[t * nk + j]) * 365.0 / double(t) - r) <= 1e-9 * r);
+    }
+  }
+  // The rates differ from id to id (drawn, not one curve).
+  CHECK(std::adjacent_find(d.begin() + std::ptrdiff_t(nk), d.begin() + std::ptrdiff_t(2 * nk)) ==
+        d.begin() + std::ptrdiff_t(2 * nk));
+}

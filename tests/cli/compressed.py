@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Compressed outputs as users read them, and compressed inputs as others write them.
+
+    compressed.py CVEST_BINARY
+
+For every compression cvest writes (gzip, lzf, Blosc with lz4 and zstd, byte
+and bit shuffle, bitshuffle-LZ4), in double and float, in chunks of 700 ids
+(the last one partial), on smooth values and on random ones (so some chunks
+are stored compressed and, where a filter cannot shrink one, without it):
+  - h5py with hdf5plugin (Debian's, which takes HDF5's plugin path) reads the
+    output bit for bit equal to NumPy's multBy[None] * discount;
+  - HDF5's h5dump with HDF5_PLUGIN_PATH set dumps the same bytes;
+  - xarray (h5netcdf engine) opens it with the dimensions date, id, col;
+  - cvest reads it back as an input, decoding the chunks itself (no plugins
+    in its path), and gets the same product again.
+Inputs h5py + hdf5plugin write with Blosc and Bitshuffle are decoded by
+cvest's threads, bit for bit. A damaged Blosc or bitshuffle chunk ends in one
+line naming the file, the dataset and the chunk (exit 3), or, where a flip
+hits bytes no check covers, in the product h5py reads from the same bytes.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import hdf5plugin
+import numpy as np
+import xarray as xr
+from checks import check, failures
+
+cvest = sys.argv[1]
+PLUGINS = "/usr/lib/x86_64-linux-gnu/hdf5/serial/plugins"
+CASES = [("gzip", {}), ("lzf", {}),
+         ("blosc", {"codec": "lz4", "shuffle": "byte"}), ("blosc", {"codec": "lz4", "shuffle": "bit"}),
+         ("blosc", {"codec": "zstd", "shuffle": "byte", "level": 3}), ("blosc", {"codec": "zstd", "shuffle": "bit"}),
+         ("bitshuffle-lz4", {})]
+T, N, K = 5, 2503, 5
+
+
+def toml(v):
+    return f'"{v}"' if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def run(deck_path, input_file, output_file, output_keys, env=None, discount="discount"):
+    with open(deck_path, "w") as f:
+        f.write(f'[input]\nfile = "{input_file}"\ndiscount = "{discount}"\n[output]\nfile = "{output_file}"\n'
+                f'overwrite = true\nchunk = 700\n' + "".join(f"{k} = {toml(v)}\n" for k, v in output_keys.items()))
+    return subprocess.run([cvest, "run", deck_path], capture_output=True, text=True, env=env, timeout=120)
+
+
+def same_bits(a, b):
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+no_plugins = dict(os.environ, HDF5_PLUGIN_PATH="/nonexistent-cvest-plugins")
+with tempfile.TemporaryDirectory() as tmp:
+    os.chdir(tmp)
+    rng = np.random.default_rng(37)
+    for dtype in (np.float64, np.float32):
+        for values in ("smooth", "random"):
+            if values == "smooth":  # discount factors falling with the date, multipliers of 2 decimals
+                rates = rng.uniform(0.0, 0.08, (N, K))
+                d = np.exp(-rates[None] * (np.arange(T) * 30.0 / 365.0)[:, None, None]).astype(dtype)
+                m = np.round(rng.uniform(0.5, 2.0, (N, K)), 2).astype(dtype)
+            else:
+                d, m = rng.random((T, N, K)).astype(dtype), rng.random((N, K)).astype(dtype)
+            expected = m[None] * d  # (before any plugin is loaded here: none changes this process's FP mode)
+            src = f"in_{np.dtype(dtype).name}_{values}.h5"
+            with h5py.File(src, "w") as f:
+                f["multBy"], f["discount"] = m, d
+            for compression, keys in CASES:
+                tag = f"{np.dtype(dtype).name} {values} {compression} {keys}"
+                out = "out.h5"
+                p = run("deck.toml", src, out, {"compression": compression, **keys})
+                if not check(p.returncode == 0, f"{tag}: cvest run ({p.stderr.strip()[-300:]})"):
+                    continue
+                with h5py.File(out, "r") as f:
+                    cv = f["cv"]
+                    got = cv[...]
+                    filters = list(cv._filters)
+                    stored = cv.id.get_storage_size()
+                check(same_bits(got, expected), f"{tag}: h5py + hdf5plugin reads NumPy's product bit for bit "
+                                                f"(filters {filters}, {stored} of {got.nbytes} bytes)")
+                if values == "smooth":
+                    check(stored < 0.95 * got.nbytes, f"{tag}: smooth values stored in fewer bytes ({stored})")
+                dump = subprocess.run(["h5dump", "-d", "/cv", "-b", "LE", "-o", "cv.bin", out], capture_output=True,
+                                      text=True, env=dict(os.environ, HDF5_PLUGIN_PATH=PLUGINS))
+                check(dump.returncode == 0 and same_bits(np.fromfile("cv.bin", dtype=dtype).reshape(T, N, K), expected),
+                      f"{tag}: h5dump with HDF5_PLUGIN_PATH dumps the same bytes ({dump.stderr.strip()[-200:]})")
+                with xr.open_dataset(out, engine="h5netcdf") as ds:
+                    check(ds["cv"].dims == ("date", "id", "col") and same_bits(ds["cv"].values, expected),
+                          f"{tag}: xarray opens it with dims {ds['cv'].dims}")
+                # cvest reads its own output back (as the discount, its multBy beside it), no plugins.
+                with h5py.File(out, "a") as f:
+                    f["multBy"] = np.ones((N, K), dtype=dtype)
+                p = run("back.toml", out, "back.h5", {}, env=no_plugins, discount="cv")
+                ok = p.returncode == 0 and "decoded by cvest's threads" in p.stderr
+                if ok:
+                    with h5py.File("back.h5", "r") as f:
+                        ok = same_bits(f["cv"][...], expected)
+                check(ok, f"{tag}: cvest decodes its own output itself, without plugins ({p.stderr.strip()[-300:]})")
+
+    # Others' chunks: h5py + hdf5plugin's Blosc and Bitshuffle, odd chunk shapes.
+    d, m = rng.random((4, 3001, 5)), np.round(rng.random((3001, 5)), 3)
+    expected = m[None] * d
+    with h5py.File("others.h5", "w") as f:
+        f["multBy"] = m
+        f.create_dataset("blosc", data=d, chunks=(2, 751, 2),
+                         **hdf5plugin.Blosc(cname="zstd", clevel=5, shuffle=hdf5plugin.Blosc.BITSHUFFLE))
+        f.create_dataset("blosc_lz4", data=d, chunks=(1, 1000, 5), **hdf5plugin.Blosc(cname="lz4"))
+        f.create_dataset("bitshuffle", data=d, chunks=(3, 333, 5), **hdf5plugin.Bitshuffle(cname="lz4"))
+        f.create_dataset("bitshuffle_bare", data=d, chunks=(1, 1001, 5), **hdf5plugin.Bitshuffle(cname="none"))
+    for name in ("blosc", "blosc_lz4", "bitshuffle", "bitshuffle_bare"):
+        p = run("others.toml", "others.h5", "out_others.h5", {}, env=no_plugins, discount=name)
+        ok = p.returncode == 0 and "decoded by cvest's threads" in p.stderr
+        if ok:
+            with h5py.File("out_others.h5", "r") as f:
+                ok = same_bits(f["cv"][...], expected)
+        check(ok, f"h5py + hdf5plugin's {name} input: decoded by cvest's threads, bit for bit ({p.stderr.strip()[-300:]})")
+
+    # A byte flipped inside a chunk (dates 1, ids 1000-1999 of the lz4 Blosc and the bitshuffle datasets).
+    with h5py.File("others.h5", "r") as f:
+        chunks = {name: f[name].id.get_chunk_info_by_coord((1, 1000, 0) if name == "blosc_lz4" else (0, 999, 0))
+                  for name in ("blosc_lz4", "bitshuffle")}
+    for name, c in chunks.items():
+        for at in (c.byte_offset + 2, c.byte_offset + 13, c.byte_offset + c.size // 2):  # header, block size, body
+            data = bytearray(open("others.h5", "rb").read())
+            data[at] ^= 0x5A
+            open("bad.h5", "wb").write(bytes(data))
+            p = run("bad.toml", "bad.h5", "out_bad.h5", {}, env=no_plugins, discount=name)
+            lines = [l for l in p.stderr.splitlines() if l.startswith("cvest: ") and "error" in l]
+            if p.returncode == 0:  # no check covers those bytes: the product of what they decode to
+                with h5py.File("bad.h5", "r") as f, h5py.File("out_bad.h5", "r") as o:
+                    try:
+                        ok = same_bits(o["cv"][...], f["multBy"][...][None] * f[name][...])
+                    except OSError:
+                        ok = False
+                check(ok, f"{name} flipped at +{at - c.byte_offset}: decoded as h5py decodes the same bytes")
+            else:
+                check(p.returncode == 3 and len(lines) == 1 and "bad.h5" in lines[0] and f"'{name}'" in lines[0]
+                      and "chunk at" in lines[0] and not os.path.exists("out_bad.h5"),
+                      f"{name} flipped at +{at - c.byte_offset}: exit 3, one line naming the file, dataset and chunk "
+                      f"({p.returncode}: {lines})")
+
+print(f"{len(failures)} failed" if failures else "all passed")
+sys.exit(1 if failures else 0)
