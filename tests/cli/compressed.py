@@ -12,7 +12,9 @@ are stored compressed and, where a filter cannot shrink one, without it):
   - HDF5's h5dump with HDF5_PLUGIN_PATH set dumps the same bytes;
   - xarray (h5netcdf engine) opens it with the dimensions date, id, col;
   - cvest reads it back as an input, decoding the chunks itself (no plugins
-    in its path), and gets the same product again.
+    in its path), and gets the same product again;
+  - the run table says what coding took, and whether compressing paid
+    against the disk's plain rate once `cvest tune` has measured it.
 Inputs h5py + hdf5plugin write with Blosc and Bitshuffle are decoded by
 cvest's threads, bit for bit. A damaged Blosc or bitshuffle chunk ends in one
 line naming the file, the dataset and the chunk (exit 3), or, where a flip
@@ -43,6 +45,8 @@ def toml(v):
 
 
 def run(deck_path, input_file, output_file, output_keys, env=None, discount="discount"):
+    env = dict(env or os.environ)
+    env.setdefault("CVEST_CACHE_DIR", os.path.abspath("no-records"))  # no write-mode records but the test's
     with open(deck_path, "w") as f:
         f.write(f'[input]\nfile = "{input_file}"\ndiscount = "{discount}"\n[output]\nfile = "{output_file}"\n'
                 f'overwrite = true\nchunk = 700\n' + "".join(f"{k} = {toml(v)}\n" for k, v in output_keys.items()))
@@ -75,6 +79,9 @@ with tempfile.TemporaryDirectory() as tmp:
                 p = run("deck.toml", src, out, {"compression": compression, **keys})
                 if not check(p.returncode == 0, f"{tag}: cvest run ({p.stderr.strip()[-300:]})"):
                     continue
+                written = [l for l in p.stdout.splitlines() if l.startswith("output: written")]
+                check(len(written) == 1 and "GB coded into" in written[0] and "is not measured" in written[0],
+                      f"{tag}: the table says what coding took, and that the disk's rate is not measured ({written})")
                 with h5py.File(out, "r") as f:
                     cv = f["cv"]
                     got = cv[...]
@@ -100,6 +107,18 @@ with tempfile.TemporaryDirectory() as tmp:
                     with h5py.File("back.h5", "r") as f:
                         ok = same_bits(f["cv"][...], expected)
                 check(ok, f"{tag}: cvest decodes its own output itself, without plugins ({p.stderr.strip()[-300:]})")
+
+    # With the disk's rate measured (cvest tune), the table says whether compressing paid.
+    records = os.path.abspath("records")
+    t = subprocess.run([cvest, "tune", ".", "--size", "8MiB", "--repeats", "2"], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, CVEST_CACHE_DIR=records, CVEST_TUNE_NO_WAIT="1"))
+    check(t.returncode == 0, f"cvest tune ({t.stderr.strip()[-300:]})")
+    p = run("deck.toml", "in_float64_smooth.h5", "out.h5", {"compression": "blosc"},
+            env=dict(os.environ, CVEST_CACHE_DIR=records))
+    written = [l for l in p.stdout.splitlines() if l.startswith("output: written")]
+    check(p.returncode == 0 and len(written) == 1 and "(cvest tune, " in written[0]
+          and (" went faster than plain would " in written[0] or " went slower than plain would " in written[0]),
+          f"after cvest tune: the table says whether compressing paid ({written})")
 
     # Others' chunks: h5py + hdf5plugin's Blosc and Bitshuffle, odd chunk shapes.
     d, m = rng.random((4, 3001, 5)), np.round(rng.random((3001, 5)), 3)

@@ -9,7 +9,7 @@ identical: decks covering both layouts, both precisions, the per-thread and
   under `mpiexec -n 1, 2, 4` (oversubscribed on a small machine): the whole
   output file is byte-identical (uncompressed output is written at its file
   offsets by every rank; metadata by rank 0).
-compressed: gzip and lzf outputs (chunks compressed by every rank, stored by
+compressed: gzip, lzf, Blosc and bitshuffle-LZ4 outputs (chunks compressed by every rank, stored by
   rank 0) read back bit-identical to one process's, store every chunk byte
   for byte as it does (compressed bytes and filter mask; where each chunk
   lies in the file may differ), and verify.
@@ -171,8 +171,9 @@ with tempfile.TemporaryDirectory() as tmp:
         check(not leftovers(tmp), "no temporary files left")
 
     elif case == "compressed":
-        for compression in ("gzip", "lzf"):
-            path = deck(tmp, compression, "f7.h5", output={"compression": f'"{compression}"'},
+        for compression, settings in (("gzip", {}), ("lzf", {}), ("blosc", {"codec": '"zstd"', "shuffle": '"bit"'}),
+                                      ("bitshuffle-lz4", {})):
+            path = deck(tmp, compression, "f7.h5", output={"compression": f'"{compression}"', **settings},
                         run={"strategy": '["flat", "team"]', "layout": '"all"', "memory_budget": '"4MiB"'})
             p = run(["run", path, "--set", f"output.file={compression}-one.h5"])
             check(p is not None and p.returncode == 0, f"{compression}: one process")
