@@ -318,8 +318,9 @@ void read_input(const Reader& r, const toml::table* input, Deck::Input& deck) {
 }
 
 // [output] compression and its settings: gzip_level (gzip), codec, shuffle
-// (blosc), level (gzip or blosc); a setting of another compression's is an
-// error, not ignored.
+// (blosc), level (gzip or blosc). codec, shuffle and level with another
+// compression are errors, not ignored; gzip_level stays accepted with any
+// (decks written before, README's among them, carry it beside "none").
 void read_compression(const Reader& r, const toml::table& output, CompressionSpec& spec) {
   if (const auto* n = output.get("compression"))
     spec.kind =

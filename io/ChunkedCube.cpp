@@ -33,15 +33,16 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   const std::size_t es = H5Tget_size(type.get());
   std::vector<const Codec*> codecs;
   std::vector<FilterUse> uses;
-  int resizing = 0;  // filters that change a chunk's size: one at most (each undone to a chunk's bytes)
+  // One filter that changes a chunk's size at most, and last (each undone
+  // to a chunk's bytes); other pipelines are HDF5's to read.
+  bool resized = false;
   for (const Filter& f : filters_of(create)) {
     const Codec* codec = codec_for(f.id);
-    if (!codec || !codec->decodes(f.values)) return nullptr;
-    resizing += codec->keeps_size(f.values) ? 0 : 1;
+    if (!codec || !codec->decodes(f.values) || resized) return nullptr;
+    resized = !codec->keeps_size(f.values);
     codecs.push_back(codec);
     uses.push_back({f.values, es});
   }
-  if (resizing > 1) return nullptr;
   std::unique_ptr<ChunkedCube> cube(new ChunkedCube);
   FileBytes bytes;
   if (!file_bytes_of(ds, false, bytes)) return nullptr;

@@ -72,7 +72,7 @@ void check_filters_recorded(const Dataset& ds, const std::vector<const Codec*>& 
   for (std::size_t f = 0; same && f < filters.size(); ++f) {
     same = recorded[f].id == filters[f]->id() && filters[f]->decodes(recorded[f].values);
     const auto& v = recorded[f].values;
-    if (same && filters[f]->id() == 32008) same = v.size() >= 5 && v[2] == es;  // bitshuffle: element, LZ4
+    if (same && filters[f]->id() == 32008) same = v.size() >= 5 && v[2] == es && v[4] == 2;  // bitshuffle: element, LZ4
     if (same && filters[f]->id() == 32001) same = v.size() >= 7 && v[2] == es;  // blosc: element .. compressor
   }
   if (!same) throw IoError(shown + ": HDF5 (a filter plugin) recorded the output's filters otherwise than cvest writes them");

@@ -15,7 +15,7 @@ namespace cvest {
 // [0.05, 1)), which no codec shrinks much; smooth: values that compress the
 // way users' do: discount factors exp(-r * t / 365) falling smoothly with
 // the date t (a day each), r drawn per id and column in [0.5%, 8%), and
-// multipliers of two decimals in [0.5, 1.5).
+// multipliers of two decimals in [0.5, 1.5].
 enum class GeneratedValues { uniform, smooth };
 
 struct GenerateSpec {

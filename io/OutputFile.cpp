@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 namespace cvest::io {
 
 double output_bytes(const OutputSpec& spec) {
-  return spec.compression.kind == Compression::gzip ? 0.0 : double(spec.T * spec.N * spec.K) * double(element_size(spec.precision));
+  return double(spec.T * spec.N * spec.K) * double(element_size(spec.precision));
 }
 
 
@@ -285,6 +285,8 @@ std::string OutputFile::writes_text() const {
   if (!writes_text_.empty()) return writes_text_;
   if (spec_.compression.kind == Compression::none) return "through HDF5 (H5Dwrite)";
   const std::string coded = coding_stats_.text();
+  if (spec_.ranks > 1)  // the other ranks' coding is theirs: rank 0's share alone would mislead
+    return "through HDF5 (compressed chunks" + (coded.empty() ? "" : "; rank 0's share: " + coded) + ")";
   return "through HDF5 (compressed chunks" + (coded.empty() ? "" : ": " + coded + " by cvest's threads") +
          compression_pays_text(coding_stats_, output_dir(spec_.path).string()) + ")";
 }
@@ -346,7 +348,9 @@ void OutputFile::write(const Block& b, const void* buffer) {
 
 void OutputFile::store(const StoredChunk& c) {
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
-  if (!c.data) throw IoError(what + ": compressing the chunk at " + chunk_name(c) + " failed: " + c.error);
+  if (!c.data)
+    throw IoError(what + ": compressing the chunk at " + chunk_name(c) + " failed: " +
+                  (c.error.empty() ? "out of memory?" : c.error));
   const hsize_t offset[3] = {hsize_t(c.t), hsize_t(c.i), 0};
   if (fault_injected("write") || H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, c.skipped, offset, c.bytes, c.data) < 0) {
     // The failure's entries on this thread's HDF5 error stack hold strings
@@ -465,7 +469,9 @@ void OutputShare::write(const Block& b, const void* buffer) {
     return;
   }
   store_chunks(coding_, spec_.K, element_size(spec_.precision), chunk_, b, buffer, [&](const StoredChunk& c) {
-    if (!c.data) throw IoError(spec_.path + ": compressing the chunk at " + chunk_name(c) + " failed: " + c.error);
+    if (!c.data)
+      throw IoError(spec_.path + ": compressing the chunk at " + chunk_name(c) + " failed: " +
+                    (c.error.empty() ? "out of memory?" : c.error));
     append({c.t, c.t + 1, c.i, c.i + chunk_[1], c.bytes, c.skipped, PartRecord::chunk}, c.data);
   });
 }

@@ -169,8 +169,8 @@ class OutputShare {
   off_t part_bytes_ = 0;  // the part file's length so far (appended under append_)
 };
 
-// At most the plain size of the output (a chunk a filter cannot shrink is
-// stored without it); 0 for a gzip output, whose size is not known ahead.
+// At most the plain size of the output, compressed or not (a chunk a filter
+// cannot shrink is stored without it).
 double output_bytes(const OutputSpec& spec);
 
 }  // namespace cvest::io

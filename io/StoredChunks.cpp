@@ -88,9 +88,17 @@ void store_chunks(const ChunkCoding& coding, Index K, std::size_t es, const std:
         stats->plain_bytes += chunk_bytes;
         stats->stored_bytes += p.bytes;
       }
-    } catch (const std::exception& e) {
+    } catch (...) {  // nothing may leave an OpenMP team
       p.data = nullptr;
-      p.error = e.what();
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        try {
+          p.error = e.what();
+        } catch (...) {
+        }
+      } catch (...) {
+      }
     }
   };
 #ifdef _OPENMP

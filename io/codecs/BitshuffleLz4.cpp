@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -116,7 +117,7 @@ class BitshuffleLz4Codec final : public Codec {
                      std::vector<unsigned char>& out) const override {
     const std::size_t element = element_of(use), n = bytes / element;
     const std::size_t block = block_of(use, element);
-    if (bytes % element != 0) return 0;
+    if (bytes % element != 0 || bytes > std::size_t(INT_MAX) / 2) return 0;  // LZ4 counts in int
     Scratch& s = scratch();
     if (keeps_size(use.values)) {  // transposed blocks, no LZ4
       out.resize(bytes);
@@ -174,8 +175,9 @@ class BitshuffleLz4Codec final : public Codec {
     const std::uint64_t block_bytes = get_be(in + 8, 4);
     if (block_bytes == 0 || block_bytes % element != 0 || (block_bytes / element) % 8 != 0) return false;
     const std::size_t block = std::size_t(block_bytes / element);
+    if (plain > std::size_t(INT_MAX)) return false;  // LZ4 counts in int
     std::size_t at = 12, first = 0;
-    s.rows.resize(block * element);
+    s.rows.resize(std::min(block, n) * element);  // the header's block may be larger than the chunk, never held
     for (; first + 8 <= n;) {
       const std::size_t count = std::min(block, (n - first) / 8 * 8);
       if (stored - at < 4) return false;

@@ -46,7 +46,7 @@ class Codec {
   virtual bool decodes(const std::vector<unsigned>& /*values*/) const { return true; }
   // `bytes` of `in` filtered into `out` (resized to fit). Returns the bytes
   // to store, or 0 where they would be no fewer (stored unfiltered, the
-  // filter's mask bit set). std::bad_alloc or IoError on failure.
+  // filter's mask bit set). std::bad_alloc or std::runtime_error on failure.
   virtual std::size_t encode(const unsigned char* in, std::size_t bytes, const FilterUse& use,
                              std::vector<unsigned char>& out) const = 0;
   // `stored` bytes of `in` undone into `out`, exactly `plain` bytes of it.

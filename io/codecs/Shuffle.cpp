@@ -5,6 +5,8 @@
 
 #include <H5Zpublic.h>
 
+#include <cstring>
+
 namespace cvest::io {
 
 namespace {
@@ -19,16 +21,24 @@ void byte_planes_fixed(const unsigned char* in, std::size_t n, unsigned char* ou
     }
 }
 
+// As HDF5's filter: bytes past the last whole element copied as they are,
+// and a chunk of one element or less (or elements of one byte) unchanged.
 template <bool Shuffle>
 void byte_planes(const unsigned char* in, std::size_t bytes, std::size_t element, unsigned char* out) {
-  const std::size_t n = bytes / element;
-  if (element == 8) return byte_planes_fixed<Shuffle, 8>(in, n, out);
-  if (element == 4) return byte_planes_fixed<Shuffle, 4>(in, n, out);
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < element; ++j) {
-      if constexpr (Shuffle) out[j * n + i] = in[i * element + j];
-      else out[i * element + j] = in[j * n + i];
-    }
+  const std::size_t n = element > 0 ? bytes / element : 0;
+  if (element <= 1 || n <= 1) {
+    std::memcpy(out, in, bytes);
+    return;
+  }
+  if (element == 8) byte_planes_fixed<Shuffle, 8>(in, n, out);
+  else if (element == 4) byte_planes_fixed<Shuffle, 4>(in, n, out);
+  else
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < element; ++j) {
+        if constexpr (Shuffle) out[j * n + i] = in[i * element + j];
+        else out[i * element + j] = in[j * n + i];
+      }
+  std::memcpy(out + n * element, in + n * element, bytes - n * element);
 }
 
 class ShuffleCodec final : public Codec {

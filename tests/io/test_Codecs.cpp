@@ -158,6 +158,22 @@ TEST_CASE("a damaged chunk is refused, never read or written past its buffers", 
   }
 }
 
+TEST_CASE("shuffle as HDF5's: bytes past the last whole element, and one-element chunks, left as they are", "[io][codecs]") {
+  const Codec* shuffle = codec_for(H5Z_FILTER_SHUFFLE);
+  const std::vector<unsigned char> in{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  std::vector<unsigned char> out;
+  REQUIRE(shuffle->encode(in.data(), in.size(), {{4}, 4}, out) == in.size());
+  CHECK(out == std::vector<unsigned char>{1, 5, 2, 6, 3, 7, 4, 8, 9, 10, 11});
+  std::vector<unsigned char> back(in.size(), 0);
+  REQUIRE(shuffle->decode(out.data(), out.size(), {{4}, 4}, back.data(), back.size()));
+  CHECK(back == in);
+  // A record naming elements larger than the chunk (damaged, or a tiny
+  // chunk): every byte as it is, none left unwritten.
+  std::vector<unsigned char> same(in.size(), 0);
+  REQUIRE(shuffle->decode(in.data(), in.size(), {{16}, 8}, same.data(), same.size()));
+  CHECK(same == in);
+}
+
 TEST_CASE("the output's filters: each compression's pipeline, and what cvest info lists", "[io][codecs]") {
   CHECK(pipeline_for({Compression::none}).empty());
   const auto gzip = pipeline_for({Compression::gzip});

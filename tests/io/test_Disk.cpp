@@ -46,7 +46,8 @@ TEST_CASE("an output the disk cannot hold is refused before anything is written"
   spec.K = 5;  // 40 TB of doubles
   CHECK_THROWS_WITH(OutputFile(spec), Catch::Contains("huge.h5: needs"));
   CHECK_FALSE(std::filesystem::exists(path));
-  spec.compression.kind = Compression::gzip;  // size unknown ahead: not refused for space
+  spec.compression.kind = Compression::gzip;  // at most its plain size, as every compression: refused the same
+  CHECK_THROWS_WITH(OutputFile(spec), Catch::Contains("huge.h5: needs"));
   spec.T = 2;
   spec.N = 1000;
   CHECK_NOTHROW(OutputFile(spec));
