@@ -59,6 +59,21 @@ std::string journal_path(const std::string& temp, int rank) { return temp + ".jo
 std::string seal_path(const std::string& temp) { return temp + ".sealed"; }
 
 namespace {
+
+// Write-behind on the HDF5 file's own descriptor (sec2 driver), in batches
+// of 32 MiB; CVEST_WRITE_BEHIND=0 turns it off (for measuring one against
+// the other).
+std::unique_ptr<WriteBehind> write_behind_for(const File& file) {
+  const char* off = std::getenv("CVEST_WRITE_BEHIND");
+  if (off && std::string(off) == "0") return nullptr;
+  PropList access(H5Fget_access_plist(file.get()));
+  void* handle = nullptr;
+  if (!access || H5Pget_driver(access.get()) != H5FD_SEC2 ||
+      H5Fget_vfd_handle(file.get(), access.get(), &handle) < 0 || !handle)
+    return nullptr;
+  return std::make_unique<WriteBehind>(*static_cast<const int*>(handle), std::size_t(32) << 20);
+}
+
 // The journals beside the temporary file `temp`, of every rank: regular
 // files of the running user's only (a link or another user's file at such a
 // name is neither read nor removed).
@@ -202,6 +217,7 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
   }
   coding_ = chunk_coding(spec.compression, element_size(spec.precision),
                          std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * element_size(spec.precision));
+  if (spec.compression.kind != Compression::none && file_) write_behind_ = write_behind_for(file_);
   // Uncompressed chunks are written as they are: no chunk cache, no copy;
   // straight to their file offsets when the raw path qualifies.
   if (spec.compression.kind == Compression::none) {
@@ -255,26 +271,28 @@ void OutputFile::discard_temp() {
 
 namespace {
 
-// Whether compressing paid on this machine: the coding's rate on this
-// process's threads against the disk's plain writes as `cvest tune` measured
-// them in the output's folder. An estimate: coding and writing overlap, so a
-// compressed output takes about the longer of the two.
+// Whether compressing can pay on this machine: the coding's rate on this
+// process's threads against the rate `cvest tune` measured the disk writing
+// plain bytes at in the output's folder (the faster of its two ways). Below
+// it, coding alone takes longer than writing the plain bytes would.
 std::string compression_pays_text(const CodingStats& stats, const std::string& folder) {
-  const double plain = double(stats.plain_bytes.load()), stored = double(stats.stored_bytes.load()),
-               coding_s = double(stats.nanoseconds.load()) * 1e-9 / std::max(1, omp_get_max_threads());
-  if (plain <= 0) return "";
+  const double plain = double(stats.plain_bytes.load()), stored = double(stats.stored_bytes.load());
+  const int threads = std::max(1, omp_get_max_threads());
+  const double coding_s = double(stats.nanoseconds.load()) * 1e-9 / threads;
+  if (plain <= 0 || coding_s <= 0) return "";
   std::string problem;
   const auto record = write_mode_record_for(folder, problem);
   if (!record || record->bytes <= 0 || record->direct_s.empty() || record->buffered_s.empty())
     return "; the disk's plain rate here is not measured (`cvest tune " + folder +
-           "` measures it), so whether compressing paid is not said";
+           "` measures it), so whether compressing pays is not said";
   const double disk = record->bytes / std::min(median(record->direct_s), median(record->buffered_s));
-  const double compressed_s = std::max(coding_s, stored / disk), plain_s = plain / disk;
-  return fmt::format("; the disk writes plain bytes at {:.2f} GB/s here (cvest tune, {}): compressed, this output "
-                     "went {} than plain would (about {:.2f} s of coding on {} threads and {:.2f} s of writing, "
-                     "against {:.2f} s)",
-                     disk / 1e9, record->date, compressed_s < plain_s ? "faster" : "slower", coding_s,
-                     std::max(1, omp_get_max_threads()), stored / disk, plain_s);
+  const double rate = plain / coding_s;
+  return fmt::format("; coding ran at {:.2f} GB/s on {} threads, {} the {:.2f} GB/s the disk writes plain bytes at "
+                     "here (cvest tune, {}): {}",
+                     rate / 1e9, threads, rate > disk ? "above" : "below", disk / 1e9, record->date,
+                     rate > disk ? fmt::format("compressed ({:.0f}% of the bytes), the output can reach the disk "
+                                               "faster than plain", 100.0 * stored / plain)
+                                 : std::string("plain, the output would reach the disk faster"));
 }
 
 }  // namespace
@@ -359,6 +377,7 @@ void OutputFile::store(const StoredChunk& c) {
     H5Eclear2(H5E_DEFAULT);
     throw IoError(what + ": write of chunk at " + chunk_name(c) + " failed (disk full?)");
   }
+  if (write_behind_) write_behind_->wrote(c.bytes);
 }
 
 std::vector<std::uint64_t> OutputFile::share() const {

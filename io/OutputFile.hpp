@@ -10,6 +10,7 @@
 #include "io/Hdf5.hpp"
 #include "io/Journal.hpp"
 #include "io/StoredChunks.hpp"
+#include "io/WriteBehind.hpp"
 #include "io/TempFiles.hpp"
 
 #include <array>
@@ -115,6 +116,7 @@ class OutputFile {
   std::unique_ptr<RawCube> raw_;
   ChunkCoding coding_;  // the filters its chunks go through (compressed output)
   CodingStats coding_stats_;  // this process's coding of them
+  std::unique_ptr<WriteBehind> write_behind_;  // compressed chunks handed to writeback as they come
   std::vector<Block> resumed_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<TempFileGuard> journal_guard_;
