@@ -169,7 +169,8 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
 
 void return_freed_buffers_to_the_system() {
 #ifdef __GLIBC__
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);  // a fixed threshold: glibc no longer moves it
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);  // a fixed threshold: glibc no longer moves it
+  mallopt(M_TRIM_THRESHOLD, 8 << 20);  // what is freed at the heap's top stays up to 8 MiB
 #endif
 }
 
