@@ -290,9 +290,10 @@ std::string compression_pays_text(const CodingStats& stats, const std::string& f
   return fmt::format("; coding ran at {:.2f} GB/s on {} threads, {} the {:.2f} GB/s the disk writes plain bytes at "
                      "here (cvest tune, {}): {}",
                      rate / 1e9, threads, rate > disk ? "above" : "below", disk / 1e9, record->date,
-                     rate > disk ? fmt::format("compressed ({:.0f}% of the bytes), the output can reach the disk "
+                     rate > disk && stored < plain ? fmt::format("compressed ({:.0f}% of the bytes), the output can reach the disk "
                                                "faster than plain", 100.0 * stored / plain)
-                                 : std::string("plain, the output would reach the disk faster"));
+                     : rate > disk ? std::string("but nothing was smaller compressed")
+                                   : std::string("plain, the output would reach the disk faster"));
 }
 
 }  // namespace
@@ -377,7 +378,11 @@ void OutputFile::store(const StoredChunk& c) {
     H5Eclear2(H5E_DEFAULT);
     throw IoError(what + ": write of chunk at " + chunk_name(c) + " failed (disk full?)");
   }
-  if (write_behind_) write_behind_->wrote(c.bytes);
+  if (write_behind_) {
+    write_behind_->wrote(c.bytes);
+    if (const int e = write_behind_->error())  // seen now, so a later fsync would not report it
+      throw IoError(what + ": write failed: " + std::strerror(e) + (e == ENOSPC ? " (disk full)" : ""));
+  }
 }
 
 std::vector<std::uint64_t> OutputFile::share() const {

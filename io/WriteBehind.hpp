@@ -10,7 +10,9 @@
 // few and the final sync finds little left.
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
+#include <mutex>
 
 namespace cvest::io {
 
@@ -18,14 +20,22 @@ class WriteBehind {
  public:
   // `fd`: the file's descriptor (not owned). batch 0: off.
   WriteBehind(int fd, std::size_t batch) : fd_(fd), batch_(batch) {}
-  // `bytes` more were written at the file's end.
+  // `bytes` more were written at the file's end. From several threads at
+  // once: one hands a batch on while the others carry on writing.
   void wrote(std::size_t bytes);
   // Bytes handed to writeback so far (for tests).
-  off_t handed() const { return kicked_; }
+  off_t handed() const;
+  // The first error writeback reported (an errno; 0: none). Waiting for a
+  // range marks its error seen, so a later fsync on another descriptor would
+  // not report it: the caller must fail the output on this.
+  int error() const { return error_.load(); }
 
  private:
   int fd_ = -1;
-  std::size_t batch_ = 0, pending_ = 0;
+  std::size_t batch_ = 0;
+  std::atomic<std::size_t> pending_{0};
+  std::atomic<int> error_{0};
+  mutable std::mutex step_;  // kicked_, settled_
   off_t kicked_ = 0, settled_ = 0;
 };
 

@@ -64,7 +64,7 @@ void bits_to_rows(const unsigned char* in, std::size_t n, std::size_t element, u
 #ifdef __SSE2__
     // 16 elements at a time: each byte's top bit gathered (movemask) is
     // row k's two bytes for them; doubling every byte brings the next bit up.
-    for (; 2 * m + 2 <= row; m += 2) {
+    for (; m + 2 <= row; m += 2) {
       __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(plane + 8 * m));
       for (int k = 7; k >= 0; --k) {
         const auto bits = static_cast<std::uint16_t>(_mm_movemask_epi8(v));

@@ -32,12 +32,16 @@ failures = 0
 with tempfile.TemporaryDirectory(prefix="cvest-rss-") as work:
     subprocess.run([cvest, "generate", "-T", "50", "-N", "200000", "-K", "5", "--out", "in.h5"], cwd=work, env=ENV,
                    check=True, stdout=subprocess.DEVNULL)
-    # blocks as large as the budget allows (buffers made anew job by job), and
-    # 2 MiB blocks (buffers kept from job to job, both layouts' beside each other)
-    for pipeline, budget, max_block in (("auto", "256MiB", "0"), ("auto", "96MiB", "0"), ("overlapped", "256MiB", "0"),
-                                         ("overlapped", "96MiB", "0"), ("auto", "48MiB", '"2MiB"')):
+    # blocks as large as the budget allows (buffers made anew job by job),
+    # 2 MiB blocks (buffers kept from job to job, both layouts' beside each
+    # other), and a compressed output (the codecs' own working memory per thread)
+    blosc = 'compression = "blosc"\ncodec = "zstd"\n'
+    for pipeline, budget, max_block, output in (("auto", "256MiB", "0", ""), ("auto", "96MiB", "0", ""),
+                                                ("overlapped", "256MiB", "0", ""), ("overlapped", "96MiB", "0", ""),
+                                                ("auto", "48MiB", '"2MiB"', ""), ("auto", "96MiB", "0", blosc),
+                                                ("overlapped", "48MiB", '"2MiB"', blosc)):
             with open(os.path.join(work, "deck.toml"), "w") as f:
-                f.write('[input]\nfile = "in.h5"\n[output]\nfile = "cv.h5"\noverwrite = true\n[run]\n'
+                f.write(f'[input]\nfile = "in.h5"\n[output]\nfile = "cv.h5"\noverwrite = true\n{output}[run]\n'
                         'strategy = ["flat", "per_date", "per_id", "elementwise"]\nlayout = "all"\n'
                         f'memory_budget = "{budget}"\nmax_block = {max_block}\npipeline = "{pipeline}"\nverify = true\n')
             code, rss, err = peak_rss([cvest, "run", "deck.toml"], work)
@@ -46,7 +50,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-rss-") as work:
             # succeed, but its shadow memory and quarantine are not cvest's RSS
             judged = not os.environ.get("CVEST_SANITIZED")
             ok = code == 0 and (rss <= limit or not judged)
-            print(f"{'ok' if ok else 'FAIL'} pipeline={pipeline} budget={budget} max_block={max_block}: 8 jobs + verify, peak RSS "
+            print(f"{'ok' if ok else 'FAIL'} pipeline={pipeline} budget={budget} max_block={max_block}"
+                  f"{' blosc-zstd output' if output else ''}: 8 jobs + verify, peak RSS "
                   f"{rss / MiB:.1f} MiB (limit {limit / MiB:.0f} MiB{'' if judged else ', not judged under a sanitizer'})"
                   f"{'' if code == 0 else f'; exit {code}: {err}'}")
             failures += not ok

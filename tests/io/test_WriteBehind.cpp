@@ -13,6 +13,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <vector>
 
@@ -79,4 +80,18 @@ TEST_CASE("write-behind hands each batch to writeback and drops the one before i
     CHECK(resident_pages(fd2, settled) == 0);
   }
   ::close(fd2);
+}
+
+TEST_CASE("write-behind keeps the first error writeback reports, for the output to fail on", "[io]") {
+  const auto path = scratch("write_behind_error.bin");
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(fd >= 0);
+  REQUIRE(::close(fd) == 0);  // a descriptor no longer open: every call on it fails
+  WriteBehind behind(fd, 1);
+  CHECK(behind.error() == 0);
+  behind.wrote(4096);
+  CHECK(behind.error() == EBADF);
+  behind.wrote(4096);  // kept, not replaced
+  CHECK(behind.error() == EBADF);
+  CHECK(behind.handed() == 0);
 }
