@@ -105,6 +105,21 @@ std::uint64_t get_be(const unsigned char* p, int bytes) {
   return v;
 }
 
+// The form without LZ4, either way (`transpose`: bits_to_rows or
+// rows_to_bits): n elements in blocks of `block`, the last one cut to a
+// multiple of 8, the elements after it copied as they are.
+template <class Transpose>
+void bare_blocks(Transpose transpose, const unsigned char* in, std::size_t n, std::size_t element, std::size_t block,
+                 unsigned char* out, std::vector<unsigned char>& planes) {
+  std::size_t first = 0;
+  for (; first + 8 <= n;) {
+    const std::size_t count = std::min(block, (n - first) / 8 * 8);
+    transpose(in + first * element, count, element, out + first * element, planes);
+    first += count;
+  }
+  std::memcpy(out + first * element, in + first * element, (n - first) * element);
+}
+
 struct Scratch {
   std::vector<unsigned char> planes, rows;
 };
@@ -139,13 +154,7 @@ class BitshuffleLz4Codec final : public Codec {
     Scratch& s = scratch();
     if (keeps_size(use.values)) {  // transposed blocks, no LZ4
       out.resize(bytes);
-      std::size_t first = 0;
-      for (; first + 8 <= n;) {
-        const std::size_t count = std::min(block, (n - first) / 8 * 8);
-        bits_to_rows(in + first * element, count, element, out.data() + first * element, s.planes);
-        first += count;
-      }
-      std::memcpy(out.data() + first * element, in + first * element, (n - first) * element);
+      bare_blocks(bits_to_rows, in, n, element, block, out.data(), s.planes);
       return bytes;
     }
     out.resize(12 + (n / block + 1) * (4 + std::size_t(LZ4_compressBound(int(block * element)))) +
@@ -179,14 +188,7 @@ class BitshuffleLz4Codec final : public Codec {
     Scratch& s = scratch();
     if (keeps_size(use.values)) {  // transposed blocks, no LZ4
       if (stored != plain) return false;
-      const std::size_t block = block_of(use, element);
-      std::size_t first = 0;
-      for (; first + 8 <= n;) {
-        const std::size_t count = std::min(block, (n - first) / 8 * 8);
-        rows_to_bits(in + first * element, count, element, out + first * element, s.planes);
-        first += count;
-      }
-      std::memcpy(out + first * element, in + first * element, (n - first) * element);
+      bare_blocks(rows_to_bits, in, n, element, block_of(use, element), out, s.planes);
       return true;
     }
     if (stored < 12 || get_be(in, 8) != plain) return false;
