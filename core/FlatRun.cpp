@@ -14,7 +14,8 @@ namespace {
 FlatRun measure() {
   FlatRun run;
   const Topology& topology = machine_topology();
-  run.l3_share = topology.l3.share();
+  run.l2_share = topology.l2.share();
+  if (const char* tile = std::getenv("CVEST_FLAT_TILE"); tile && *tile) run.tile_forced = parse_bytes(tile);
   if (const char* walk = std::getenv("CVEST_FLAT_WALK"); walk && (std::string(walk) == "storage" || std::string(walk) == "dates"))
     run.walk_forced = walk;
   if (const char* forced = std::getenv("CVEST_FLAT_RUN"); forced && *forced) {
@@ -22,7 +23,7 @@ FlatRun measure() {
     run.source = "CVEST_FLAT_RUN";
     return run;
   }
-  const std::size_t l2 = topology.l2.share();
+  const std::size_t l2 = run.l2_share;
   run.l2_bytes = l2;
   run.source = l2 ? topology.source : "L2 size not readable: a stated default of 1 MiB assumed";
   run.bytes = std::clamp<std::size_t>((l2 ? l2 : std::size_t(1) << 20) / 8, std::size_t(64) << 10,
@@ -40,14 +41,10 @@ const FlatRun& flat_run() {
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size) {
   const FlatRun& r = flat_run();
   const std::size_t run = std::size_t(flat_run_elements(element_size)) * element_size;
-  std::size_t tile = r.l3_share / 4;
-  static const std::size_t forced = [] {  // CVEST_FLAT_TILE=BYTES: for measuring one tile against another
-    const char* text = std::getenv("CVEST_FLAT_TILE");
-    return text && *text ? parse_bytes(text) : std::size_t(0);
-  }();
-  if (forced > 0) tile = forced;
+  std::size_t tile = r.l2_share ? r.l2_share : std::size_t(1) << 20;  // the stated default, as for the runs
+  if (r.tile_forced > 0) tile = r.tile_forced;
   if (r.walk_forced == "storage") tile = slice_bytes;
-  if (r.walk_forced == "dates" || (r.walk_forced.empty() && r.l3_share == 0)) tile = run;
+  if (r.walk_forced == "dates") tile = run;
   tile = std::max(run, std::min(tile, slice_bytes));
   // Tiles of one size: as few as that size allows, evened out (a last tile
   // almost empty would leave threads' shares of the chunks uneven).
@@ -63,9 +60,14 @@ std::string walk_text() {
   if (!r.walk_forced.empty())
     return "; LayoutRight walks " + std::string(r.walk_forced == "storage" ? "in storage order" : "a run's dates in turn") +
            " (CVEST_FLAT_WALK)";
-  if (r.l3_share == 0) return "; LayoutRight walks a run's dates in turn (L3 size not readable: the stated default)";
-  return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (a quarter of a thread's share of the L3) walked "
-                     "date by date, storage order where one holds all of multBy", r.l3_share / 4 >> 10);
+  if (r.tile_forced > 0)
+    return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (CVEST_FLAT_TILE) walked date by date, storage "
+                       "order where one holds all of multBy", r.tile_forced >> 10);
+  if (r.l2_share == 0)
+    return "; LayoutRight: tiles of multBy of up to 1024 KiB (L2 size not readable: the stated default) walked date by "
+           "date, storage order where one holds all of multBy";
+  return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (a thread's share of the L2) walked date by date, "
+                     "storage order where one holds all of multBy", r.l2_share >> 10);
 }
 
 std::string run_text(std::size_t element_size) {

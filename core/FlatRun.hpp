@@ -20,8 +20,9 @@ struct FlatRun {
   std::size_t bytes = 0;     // a run's bytes
   std::size_t l2_bytes = 0;  // the L2 it was derived from (0: unknown)
   std::string source;        // where l2_bytes came from, or the stated default
-  std::size_t l3_share = 0;  // a thread's share of the L3 (0: unknown), for the walk below
-  std::string walk_forced;   // CVEST_FLAT_WALK: "storage" or "dates" (empty: from the L3)
+  std::size_t l2_share = 0;  // a thread's share of the L2 (0: unknown), for the walk below
+  std::string walk_forced;   // CVEST_FLAT_WALK: "storage" or "dates" (empty: tiles from the L2)
+  std::size_t tile_forced = 0;  // CVEST_FLAT_TILE, bytes (0: from the L2)
 };
 
 // Read once per process. CVEST_FLAT_RUN=BYTES (e.g. "256KiB") overrides it,
@@ -37,23 +38,24 @@ inline Index flat_run_elements(std::size_t element_size) {
 // How a LayoutRight thread walks the cube: multBy's (N, K) slice of
 // `slice_bytes` cut into tiles of ids, and each tile walked date by date, a
 // date's part of the tile in storage order (long streams, as a copy's), so
-// the tile's multBy, read from memory once, is read again from the cache for
-// every other date. A tile is a quarter of a thread's share of the L3 (its
-// size over the CPUs of this process that share it: core/Topology.hpp; the
-// rest holds the discount lines the thread streams past it, which an AMD L3
-// takes as L2's victims), a whole number of runs, at most the slice: where
-// the slice fits, the walk is storage order; the tiles evened out over the
-// slice. 2-CPU AMD VM, 32 MiB L3, 20 x
-// 2,000,000 x 5 doubles, x copy roof: tiles of 256 KiB 0.63-0.70, 1 MiB
-// 0.87-0.89, 4 MiB 0.88-0.91, 8 MiB 0.68-0.75 (docs/benchmarks.md);
-// a tile of one run is the walk that keeps a run's multBy in L2, the stated
-// default where the L3 cannot be read. CVEST_FLAT_WALK=storage|dates forces
-// those two, CVEST_FLAT_TILE=BYTES a tile size. Returns the tile's bytes.
+// the tile's multBy, read from memory once, is read again from the caches
+// for every other date. A tile is a thread's share of the L2 (a cache no
+// other core takes lines from; the L3 sysfs gives a VM's CPUs may be shared
+// with other guests' cores), a whole number of runs, at
+// most the slice: where the slice fits, the walk is storage order; the tiles
+// evened out over the slice. 2-CPU AMD VM (L2 1 MiB, L3 32 MiB shared),
+// x copy roof over 7 shapes from 100 x 400,000 to 8 x 10,000,000, double
+// and float, 15-19 runs each, medians (min-max): tiles of 1 MiB 0.93
+// (0.84-1.00), 512 KiB 0.88 (0.75-0.97), 2 MiB 0.88 (0.79-0.97), 4 MiB (a
+// quarter of a thread's L3 share, the rule before) 0.86 (0.72-0.95)
+// (docs/benchmarks.md). A tile of one run is the walk that keeps a run's
+// multBy in L2. CVEST_FLAT_WALK=storage|dates forces those two,
+// CVEST_FLAT_TILE=BYTES a tile size. Returns the tile's bytes.
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size);
 
 // "16384 elements of double (128 KiB: an eighth of a thread's 1024 KiB of L2,
-// sysfs); LayoutRight: tiles of multBy of up to 4096 KiB (a quarter of a
-// thread's share of the L3) walked date by date, ..."
+// sysfs); LayoutRight: tiles of multBy of up to 1024 KiB (a thread's share of
+// the L2) walked date by date, ..."
 std::string flat_run_text(std::size_t element_size);
 
 }  // namespace cvest::policy

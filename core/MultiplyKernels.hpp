@@ -159,13 +159,13 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 // Host path: each work item owns a run of up to `per` contiguous elements
 // (policy::flat_run_elements: from a thread's L2, core/FlatRun.hpp) and
 // streams it with a vector loop.
-//  - LayoutRight: multBy's slice in tiles of `tile` elements (a quarter of
-//    a thread's share of the L3: policy::flat_tile_bytes), each tile walked
+//  - LayoutRight: multBy's slice in tiles of `tile` elements (a thread's
+//    share of the L2: policy::flat_tile_bytes), each tile walked
 //    date by date and a date's part of it run by run, in storage order:
 //    chunk c is run s of tile b on date t, c = (b * T + t) * S + s. Threads
 //    take contiguous ranges of chunks, so a thread streams long stretches
 //    (as a copy does) and its tiles' multBy comes from memory once, then
-//    from the cache for the other dates. One tile of the whole slice is
+//    from the caches for the other dates. One tile of the whole slice is
 //    storage order; a tile of one run keeps a run's multBy in L2.
 //  - LayoutLeft: storage order already reuses each multBy value T times in a
 //    row; chunks are contiguous and walked as runs of one multBy value.

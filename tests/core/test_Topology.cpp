@@ -2,7 +2,7 @@
 // layouts (tests/core/topology/*.txt, materialized in a scratch folder) read
 // into each level's size and how many of the process's CPUs share one, for
 // all CPUs and for a subset (a cpuset, taskset); no sysfs at all: sysconf, or
-// nothing, said; and the flat walk's tile derived from the L3 share.
+// nothing, said; and the flat walk's tile derived from the L2 share.
 #include "core/FlatRun.hpp"
 #include "core/Topology.hpp"
 
@@ -126,8 +126,9 @@ TEST_CASE("flat's tile: whole runs, at most the slice, at least one run", "[topo
   const std::size_t tile = flat_tile_bytes(big, 8);
   CHECK(tile % run == 0);
   CHECK(tile <= big);
-  if (flat_run().walk_forced.empty() && flat_run().l3_share > 0 && !std::getenv("CVEST_FLAT_TILE")) {
-    const std::size_t most = std::max(run, flat_run().l3_share / 4);  // a quarter of the share, evened out
+  if (flat_run().walk_forced.empty() && flat_run().tile_forced == 0) {
+    // a thread's share of the L2 (1 MiB where it cannot be read), evened out
+    const std::size_t most = std::max(run, flat_run().l2_share ? flat_run().l2_share : std::size_t(1) << 20);
     CHECK(tile <= (most + run - 1) / run * run);
     CHECK(tile >= most / 2);
   }
