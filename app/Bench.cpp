@@ -76,10 +76,13 @@ struct Variant {
   // Seconds for the roof on these arrays: the kernel's own bytes (discount
   // copied into cv, multBy read once) in flat's runs (core/Roof.hpp).
   std::function<double(roof::Stores)> copy_once;
-  // The same with streaming stores in runs of T elements: flat's own walk on
-  // LayoutLeft with the multiply removed. Empty for LayoutRight (its runs
-  // are flat's runs already) and where T >= flat's run.
+  // The same with streaming stores in flat's own walk with the multiply
+  // removed: on LayoutLeft runs of T elements (empty where T >= flat's run),
+  // on LayoutRight its tiles with its dates at once (empty where it takes
+  // one date at a time: then its runs are flat's runs already).
   std::function<double()> copy_in_runs;
+  // LayoutRight on the host: how flat groups dates on these arrays (policy::flat_dates).
+  std::string flat_dates;
 };
 
 template <class Scalar, class Layout>
@@ -96,6 +99,9 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     return timer.seconds();
   };
   v.mismatches = [space, ops] { return count_mismatches(space, *ops); };
+  if (std::is_same_v<Layout, Kokkos::LayoutRight> && policy::on_host<Space>)
+    v.flat_dates = policy::flat_dates_text(
+        policy::flat_dates(ops->d.data(), ops->cv.data(), std::size_t(N * K) * sizeof(Scalar), T));
   v.streaming = [layout = v.layout, T, N, K](Strategy s) {
     return writes_streaming<Space>(s, layout, T, N, K, sizeof(Scalar));
   };
@@ -103,6 +109,14 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     return roof::copy_and_read<Space, Scalar>(space, ops->cv.data(), ops->d.data(), Index(ops->d.span()),
                                               ops->m.data(), Index(ops->m.span()), stores);
   };
+  if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight> && policy::on_host<Space>) {
+    const policy::FlatWalk walk(T, N * K, sizeof(Scalar), ops->d.data(), ops->cv.data());
+    if (walk.together.dates > 1)  // one date at a time: flat's runs, as copy_once walks them
+      v.copy_in_runs = [space, ops, walk] {
+        return roof::copy_in_walk<Space, Scalar>(space, ops->cv.data(), ops->d.data(), walk, ops->m.data(),
+                                                 Index(ops->m.span()));
+      };
+  }
   // T = 1: flat walks a one-date block as one run, as the other copies do.
   if (std::is_same_v<Layout, Kokkos::LayoutLeft> && policy::on_host<Space> && T > 1 &&
       T < policy::flat_run_elements(sizeof(Scalar)))
@@ -388,6 +402,10 @@ Report run(const Config& config_in, std::ostream& progress) {
   const Timings timings = timed_passes(space, config, variants, roof_arrays, progress);
   roof_figures(timings, elements, report);
   result_figures(timings, config, variants, report);
+  for (const auto& v : variants)
+    if (!v.flat_dates.empty())
+      report.flat_dates += fmt::format("{}{}: {}", report.flat_dates.empty() ? "" : "; ", to_string(v.precision),
+                                       v.flat_dates);
   return report;
 }
 
@@ -493,6 +511,7 @@ void print_table(const Report& report, std::ostream& out) {
                       tile = policy::flat_tile_bytes(slice, 8);
     fmt::print(out, "flat/right at this shape: {} (multBy {} MiB in double, tiles of {} KiB)\n",
                tile >= slice ? "storage order" : "tiles of ids walked date by date", slice >> 20, tile >> 10);
+    if (!report.flat_dates.empty()) fmt::print(out, "flat/right dates at once on these arrays: {}\n", report.flat_dates);
   }
   fmt::print(out, "roof (same run, same size, medians (min-max)): copy {:.1f} ({:.1f}-{:.1f}) GB/s, copy with streaming "
                   "stores {:.1f} ({:.1f}-{:.1f}) GB/s, triad {:.1f} GB/s; warmed {:.0f} s first\n\n",
@@ -512,8 +531,8 @@ void print_table(const Report& report, std::ostream& out) {
     if (!best || res.GBps > best->GBps) best = &res;
   }
   fmt::print(out, "\nroof: GB/s of the faster copy (regular or streaming stores) of the row's bytes: its discount "
-                  "into its cv and its multBy read, in flat's runs (on LayoutLeft also in runs of T with streaming stores: flat's "
-                  "walk without the multiply), on the same arrays beside each pass (median); "
+                  "into its cv and its multBy read, in flat's runs (also in flat's own walk with streaming stores, the multiply removed: "
+                  "on LayoutLeft runs of T, on LayoutRight its dates at once), on the same arrays beside each pass (median); "
                   "x roof: the median over repeats of GB/s over that repeat's roof, and its quartiles (a row within "
                   "them of 1.00 is at the roof)\n");
   std::string above;
@@ -542,6 +561,7 @@ nlohmann::json to_json(const Report& report) {
   j["warm_seconds"] = report.config.warm_seconds;
   if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
     j["flat_run_bytes"] = policy::flat_run().bytes;
+    j["flat_dates"] = report.flat_dates;
     j["flat_tile_bytes"] = policy::flat_tile_bytes(std::size_t(report.config.ids * report.config.cols) * 8, 8);
     j["caches"] = policy::topology_text(policy::machine_topology());
   }

@@ -66,6 +66,7 @@ struct Report {
   Config config;
   Roof roof;
   std::vector<Result> results;
+  std::string flat_dates;  // how flat/right grouped dates on each precision's arrays
 };
 
 // The values the in-memory benchmarks fill in: reproducible, non-trivial,

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 namespace cvest::policy {
@@ -51,6 +52,59 @@ std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size) {
   const std::size_t tiles = (slice_bytes + tile - 1) / tile;
   tile = tiles > 0 ? (slice_bytes + tiles - 1) / tiles : tile;
   return std::max(run, (tile + run - 1) / run * run);  // whole runs, one at least
+}
+
+namespace {
+
+// Circular distance of two byte offsets within a 4 KiB page.
+std::size_t page_distance(std::uintptr_t a, std::uintptr_t b) {
+  const std::size_t x = (a - b) % 4096;
+  return std::min(x, 4096 - x);
+}
+
+bool rows_apart(std::uintptr_t d, std::uintptr_t cv, std::size_t row_bytes, int dates) {
+  constexpr std::size_t apart = 1024;
+  for (int u = 0; u < dates; ++u)
+    for (int v = 0; v < dates; ++v) {
+      if (u == v) continue;  // a date's own discount and cv: as in a copy
+      const std::uintptr_t du = d + std::uintptr_t(u) * row_bytes, dv = d + std::uintptr_t(v) * row_bytes,
+                           cu = cv + std::uintptr_t(u) * row_bytes, cvv = cv + std::uintptr_t(v) * row_bytes;
+      if (page_distance(du, dv) < apart || page_distance(du, cvv) < apart || page_distance(cu, cvv) < apart) return false;
+    }
+  return true;
+}
+
+int dates_cap() {
+  static const int cap = [] {
+    const char* text = std::getenv("CVEST_FLAT_DATES");
+    if (!text || !*text) return 4;
+    const std::string v = text;
+    return v == "1" ? 1 : v == "2" ? 2 : 4;
+  }();
+  return cap;
+}
+
+}  // namespace
+
+FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T) {
+  const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
+  for (int dates : {4, 2}) {
+    if (dates > dates_cap()) continue;
+    for (Index step = 1; step <= 4 && Index(dates) * step <= T; ++step) {
+      const std::size_t row_bytes = std::size_t(step) * stride_bytes;
+      if (row_bytes % 16 != 0) continue;  // the rows' streaming stores share one alignment
+      if (rows_apart(d_at, cv_at, row_bytes, dates)) return {dates, step};
+    }
+  }
+  return {};
+}
+
+std::string flat_dates_text(const FlatDates& dates) {
+  if (dates.dates == 1)
+    return dates_cap() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
+                            : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an alignment)";
+  return fmt::format("{} at once, {} apart{}", dates.dates, dates.step,
+                     dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(dates_cap()) + ")" : "");
 }
 
 namespace {

@@ -11,6 +11,7 @@
 #include "core/Topology.hpp"
 #include "core/Types.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
@@ -52,6 +53,65 @@ inline Index flat_run_elements(std::size_t element_size) {
 // multBy in L2. CVEST_FLAT_WALK=storage|dates forces those two,
 // CVEST_FLAT_TILE=BYTES a tile size. Returns the tile's bytes.
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size);
+
+// How many dates a LayoutRight work item takes at once, and how far apart:
+// `dates` rows of discount and cv, `step` dates apart, walked together so
+// each multBy vector is loaded once for all of them (core/StreamingStores.hpp
+// multiply_dates). Grouped only where the rows' streams sit at least 1 KiB
+// apart within a 4 KiB page, discount's and cv's alike: loads whose page
+// offsets match an earlier store's wait on it (4K aliasing), and four dates
+// at equal offsets ran at 0.19 of a copy against 0.89 at 1 KiB apart
+// (docs/benchmarks.md); and where the rows share an alignment. Four dates
+// before two, the nearest step first; else one date (the plain tile walk).
+// CVEST_FLAT_DATES=1|2|4 caps the dates (for measuring one against another).
+struct FlatDates {
+  int dates = 1;
+  Index step = 1;
+};
+FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T);
+// "4 dates at once, 1 apart (their streams 1024 bytes apart in a page)", or why one.
+std::string flat_dates_text(const FlatDates& dates);
+
+// flat's LayoutRight walk over a (T, N*K) cube: chunk c is run s of tile b
+// in date group g, c = (b * groups + g) * runs + s. The dates fall into
+// spans of dates * step; span p's group r holds dates p*span + r + i*step
+// (i < dates); the dates past the last whole span go one at a time. The
+// kernel (core/MultiplyKernels.hpp) and its copy roof (core/Roof.hpp) walk it
+// alike.
+struct FlatWalk {
+  Index slice = 0, per = 0, tile = 0, runs = 0, tiles = 0;
+  FlatDates together;
+  Index span = 1, full = 0, groups = 0;
+  FlatWalk() = default;
+  FlatWalk(Index T, Index slice_elements, std::size_t element_size, const void* d, const void* cv)
+      : slice(slice_elements), per(flat_run_elements(element_size)),
+        tile(Index(flat_tile_bytes(std::size_t(slice) * element_size, element_size) / element_size)),
+        runs(tile / per), tiles((slice + tile - 1) / tile),
+        together(flat_dates(d, cv, std::size_t(slice) * element_size, T)), span(Index(together.dates) * together.step),
+        full(T / span), groups(full * together.step + T % span) {}
+  Index chunks() const { return tiles * groups * runs; }
+  struct Piece {
+    Index e = 0;       // the first element of cv and discount
+    Index j = 0;       // the first of multBy
+    Index n = 0;       // elements in each date's row (0: nothing)
+    int dates = 1;     // rows, `stride` elements apart
+    Index stride = 0;
+  };
+  Piece piece(Index c) const {
+    const Index q = c / runs, s = c - q * runs, g = q % groups, b = q / groups, j = b * tile + s * per;
+    Piece p;
+    if (j >= slice) return p;  // the last tile's runs past the slice have nothing
+    p.j = j, p.n = std::min(per, slice - j);
+    const Index step = together.step;
+    if (g < full * step) {
+      p.e = (g / step * span + g % step) * slice + j;
+      p.dates = together.dates, p.stride = step * slice;
+    } else {
+      p.e = (full * span + g - full * step) * slice + j;
+    }
+    return p;
+  }
+};
 
 // "16384 elements of double (128 KiB: an eighth of a thread's 1024 KiB of L2,
 // sysfs); LayoutRight: tiles of multBy of up to 1024 KiB (a thread's share of

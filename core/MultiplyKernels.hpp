@@ -161,8 +161,9 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 // streams it with a vector loop.
 //  - LayoutRight: multBy's slice in tiles of `tile` elements (a thread's
 //    share of the L2: policy::flat_tile_bytes), each tile walked
-//    date by date and a date's part of it run by run, in storage order:
-//    chunk c is run s of tile b on date t, c = (b * T + t) * S + s. Threads
+//    date by date and a date's part of it run by run, in storage order, up
+//    to four dates at once where their streams allow (policy::flat_dates):
+//    chunk c is run s of tile b in date group g, c = (b * G + g) * S + s. Threads
 //    take contiguous ranges of chunks, so a thread streams long stretches
 //    (as a copy does) and its tiles' multBy comes from memory once, then
 //    from the caches for the other dates. One tile of the whole slice is
@@ -173,31 +174,27 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 template <class Scalar, class Layout, class MemSpace, bool Stream = true>
 struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
   explicit FlatStreaming(const Operands<Scalar, Layout, MemSpace>& o)
-      : Kernel<Scalar, Layout, MemSpace>(o), per(policy::flat_run_elements(sizeof(Scalar))),
-        tile(is_right<Layout> ? Index(policy::flat_tile_bytes(std::size_t(this->N * this->K) * sizeof(Scalar),
-                                                              sizeof(Scalar)) / sizeof(Scalar))
-                              : per),
-        runs(tile / per), tiles((this->N * this->K + tile - 1) / tile) {}
+      : Kernel<Scalar, Layout, MemSpace>(o), per(policy::flat_run_elements(sizeof(Scalar))) {
+    if constexpr (is_right<Layout>)
+      walk = policy::FlatWalk(this->T, this->N * this->K, sizeof(Scalar), o.d.data(), o.cv.data());
+  }
   Index per;
-  Index tile;   // LayoutRight: multBy elements a tile holds, a multiple of per
-  Index runs;   // runs a tile holds
-  Index tiles;  // tiles the slice holds
+  policy::FlatWalk walk;  // LayoutRight
   // LayoutRight: the slice is one tile (the walk is storage order).
-  bool storage_order() const { return is_right<Layout> && tiles == 1; }
+  bool storage_order() const { return is_right<Layout> && walk.tiles == 1; }
   Index chunks() const {
-    return is_right<Layout> ? tiles * this->T * runs : (this->T * this->N * this->K + per - 1) / per;
+    return is_right<Layout> ? walk.chunks() : (this->T * this->N * this->K + per - 1) / per;
   }
   void operator()(Index c) const {
     const auto& m = this->ops.m;
     Scalar* out = this->ops.cv.data();
     const Scalar* in = this->ops.d.data();
     if constexpr (is_right<Layout>) {
-      const Index slice = this->N * this->K, q = c / runs, s = c - q * runs, t = q % this->T, b = q / this->T;
-      const Index j = b * tile + s * per;
-      if (j < slice) {  // the last tile's runs past the slice have nothing
-        const Index e = t * slice + j;
-        streaming::multiply_run<Stream>(out + e, m.data() + j, in + e, std::size_t(std::min(per, slice - j)));
-      }
+      const policy::FlatWalk::Piece p = walk.piece(c);
+      const std::size_t n = std::size_t(p.n);
+      if (p.dates == 4) streaming::multiply_dates<4, Stream>(out + p.e, m.data() + p.j, in + p.e, n, p.stride);
+      else if (p.dates == 2) streaming::multiply_dates<2, Stream>(out + p.e, m.data() + p.j, in + p.e, n, p.stride);
+      else streaming::multiply_run<Stream>(out + p.e, m.data() + p.j, in + p.e, n);
     } else if (this->T == 1) {  // a one-date block: multBy pairs element for element
       const Index e = c * per, end = std::min(this->N * this->K, e + per);
       streaming::multiply_run<Stream>(out + e, m.data() + e, in + e, std::size_t(end - e));

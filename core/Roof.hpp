@@ -115,6 +115,37 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
   return timer.seconds();
 }
 
+// The copy roof of flat on LayoutRight walked as flat walks it (host only):
+// `src` copied into `dst` piece by piece of `walk` (its tiles, its dates at
+// once), with streaming stores, and multBy's rows (m elements) read once. A
+// kernel taking four dates at once keeps more lines in flight than a copy
+// walking one stream a thread; this copy does the same, so the kernel's
+// fraction measures its multiply, not its walk. Returns seconds.
+template <class ExecSpace, class Scalar>
+double copy_in_walk(ExecSpace const& space, Scalar* dst, const Scalar* src, const policy::FlatWalk& walk,
+                    const Scalar* rows, Index m) {
+  static_assert(policy::on_host<ExecSpace>, "flat's walk is the host path");
+  space.fence();
+  Kokkos::Timer timer;
+  const Index per = policy::flat_run_elements(sizeof(Scalar)), copy_chunks = walk.chunks(),
+              read_chunks = (m + per - 1) / per;
+  Kokkos::parallel_for("cvest::roof::copy_in_walk", policy::range(space, copy_chunks + read_chunks), [=](Index c) {
+    if (c < copy_chunks) {
+      const policy::FlatWalk::Piece p = walk.piece(c);
+      const std::size_t n = std::size_t(p.n);
+      if (p.dates == 4) streaming::copy_rows<4>(dst + p.e, src + p.e, n, p.stride);
+      else if (p.dates == 2) streaming::copy_rows<2>(dst + p.e, src + p.e, n, p.stride);
+      else streaming::copy_run(dst + p.e, src + p.e, n);
+      streaming::fence_this_thread();
+    } else {
+      const Index b = (c - copy_chunks) * per, e = std::min(m, b + per);
+      read_here(rows + b, std::size_t(e - b));
+    }
+  });
+  space.fence();
+  return timer.seconds();
+}
+
 // dst = src. Returns seconds.
 template <class ExecSpace, class Scalar>
 double copy(ExecSpace const& space, Flat<Scalar, typename ExecSpace::memory_space> dst,

@@ -13,7 +13,8 @@
 //   mtiny:KIB     the tile walk with multBy's values taken from its first 4 KiB (L1-resident)
 //   mwrap:KIB     storage order, multBy's values from its first KIB KiB, wrapping
 //   dates:KIB     a run of KIB KiB of multBy walked date by date, then the next run
-//   pair:KIB:U    tiles of KIB KiB, U dates at a time (U = 2 or 4): a multBy vector loaded once for U dates
+//   pair:KIB:U    tiles of KIB KiB, U dates at a time (U = 2, 4 or 8): a multBy vector loaded once for U dates
+//   skew:KIB:U    as pair, date u's stream moved back so the dates' streams sit 4096/U bytes apart in a page
 //   tile:KIB:pfB  the tile walk with PREFETCHT0 of discount B bytes ahead
 #include <emmintrin.h>
 #include <omp.h>
@@ -59,6 +60,30 @@ void multiply_dates(S* out, const S* m, const S* d, long n, long stride) {
   }
   if (n % 2)
     for (int u = 0; u < U; ++u) out[u * stride + n - 1] = m[n - 1] * d[u * stride + n - 1];
+}
+
+// U dates at once, date u's stream moved h[u] elements back so that the
+// dates' discount streams sit 4096/U bytes apart within a page whatever the
+// date stride (streams at equal page offsets stall each other's loads
+// behind stores: 4K aliasing). multBy from L1 for all but the leading date.
+template <int U>
+void multiply_skewed(S* out, const S* m, const S* d, long n, long stride, const long* h) {
+  long H = 0;
+  for (int u = 0; u < U; ++u) H = std::max(H, h[u]);
+  if (n <= H) {
+    for (int u = 0; u < U; ++u) multiply(out + u * stride, m, d + u * stride, n, -1, 0);
+    return;
+  }
+  S* o[U];
+  const S *mm[U], *dd[U];
+  for (int u = 0; u < U; ++u) {
+    o[u] = out + u * stride - h[u], mm[u] = m - h[u], dd[u] = d + u * stride - h[u];
+    multiply(out + u * stride, m, d + u * stride, H - h[u], -1, 0);  // before the steady part
+  }
+  for (long k = H; k + 2 <= n; k += 2)
+    for (int u = 0; u < U; ++u) _mm_stream_pd(o[u] + k, _mm_mul_pd(_mm_loadu_pd(mm[u] + k), _mm_loadu_pd(dd[u] + k)));
+  for (int u = 0; u < U; ++u)  // after it (n even: the steady loop ends at n)
+    multiply(out + u * stride + n - h[u], m + n - h[u], d + u * stride + n - h[u], h[u], -1, 0);
 }
 
 unsigned long long sink;
@@ -132,9 +157,15 @@ void dates_walk(const Cube& c, long bytes) {
   _mm_sfence();
 }
 
-void pair_walk(const Cube& c, long bytes, int U) {
+// Tiles of `bytes`, U dates at a time (the dates past the last whole group
+// one or two at a time); skewed: date u's stream moved back h[u] elements.
+void group_walk(const Cube& c, long bytes, int U, bool skewed) {
   const long tile = tile_elements(c, bytes), runs = tile / per, tiles = (c.slice + tile - 1) / tile,
              groups = (c.T + U - 1) / U;
+  long h[8] = {};
+  const long page = 4096 / long(sizeof(S)), stride_mod = c.slice % page;
+  for (int u = 0; skewed && u < U; ++u)  // date u's stream u/U of a page from date 0's: u*stride - h[u] = u*page/U (mod page)
+    h[u] = (((long(u) * stride_mod - long(u) * page / U) % page) + page) % page;
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < tiles * groups * runs; ++i) {
     const long q = i / runs, s = i - q * runs, g = q % groups, b = q / groups, j = b * tile + s * per;
@@ -142,9 +173,12 @@ void pair_walk(const Cube& c, long bytes, int U) {
     const long n = std::min(per, c.slice - j);
     for (long t = g * U; t < std::min(c.T, (g + 1) * U);) {
       const long e = t * c.slice + j, left = std::min(c.T, (g + 1) * U) - t;
-      if (left >= 4 && U >= 4) { multiply_dates<4>(c.cv + e, c.m + j, c.d + e, n, c.slice); t += 4; }
-      else if (left >= 2) { multiply_dates<2>(c.cv + e, c.m + j, c.d + e, n, c.slice); t += 2; }
-      else { multiply(c.cv + e, c.m + j, c.d + e, n, -1, 0); t += 1; }
+      S* out = c.cv + e;
+      const S *m = c.m + j, *d = c.d + e;
+      if (left >= 8 && U >= 8 && !skewed) multiply_dates<8>(out, m, d, n, c.slice), t += 8;
+      else if (left >= 4 && U >= 4) skewed ? multiply_skewed<4>(out, m, d, n, c.slice, h) : multiply_dates<4>(out, m, d, n, c.slice), t += 4;
+      else if (left >= 2 && (U == 2 || !skewed)) skewed ? multiply_skewed<2>(out, m, d, n, c.slice, h) : multiply_dates<2>(out, m, d, n, c.slice), t += 2;
+      else multiply(out, m, d, n, -1, 0), t += 1;
     }
   }
   _mm_sfence();
@@ -165,7 +199,8 @@ double run(const Cube& c, const std::string& v) {
   else if (v.rfind("mtiny:", 0) == 0) tile_walk(c, kib, 2, 0);
   else if (v.rfind("mwrap:", 0) == 0) wrap_walk(c, kib);
   else if (v.rfind("dates:", 0) == 0) dates_walk(c, kib);
-  else if (v.rfind("pair:", 0) == 0) pair_walk(c, kib, int(field(2)) >= 4 ? 4 : 2);
+  else if (v.rfind("skew:", 0) == 0) group_walk(c, kib, int(field(2)) >= 4 ? 4 : 2, true);
+  else if (v.rfind("pair:", 0) == 0) group_walk(c, kib, int(field(2)) >= 8 ? 8 : int(field(2)) >= 4 ? 4 : 2, false);
   else { fprintf(stderr, "flat_walks: unknown variant %s\n", v.c_str()); exit(2); }
   return now() - t0;
 }
@@ -200,7 +235,8 @@ int main(int argc, char** argv) {
   for (long i = 0; i < c.total; ++i) c.d[i] = 1.0 + double(i % 7), c.cv[i] = 0;
   for (long j = 0; j < c.slice; ++j) c.m[j] = 0.5 + double(j % 3);
   for (const auto& v : variants) {  // the walks that compute cv: every element right
-    const bool computes = v.rfind("tile:", 0) == 0 || v.rfind("dates:", 0) == 0 || v.rfind("pair:", 0) == 0;
+    const bool computes = v.rfind("tile:", 0) == 0 || v.rfind("dates:", 0) == 0 || v.rfind("pair:", 0) == 0 ||
+                          v.rfind("skew:", 0) == 0;
     if (!computes) continue;
     std::fill(c.cv, c.cv + c.total, S(-1));
     run(c, v);

@@ -1,6 +1,7 @@
 // Every strategy x layout x precision x execution space must give, bit for
 // bit, what a plain host loop gives: IEEE multiplication is exact, so no
 // tolerance is allowed.
+#include "core/FlatRun.hpp"
 #include "core/Multiply.hpp"
 #include "core/Spaces.hpp"
 #include "core/StreamingStores.hpp"
@@ -9,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <tuple>
@@ -107,6 +110,74 @@ TEMPLATE_LIST_TEST_CASE("every strategy equals the plain loop bit for bit", "[mu
       Kokkos::deep_copy(cv_h, cv);
       CHECK(count_wrong(m_h, d_h, cv_h) == 0);
     }
+}
+
+// flat on LayoutRight takes up to four dates at once where their rows'
+// streams sit apart in a page (policy::flat_dates): arrays placed in one
+// buffer at chosen page offsets, with row strides that make each grouping
+// (and the dates left over after the last whole span) happen.
+TEMPLATE_TEST_CASE("every strategy equals the plain loop bit for bit with dates grouped", "[multiply][flat]", double, float) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Mem = Host::memory_space;
+  using Scalar = TestType;
+  struct Grouping {
+    Index T, N, K;
+    std::size_t cv_offset;  // bytes from discount's page offset
+    policy::FlatDates expected;
+  };
+  // Row bytes N*K*sizeof mod 4096: 1024 -> 4 dates 1 apart; 512 -> 4 dates 2
+  // apart (T = 9: one date left over); 2048 -> 2 dates 1 apart; 0 -> one.
+  const std::size_t e = sizeof(Scalar);
+  const Grouping g = GENERATE_COPY(Grouping{11, Index((4096 + 1024) / e), 1, 0, {4, 1}},
+                                   Grouping{9, Index((4096 + 512) / e), 1, 0, {4, 2}},
+                                   Grouping{7, Index((4096 * 3 + 2048) / e / 2), 2, 0, {2, 1}},
+                                   Grouping{6, Index(8192 / e / 4), 4, 0, {1, 1}},
+                                   Grouping{5, Index((4096 + 1024) / e), 1, 1024, {2, 2}});
+  CAPTURE(sizeof(Scalar), g.T, g.N, g.K, g.cv_offset);
+  const std::size_t cube = std::size_t(g.T * g.N * g.K), pages = (cube * e + 4095) / 4096 + 1;
+  Kokkos::View<Scalar*, Mem> buffer("cvest::test::arrays", 2 * pages * 4096 / e + 4096 / e + g.N * g.K);
+  Scalar* base = reinterpret_cast<Scalar*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 4095) / 4096 * 4096);
+  Scalar* d_at = base;
+  Scalar* cv_at = base + pages * 4096 / e + g.cv_offset / e;
+  Scalar* m_at = base + 2 * pages * 4096 / e;
+  Kokkos::View<Scalar***, Kokkos::LayoutRight, Mem> d(d_at, g.T, g.N, g.K), cv(cv_at, g.T, g.N, g.K);
+  Kokkos::View<Scalar**, Kokkos::LayoutRight, Mem> m(m_at, g.N, g.K);
+  const policy::FlatDates got = policy::flat_dates(d.data(), cv.data(), std::size_t(g.N * g.K) * e, g.T);
+  if (std::getenv("CVEST_FLAT_DATES") == nullptr) {
+    CHECK(got.dates == g.expected.dates);
+    CHECK(got.step == g.expected.step);
+  }
+  std::mt19937_64 rng(std::uint64_t(g.T * 31 + g.N));
+  fill_random(m, d, rng);
+  for (const CvNext next : {CvNext::memory, CvNext::cache}) {
+    CAPTURE(next == CvNext::cache);
+    Kokkos::deep_copy(cv, Scalar(-12345.5));
+    Host space;
+    multiply(Strategy::flat, space, Operands<Scalar, Kokkos::LayoutRight, Mem>{m, d, cv}, next);
+    space.fence();
+    CHECK(count_wrong(m, d, cv) == 0);
+  }
+}
+
+TEST_CASE("flat's dates: four, then two, then one, by where the rows' streams fall in a page", "[flat]") {
+  const auto dates = [](std::uintptr_t d, std::uintptr_t cv, std::size_t row, Index T) {
+    const policy::FlatDates got =
+        policy::flat_dates(reinterpret_cast<const void*>(d), reinterpret_cast<const void*>(cv), row, T);
+    return std::pair<int, Index>(got.dates, got.step);
+  };
+  if (std::getenv("CVEST_FLAT_DATES")) return cvest::test::skip_part("CVEST_FLAT_DATES caps the dates");
+  const std::uintptr_t d = 1 << 20, cv = 64 << 20;
+  CHECK(dates(d, cv, 40 * 4096 + 1024, 100) == std::pair<int, Index>(4, 1));  // 0, 1, 2, 3 KiB
+  CHECK(dates(d, cv, 40 * 4096 + 3072, 100) == std::pair<int, Index>(4, 1));  // the other way round
+  CHECK(dates(d, cv, 40 * 4096 + 512, 100) == std::pair<int, Index>(4, 2));   // every other date: 1 KiB apart
+  CHECK(dates(d, cv, 40 * 4096 + 512, 7) == std::pair<int, Index>(2, 2));     // four need 8 dates
+  CHECK(dates(d, cv, 40 * 4096 + 2048, 100) == std::pair<int, Index>(2, 1));  // four would pair equal offsets
+  CHECK(dates(d, cv, 40 * 4096, 100) == std::pair<int, Index>(1, 1));         // every row at one offset
+  CHECK(dates(d, cv, 40 * 4096 + 1024, 1) == std::pair<int, Index>(1, 1));    // one date
+  CHECK(dates(d, cv, 40 * 4096 + 1032, 100) == std::pair<int, Index>(2, 2));  // rows 8 bytes off 16: two rows apart
+  // cv 1 KiB past discount: date 0's discount meets date 3's cv at 4 dates 1 apart
+  CHECK(dates(d, cv + 1024, 40 * 4096 + 1024, 100) == std::pair<int, Index>(2, 2));
+  CHECK(dates(d, cv + 2048, 40 * 4096 + 1024, 100) == std::pair<int, Index>(2, 1));  // cv 2 KiB on: two 1 apart
 }
 
 TEST_CASE("streaming stores only where work items write runs of min_run_bytes", "[multiply]") {

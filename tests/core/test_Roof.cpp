@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -74,5 +75,37 @@ TEST_CASE("a roof pass copies its n elements and reads its m multBy elements, ex
   for (const Index T : {Index(1), Index(7), Index(40), Index(run - 3)}) {
     check_copy_and_read<double>(std::size_t(3 * run + 17), 11, roof::Stores::streaming, T);
     check_copy_and_read<float>(std::size_t(2 * run + 5), 3, roof::Stores::streaming, T);
+  }
+}
+
+// LayoutRight's third roof: flat's own walk (its tiles, its dates at once)
+// with the multiply removed copies every element of the cube once and reads
+// multBy once. Arrays placed so that the walk takes 4 dates 1 apart, 4
+// dates 2 apart (one date left over) or one at a time.
+TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads multBy once", "[roof]", double, float) {
+  using Scalar = TestType;
+  const std::size_t e = sizeof(Scalar);
+  const auto [T, row_bytes] = GENERATE(std::pair<Index, std::size_t>{11, 4096 + 1024},
+                                       std::pair<Index, std::size_t>{9, 3 * 4096 + 512},
+                                       std::pair<Index, std::size_t>{3, 2 * 4096}, std::pair<Index, std::size_t>{5, 1024});
+  const Index slice = Index(row_bytes / e), cube = T * slice;
+  CAPTURE(e, T, slice);
+  std::vector<Scalar> buffer(std::size_t(2 * cube) + 3 * 4096 / e);
+  Scalar* src = reinterpret_cast<Scalar*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 4095) / 4096 * 4096);
+  Scalar* dst = src + (std::size_t(cube) * e + 4095) / 4096 * 4096 / e;  // both at page offset 0
+  for (Index j = 0; j < cube; ++j) src[j] = Scalar(0.5) + Scalar(j % 1013), dst[j] = Scalar(-1);
+  const policy::FlatWalk walk(T, slice, e, src, dst);
+  std::vector<double> rows(std::size_t(slice) + 1, 1.25);
+  rows[3] = 7.5;
+  Kokkos::DefaultHostExecutionSpace space;
+  const std::uint64_t before = roof::read_sink.load();
+  roof::copy_in_walk(space, dst, src, walk, reinterpret_cast<const Scalar*>(rows.data()), slice);
+  std::size_t wrong = 0;
+  for (Index j = 0; j < cube; ++j) wrong += dst[j] != src[j];
+  CHECK(wrong == 0);
+  CHECK((before ^ roof::read_sink.load()) == folded(rows, std::size_t(slice) * e / 8));
+  if (!std::getenv("CVEST_FLAT_DATES")) {
+    const int expected = row_bytes % 4096 == 1024 && T >= 4 ? 4 : row_bytes % 4096 == 512 && T >= 8 ? 4 : 1;
+    CHECK(walk.together.dates == expected);
   }
 }
