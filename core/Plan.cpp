@@ -171,6 +171,11 @@ void return_freed_buffers_to_the_system() {
 #ifdef __GLIBC__
   mallopt(M_MMAP_THRESHOLD, 4 << 20);  // a fixed threshold: glibc no longer moves it
   mallopt(M_TRIM_THRESHOLD, 8 << 20);  // what is freed at the heap's top stays up to 8 MiB
+  // ... in each arena: glibc gives threads that contend their own (up to 8
+  // per core), and a Blosc-zstd output under the overlapped pipeline kept
+  // 104-106 MiB with two, 111-113 MiB with the default (peer.budget_rss:
+  // 48 MiB budget + 64 MiB); coding ran at the same rate either way.
+  mallopt(M_ARENA_MAX, 2);
 #endif
 }
 

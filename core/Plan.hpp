@@ -116,7 +116,8 @@ inline constexpr std::size_t left_min_run_bytes = std::size_t(128) << 10;
 // free (glibc's 128 KiB default once the threshold is fixed), were faulted
 // in again each call: 1 MiB and no trim coded Blosc's zstd at 0.12 GB/s and
 // lz4 at 2.4 GB/s on 2 threads, 4 MiB with 8 MiB kept at 0.34 and 3.9 (the
-// dynamic default's speed). Call once, first thing in a process.
+// dynamic default's speed). At most two arenas, each keeping that much
+// (core/Plan.cpp). Call once, first thing in a process.
 void return_freed_buffers_to_the_system();
 
 // "2GiB", "512 MiB", "1.5G", "100000000" -> bytes. Throws InputError.
