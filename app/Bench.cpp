@@ -510,7 +510,8 @@ void print_table(const Report& report, std::ostream& out) {
     const std::size_t slice = std::size_t(report.config.ids * report.config.cols) * 8,
                       tile = policy::flat_tile_bytes(slice, 8);
     fmt::print(out, "flat/right at this shape: {} (multBy {} MiB in double, tiles of {} KiB)\n",
-               tile >= slice ? "storage order" : "tiles of ids walked date by date", slice >> 20, tile >> 10);
+               tile >= slice ? "one tile holds all of multBy" : "tiles of ids walked date by date", slice >> 20,
+               tile >> 10);
     if (!report.flat_dates.empty()) fmt::print(out, "flat/right dates at once on these arrays: {}\n", report.flat_dates);
   }
   fmt::print(out, "roof (same run, same size, medians (min-max)): copy {:.1f} ({:.1f}-{:.1f}) GB/s, copy with streaming "

@@ -1,12 +1,17 @@
 #include "core/FlatRun.hpp"
 
+#include "core/Errors.hpp"
 #include "core/Plan.hpp"
+
+#include <Kokkos_Core.hpp>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
+#include <string>
 
 namespace cvest::policy {
 
@@ -16,7 +21,13 @@ FlatRun measure() {
   FlatRun run;
   const Topology& topology = machine_topology();
   run.l2_share = topology.l2.share();
-  if (const char* tile = std::getenv("CVEST_FLAT_TILE"); tile && *tile) run.tile_forced = parse_bytes(tile);
+  if (const char* tile = std::getenv("CVEST_FLAT_TILE"); tile && *tile) {
+    try {
+      run.tile_forced = parse_bytes(tile);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("CVEST_FLAT_TILE: ") + e.what());
+    }
+  }
   if (const char* walk = std::getenv("CVEST_FLAT_WALK"); walk && (std::string(walk) == "storage" || std::string(walk) == "dates"))
     run.walk_forced = walk;
   if (const char* forced = std::getenv("CVEST_FLAT_RUN"); forced && *forced) {
@@ -79,18 +90,23 @@ int dates_cap() {
     const char* text = std::getenv("CVEST_FLAT_DATES");
     if (!text || !*text) return 4;
     const std::string v = text;
-    return v == "1" ? 1 : v == "2" ? 2 : 4;
+    if (v != "1" && v != "2" && v != "4")
+      throw InputError("CVEST_FLAT_DATES: expected 1, 2 or 4 (dates flat takes at once at most), found '" + v + "'");
+    return std::stoi(v);
   }();
   return cap;
 }
 
 }  // namespace
 
-FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T) {
+int host_threads() { return Kokkos::DefaultHostExecutionSpace().concurrency(); }
+
+FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even) {
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int dates : {4, 2}) {
     if (dates > dates_cap()) continue;
     for (Index step = 1; step <= 4 && Index(dates) * step <= T; ++step) {
+      if (even && T % (Index(dates) * step) != 0) continue;
       const std::size_t row_bytes = std::size_t(step) * stride_bytes;
       if (row_bytes % 16 != 0) continue;  // the rows' streaming stores share one alignment
       if (rows_apart(d_at, cv_at, row_bytes, dates)) return {dates, step};
@@ -111,17 +127,19 @@ namespace {
 
 std::string walk_text() {
   const FlatRun& r = flat_run();
+  static constexpr const char* tile_walk =
+      " walked date by date, up to four dates at once where their rows allow, one tile where it holds all of multBy";
   if (!r.walk_forced.empty())
     return "; LayoutRight walks " + std::string(r.walk_forced == "storage" ? "in storage order" : "a run's dates in turn") +
            " (CVEST_FLAT_WALK)";
   if (r.tile_forced > 0)
-    return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (CVEST_FLAT_TILE) walked date by date, storage "
-                       "order where one holds all of multBy", r.tile_forced >> 10);
+    return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (CVEST_FLAT_TILE){}", r.tile_forced >> 10,
+                       tile_walk);
   if (r.l2_share == 0)
-    return "; LayoutRight: tiles of multBy of up to 1024 KiB (L2 size not readable: the stated default) walked date by "
-           "date, storage order where one holds all of multBy";
-  return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (a thread's share of the L2) walked date by date, "
-                     "storage order where one holds all of multBy", r.l2_share >> 10);
+    return "; LayoutRight: tiles of multBy of up to 1024 KiB (L2 size not readable: the stated default)" +
+           std::string(tile_walk);
+  return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (a thread's share of the L2){}", r.l2_share >> 10,
+                     tile_walk);
 }
 
 std::string run_text(std::size_t element_size) {

@@ -40,19 +40,22 @@ inline Index flat_run_elements(std::size_t element_size) {
 // `slice_bytes` cut into tiles of ids, and each tile walked date by date, a
 // date's part of the tile in storage order (long streams, as a copy's), so
 // the tile's multBy, read from memory once, is read again from the caches
-// for every other date. A tile is a thread's share of the L2 (a cache no
+// for every other date (up to four dates at once: flat_dates). A tile is a thread's share of the L2 (a cache no
 // other core takes lines from; the L3 sysfs gives a VM's CPUs may be shared
 // with other guests' cores), a whole number of runs, at
-// most the slice: where the slice fits, the walk is storage order; the tiles
+// most the slice: where the slice fits, one tile holds it; the tiles
 // evened out over the slice. 2-CPU AMD VM (L2 1 MiB, L3 32 MiB shared),
 // x copy roof over 7 shapes from 100 x 400,000 to 8 x 10,000,000, double
-// and float, 15-19 runs each, medians (min-max): tiles of 1 MiB 0.93
+// and float, over 15-19 runs, medians (min-max): tiles of 1 MiB 0.93
 // (0.84-1.00), 512 KiB 0.88 (0.75-0.97), 2 MiB 0.88 (0.79-0.97), 4 MiB (a
 // quarter of a thread's L3 share, the rule before) 0.86 (0.72-0.95)
 // (docs/benchmarks.md). A tile of one run is the walk that keeps a run's
 // multBy in L2. CVEST_FLAT_WALK=storage|dates forces those two,
 // CVEST_FLAT_TILE=BYTES a tile size. Returns the tile's bytes.
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size);
+
+// Threads of the default host execution space (the most a kernel splits over).
+int host_threads();
 
 // How many dates a LayoutRight work item takes at once, and how far apart:
 // `dates` rows of discount and cv, `step` dates apart, walked together so
@@ -63,13 +66,16 @@ std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size);
 // at equal offsets ran at 0.19 of a copy against 0.89 at 1 KiB apart
 // (docs/benchmarks.md); and where the rows share an alignment. Four dates
 // before two, the nearest step first; else one date (the plain tile walk).
-// CVEST_FLAT_DATES=1|2|4 caps the dates (for measuring one against another).
+// `even`: only groups that leave no dates over (a few tiles split between
+// threads by count would leave one thread the grouped chunks' work and
+// another the left-over dates'). CVEST_FLAT_DATES=1|2|4 caps the dates (for
+// measuring one against another; anything else is an error).
 struct FlatDates {
   int dates = 1;
   Index step = 1;
 };
-FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T);
-// "4 dates at once, 1 apart (their streams 1024 bytes apart in a page)", or why one.
+FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even = false);
+// "4 at once, 1 apart", or why one at a time.
 std::string flat_dates_text(const FlatDates& dates);
 
 // flat's LayoutRight walk over a (T, N*K) cube: chunk c is run s of tile b
@@ -77,7 +83,8 @@ std::string flat_dates_text(const FlatDates& dates);
 // spans of dates * step; span p's group r holds dates p*span + r + i*step
 // (i < dates); the dates past the last whole span go one at a time. The
 // kernel (core/MultiplyKernels.hpp) and its copy roof (core/Roof.hpp) walk it
-// alike.
+// alike. Dates are grouped only so that no dates are left over unless there
+// are tiles enough (4 a thread) for the threads' shares to even out.
 struct FlatWalk {
   Index slice = 0, per = 0, tile = 0, runs = 0, tiles = 0;
   FlatDates together;
@@ -87,7 +94,8 @@ struct FlatWalk {
       : slice(slice_elements), per(flat_run_elements(element_size)),
         tile(Index(flat_tile_bytes(std::size_t(slice) * element_size, element_size) / element_size)),
         runs(tile / per), tiles((slice + tile - 1) / tile),
-        together(flat_dates(d, cv, std::size_t(slice) * element_size, T)), span(Index(together.dates) * together.step),
+        together(flat_dates(d, cv, std::size_t(slice) * element_size, T, tiles < 4 * Index(host_threads()))),
+        span(Index(together.dates) * together.step),
         full(T / span), groups(full * together.step + T % span) {}
   Index chunks() const { return tiles * groups * runs; }
   struct Piece {

@@ -166,8 +166,8 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 //    chunk c is run s of tile b in date group g, c = (b * G + g) * S + s. Threads
 //    take contiguous ranges of chunks, so a thread streams long stretches
 //    (as a copy does) and its tiles' multBy comes from memory once, then
-//    from the caches for the other dates. One tile of the whole slice is
-//    storage order; a tile of one run keeps a run's multBy in L2.
+//    from the caches for the other dates. One tile may hold the whole
+//    slice; a tile of one run keeps a run's multBy in L2.
 //  - LayoutLeft: storage order already reuses each multBy value T times in a
 //    row; chunks are contiguous and walked as runs of one multBy value.
 // Stream = false: the same runs with regular stores (CvNext::cache).
@@ -180,8 +180,6 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
   }
   Index per;
   policy::FlatWalk walk;  // LayoutRight
-  // LayoutRight: the slice is one tile (the walk is storage order).
-  bool storage_order() const { return is_right<Layout> && walk.tiles == 1; }
   Index chunks() const {
     return is_right<Layout> ? walk.chunks() : (this->T * this->N * this->K + per - 1) / per;
   }

@@ -140,7 +140,7 @@ inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
 
 // out[u*stride + j] = m[j] * d[u*stride + j] for U dates at once: each m
 // vector loaded once for all U (a kernel that reloads m for every date from
-// L2 or L3 ran at 0.80-0.89 of a copy, one that takes it from L1 at 0.95-1.06:
+// L2 or L3 ran at 0.80-0.92 of a copy, one that takes it from L1 at 0.91-1.03:
 // docs/benchmarks.md). The caller sees to it that the U rows of out share
 // one alignment (stride * sizeof(Scalar) a multiple of 16) and that their
 // streams do not share page offsets (policy::flat_dates).

@@ -123,16 +123,21 @@ TEMPLATE_TEST_CASE("every strategy equals the plain loop bit for bit with dates 
   struct Grouping {
     Index T, N, K;
     std::size_t cv_offset;  // bytes from discount's page offset
-    policy::FlatDates expected;
+    policy::FlatDates expected;  // with tiles enough for dates left over
+    policy::FlatDates even;      // with few tiles: no date left over
   };
   // Row bytes N*K*sizeof mod 4096: 1024 -> 4 dates 1 apart; 512 -> 4 dates 2
-  // apart (T = 9: one date left over); 2048 -> 2 dates 1 apart; 0 -> one.
+  // apart; 2048 -> 2 dates 1 apart; 0 -> one. Rows of 9 MiB: tiles enough
+  // (at a thread's 1 MiB of L2) for the dates left over after the spans.
   const std::size_t e = sizeof(Scalar);
-  const Grouping g = GENERATE_COPY(Grouping{11, Index((4096 + 1024) / e), 1, 0, {4, 1}},
-                                   Grouping{9, Index((4096 + 512) / e), 1, 0, {4, 2}},
-                                   Grouping{7, Index((4096 * 3 + 2048) / e / 2), 2, 0, {2, 1}},
-                                   Grouping{6, Index(8192 / e / 4), 4, 0, {1, 1}},
-                                   Grouping{5, Index((4096 + 1024) / e), 1, 1024, {2, 2}});
+  const Index big = Index(((std::size_t(9) << 20) + 1024) / e);
+  const Grouping g = GENERATE_COPY(Grouping{11, Index((4096 + 1024) / e), 1, 0, {4, 1}, {1, 1}},
+                                   Grouping{12, Index((4096 + 1024) / e), 1, 0, {4, 1}, {4, 1}},
+                                   Grouping{16, Index((4096 + 512) / e), 1, 0, {4, 2}, {4, 2}},
+                                   Grouping{8, Index((4096 * 3 + 2048) / e / 2), 2, 0, {2, 1}, {2, 1}},
+                                   Grouping{6, Index(8192 / e / 4), 4, 0, {1, 1}, {1, 1}},
+                                   Grouping{4, Index((4096 + 1024) / e), 1, 1024, {2, 2}, {2, 2}},
+                                   Grouping{5, big, 1, 0, {4, 1}, {1, 1}}, Grouping{9, big / 4, 4, 0, {4, 1}, {1, 1}});
   CAPTURE(sizeof(Scalar), g.T, g.N, g.K, g.cv_offset);
   const std::size_t cube = std::size_t(g.T * g.N * g.K), pages = (cube * e + 4095) / 4096 + 1;
   Kokkos::View<Scalar*, Mem> buffer("cvest::test::arrays", 2 * pages * 4096 / e + 4096 / e + g.N * g.K);
@@ -142,10 +147,12 @@ TEMPLATE_TEST_CASE("every strategy equals the plain loop bit for bit with dates 
   Scalar* m_at = base + 2 * pages * 4096 / e;
   Kokkos::View<Scalar***, Kokkos::LayoutRight, Mem> d(d_at, g.T, g.N, g.K), cv(cv_at, g.T, g.N, g.K);
   Kokkos::View<Scalar**, Kokkos::LayoutRight, Mem> m(m_at, g.N, g.K);
-  const policy::FlatDates got = policy::flat_dates(d.data(), cv.data(), std::size_t(g.N * g.K) * e, g.T);
+  const policy::FlatWalk walk(g.T, g.N * g.K, e, d.data(), cv.data());
+  CAPTURE(walk.tiles);
   if (std::getenv("CVEST_FLAT_DATES") == nullptr) {
-    CHECK(got.dates == g.expected.dates);
-    CHECK(got.step == g.expected.step);
+    const policy::FlatDates want = walk.tiles < 4 * Index(policy::host_threads()) ? g.even : g.expected;
+    CHECK(walk.together.dates == want.dates);
+    CHECK(walk.together.step == want.step);
   }
   std::mt19937_64 rng(std::uint64_t(g.T * 31 + g.N));
   fill_random(m, d, rng);
@@ -178,6 +185,16 @@ TEST_CASE("flat's dates: four, then two, then one, by where the rows' streams fa
   // cv 1 KiB past discount: date 0's discount meets date 3's cv at 4 dates 1 apart
   CHECK(dates(d, cv + 1024, 40 * 4096 + 1024, 100) == std::pair<int, Index>(2, 2));
   CHECK(dates(d, cv + 2048, 40 * 4096 + 1024, 100) == std::pair<int, Index>(2, 1));  // cv 2 KiB on: two 1 apart
+  // even: no dates left over (few tiles split between threads)
+  const auto even = [](Index T, std::size_t row) {
+    const policy::FlatDates got = policy::flat_dates(reinterpret_cast<const void*>(std::uintptr_t(1) << 20),
+                                                     reinterpret_cast<const void*>(std::uintptr_t(64) << 20), row, T, true);
+    return std::pair<int, Index>(got.dates, got.step);
+  };
+  CHECK(even(8, 40 * 4096 + 1024) == std::pair<int, Index>(4, 1));
+  CHECK(even(6, 40 * 4096 + 1024) == std::pair<int, Index>(2, 1));  // 4 would leave 2 over
+  CHECK(even(5, 40 * 4096 + 1024) == std::pair<int, Index>(1, 1));
+  CHECK(even(12, 40 * 4096 + 512) == std::pair<int, Index>(2, 2));  // 4 two apart spans 8: 4 over
 }
 
 TEST_CASE("streaming stores only where work items write runs of min_run_bytes", "[multiply]") {
