@@ -40,11 +40,11 @@ inline Index flat_run_elements(std::size_t element_size) {
 // `slice_bytes` cut into tiles of ids, and each tile walked date by date, a
 // date's part of the tile in storage order (long streams, as a copy's), so
 // the tile's multBy, read from memory once, is read again from the caches
-// for every other date (up to four dates at once: flat_dates). A tile is a thread's share of the L2 (a cache no
-// other core takes lines from; the L3 sysfs gives a VM's CPUs may be shared
-// with other guests' cores), a whole number of runs, at
-// most the slice: where the slice fits, one tile holds it; the tiles
-// evened out over the slice. 2-CPU AMD VM (L2 1 MiB, L3 32 MiB shared),
+// for every other date (up to four dates at once: flat_dates). A tile is a
+// thread's share of the L2 (a cache no other core takes lines from; the L3
+// sysfs gives a VM's CPUs may be shared with other guests' cores), a whole
+// number of runs, at most the slice: where the slice fits, one tile holds
+// it; the tiles evened out over the slice. 2-CPU AMD VM (L2 1 MiB, L3 32 MiB shared),
 // x copy roof over 7 shapes from 100 x 400,000 to 8 x 10,000,000, double
 // and float, over 15-19 runs, medians (min-max): tiles of 1 MiB 0.93
 // (0.84-1.00), 512 KiB 0.88 (0.75-0.97), 2 MiB 0.88 (0.79-0.97), 4 MiB (a
