@@ -82,32 +82,49 @@ inline void stream(float* p, __m128 v) { _mm_stream_ps(p, v); }
 #endif
 }  // namespace detail
 
-// Host-only bulk versions, for runs of contiguous elements:
-//   out[j] = m[j] * d[j]      (multiply_run)
+// Host-only bulk versions, for runs of contiguous elements, `U` rows of
+// them `stride` elements apart at once (flat's dates taken together; one
+// row elsewhere):
+//   out[j] = m[j] * d[j]      (multiply_run, multiply_dates)
 //   out[j] = m    * d[j]      (scale_run)
+//   out[j] = d[j]             (copy_run, copy_rows: the copy roofs)
 // A scalar head brings out to 16-byte alignment, the body streams whole
-// vectors, a scalar tail finishes. Results are bit-identical to the plain loop:
-// each element is one IEEE multiplication either way.
+// vectors (each m vector loaded once for all U rows), a scalar tail
+// finishes. The U rows of out share one alignment (stride * sizeof(Scalar)
+// a multiple of 16: policy::flat_dates). Results are bit-identical to the
+// plain loop: each element is one IEEE multiplication either way.
 // Stream = false: the same runs with regular stores (a loop the compiler
 // vectorises), for cv that is read again while still in cache.
-template <bool Stream = true, class Scalar, class MFn>
-inline void streamed_run(Scalar* out, const Scalar* d, std::size_t n, MFn m_at) {
+struct Unit {};  // no factor: a copy
+
+template <int U, bool Stream, class Scalar, class MFn>
+inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrdiff_t stride, MFn m_at) {
+  constexpr bool scaled = !std::is_same_v<MFn, Unit>;
+  const auto value = [&](std::size_t j, Scalar x) {
+    if constexpr (scaled) return m_at.scalar(j) * x;
+    else return x;
+  };
+  std::size_t j = 0;
 #if CVEST_HAVE_STREAMING_STORES
   if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
     constexpr std::size_t width = 16 / sizeof(Scalar);
-    std::size_t j = 0;
-    while (j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0) {
-      store(out + j, m_at.scalar(j) * d[j]);
-      ++j;
+    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j)
+      for (int u = 0; u < U; ++u) store(out + u * stride + j, value(j, d[u * stride + j]));
+    for (; j + width <= n; j += width) {
+      if constexpr (scaled) {
+        const auto mv = m_at.vector(j);
+        for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::mul(mv, detail::load(d + u * stride + j)));
+      } else {
+        for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::load(d + u * stride + j));
+      }
     }
-    for (; j + width <= n; j += width)
-      detail::stream(out + j, detail::mul(m_at.vector(j), detail::load(d + j)));
-    for (; j < n; ++j) store(out + j, m_at.scalar(j) * d[j]);
-  } else
-#endif
-  {
-    for (std::size_t j = 0; j < n; ++j) out[j] = m_at.scalar(j) * d[j];
+    for (; j < n; ++j)
+      for (int u = 0; u < U; ++u) store(out + u * stride + j, value(j, d[u * stride + j]));
+    return;
   }
+#endif
+  for (; j < n; ++j)
+    for (int u = 0; u < U; ++u) out[u * stride + j] = value(j, d[u * stride + j]);
 }
 
 template <class Scalar>
@@ -130,74 +147,33 @@ struct Constant {  // m is the same for the whole run
 
 template <bool Stream = true, class Scalar>
 inline void multiply_run(Scalar* out, const Scalar* m, const Scalar* d, std::size_t n) {
-  streamed_run<Stream>(out, d, n, RowOf<Scalar>{m});
+  streamed_rows<1, Stream>(out, d, n, 0, RowOf<Scalar>{m});
 }
 
 template <bool Stream = true, class Scalar>
 inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
-  streamed_run<Stream>(out, d, n, Constant<Scalar>{m});
+  streamed_rows<1, Stream>(out, d, n, 0, Constant<Scalar>{m});
 }
 
-// out[u*stride + j] = m[j] * d[u*stride + j] for U dates at once: each m
-// vector loaded once for all U (a kernel that reloads m for every date from
-// L2 or L3 ran at 0.80-0.92 of a copy, one that takes it from L1 at 0.91-1.03:
-// docs/benchmarks.md). The caller sees to it that the U rows of out share
-// one alignment (stride * sizeof(Scalar) a multiple of 16) and that their
-// streams do not share page offsets (policy::flat_dates).
+// U dates at once: a kernel that reloads m for every date from L2 or L3
+// ran at 0.80-0.92 of a copy, one that takes it from L1 at 0.91-1.03
+// (docs/benchmarks.md). The caller also sees to it that the rows' streams do
+// not share page offsets (policy::flat_dates).
 template <int U, bool Stream = true, class Scalar>
 inline void multiply_dates(Scalar* out, const Scalar* m, const Scalar* d, std::size_t n, std::ptrdiff_t stride) {
-  std::size_t j = 0;
-#if CVEST_HAVE_STREAMING_STORES
-  if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
-    constexpr std::size_t width = 16 / sizeof(Scalar);
-    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j)
-      for (int u = 0; u < U; ++u) store(out + u * stride + j, m[j] * d[u * stride + j]);
-    for (; j + width <= n; j += width) {
-      const auto mv = detail::load(m + j);
-      for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::mul(mv, detail::load(d + u * stride + j)));
-    }
-    for (; j < n; ++j)
-      for (int u = 0; u < U; ++u) store(out + u * stride + j, m[j] * d[u * stride + j]);
-    return;
-  }
-#endif
-  for (; j < n; ++j)
-    for (int u = 0; u < U; ++u) out[u * stride + j] = m[j] * d[u * stride + j];
+  streamed_rows<U, Stream>(out, d, n, stride, RowOf<Scalar>{m});
 }
 
-// out[u*stride + j] = in[u*stride + j] for U rows at once with streaming
-// stores: flat's walk of U dates (multiply_dates) with the multiply removed.
-template <int U, class Scalar>
-inline void copy_rows(Scalar* out, const Scalar* in, std::size_t n, std::ptrdiff_t stride) {
-  std::size_t j = 0;
-#if CVEST_HAVE_STREAMING_STORES
-  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
-    constexpr std::size_t width = 16 / sizeof(Scalar);
-    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j)
-      for (int u = 0; u < U; ++u) store(out + u * stride + j, in[u * stride + j]);
-    for (; j + width <= n; j += width)
-      for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::load(in + u * stride + j));
-  }
-#endif
-  for (; j < n; ++j)
-    for (int u = 0; u < U; ++u) out[u * stride + j] = in[u * stride + j];
-}
-
-// out[j] = in[j] with streaming stores (the streaming copy roof).
+// out[j] = in[j] with streaming stores (the streaming copy roof), U rows at
+// once for flat's walk of U dates with the multiply removed.
 template <class Scalar>
 inline void copy_run(Scalar* out, const Scalar* in, std::size_t n) {
-#if CVEST_HAVE_STREAMING_STORES
-  if constexpr (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>) {
-    constexpr std::size_t width = 16 / sizeof(Scalar);
-    std::size_t j = 0;
-    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j) store(out + j, in[j]);
-    for (; j + width <= n; j += width) detail::stream(out + j, detail::load(in + j));
-    for (; j < n; ++j) store(out + j, in[j]);
-  } else
-#endif
-  {
-    for (std::size_t j = 0; j < n; ++j) out[j] = in[j];
-  }
+  streamed_rows<1, true>(out, in, n, 0, Unit{});
+}
+
+template <int U, class Scalar>
+inline void copy_rows(Scalar* out, const Scalar* in, std::size_t n, std::ptrdiff_t stride) {
+  streamed_rows<U, true>(out, in, n, stride, Unit{});
 }
 
 }  // namespace cvest::streaming
