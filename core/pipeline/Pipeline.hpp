@@ -14,6 +14,7 @@
 // Buffers are allocated once. The file side always holds C-order (T, N, K);
 // a LayoutLeft run transposes in the stage-in / stage-out steps.
 #include "core/Plan.hpp"
+#include "core/pipeline/MappedBytes.hpp"
 #include "core/Strategy.hpp"
 #include "core/Types.hpp"
 
@@ -24,6 +25,7 @@
 #include <memory>
 #include <iosfwd>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace cvest {
@@ -70,13 +72,19 @@ class BufferCache {
       // Page-aligned (Kokkos puts its allocation header first): an output's
       // direct writes (O_DIRECT) then take a block's rows without a copy.
       constexpr std::size_t page = 4096;
-      auto view = std::make_shared<Kokkos::View<unsigned char*, Space>>(
-          Kokkos::view_alloc(label, Kokkos::WithoutInitializing), std::max<std::size_t>(bytes, 1) + page - 1);
-      const auto address = reinterpret_cast<std::uintptr_t>(view->data());
-      e.data = view->data() + (page - address % page) % page;
+      if constexpr (std::is_same_v<Space, Kokkos::HostSpace>) {
+        auto mapped = map_bytes(bytes);  // core/pipeline/MappedBytes.hpp: why not malloc's
+        e.data = mapped.get();
+        e.memory = std::move(mapped);
+      } else {
+        auto view = std::make_shared<Kokkos::View<unsigned char*, Space>>(
+            Kokkos::view_alloc(label, Kokkos::WithoutInitializing), std::max<std::size_t>(bytes, 1) + page - 1);
+        const auto address = reinterpret_cast<std::uintptr_t>(view->data());
+        e.data = view->data() + (page - address % page) % page;
+        e.memory = std::move(view);
+      }
       e.bytes = bytes;
       e.space = Space::name();
-      e.memory = std::move(view);
     }
     e.used = true;
     return Kokkos::View<Scalar*, Space>(reinterpret_cast<Scalar*>(e.data), n);  // not owning

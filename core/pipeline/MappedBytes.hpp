@@ -1,0 +1,25 @@
+#pragma once
+// Host memory mapped on its own (anonymous mmap), outside malloc's heaps, for
+// the pipeline's buffers of megabytes. Freed, its pages go back at once; kept
+// out of the heaps, it leaves no holes among the codecs' working memory
+// (zstd's 3.5 MiB a chunk, made and freed per chunk under glibc's 4 MiB
+// mapping threshold): a Blosc-zstd output under the overlapped pipeline
+// peaked at 114-122 MiB of RSS with its buffers from malloc under Kokkos 4.6
+// (104-106 under 3.4) for the same 67 MiB of live allocations.
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <memory>
+#include <new>
+
+namespace cvest {
+
+// Page-aligned, zero-filled on first touch; unmapped when the last owner goes.
+inline std::shared_ptr<unsigned char> map_bytes(std::size_t bytes) {
+  bytes = bytes ? bytes : 1;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return std::shared_ptr<unsigned char>(static_cast<unsigned char*>(p), [bytes](unsigned char* q) { ::munmap(q, bytes); });
+}
+
+}  // namespace cvest
