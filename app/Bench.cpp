@@ -220,15 +220,35 @@ std::string unsteady_roof(const std::vector<double>& regular_s, const std::vecto
   return "";
 }
 
+namespace {
+
+// The copy kinds timed for a row: regular, streaming, and the copy in
+// flat's walk where there is one.
+std::vector<const std::vector<double>*> copy_kinds(const std::vector<double>& regular_s,
+                                                   const std::vector<double>& streaming_s,
+                                                   const std::vector<double>& runs_s) {
+  std::vector<const std::vector<double>*> kinds{&regular_s, &streaming_s};
+  if (!runs_s.empty()) kinds.push_back(&runs_s);
+  return kinds;
+}
+
+}  // namespace
+
 std::vector<double> roof_fractions(const std::vector<double>& kernel_s, double moved,
                                    const std::vector<double>& regular_s, const std::vector<double>& streaming_s,
                                    double copied, const std::vector<double>& runs_s) {
+  // The roof is the kind of copy fastest over the repeats (by median), and
+  // each repeat pairs the kernel's pass with that kind's pass beside it. Not
+  // the faster of the kinds in each repeat: of two kinds equally fast, the
+  // faster of two noisy passes beats either kind's own pace, and the kernel
+  // has one pass (3-5% lower fractions on this VM, docs/benchmarks.md).
+  const auto kinds = copy_kinds(regular_s, streaming_s, runs_s);
+  const std::vector<double>* roof = nullptr;
+  for (const auto* kind : kinds)
+    if (!kind->empty() && (!roof || median(*kind) < median(*roof))) roof = kind;
   std::vector<double> fractions;
-  for (std::size_t r = 0; r < kernel_s.size() && r < regular_s.size() && r < streaming_s.size(); ++r) {
-    double fastest = std::min(regular_s[r], streaming_s[r]);
-    if (r < runs_s.size()) fastest = std::min(fastest, runs_s[r]);
-    fractions.push_back((moved / kernel_s[r]) / (copied / fastest));
-  }
+  for (std::size_t r = 0; roof && r < kernel_s.size() && r < roof->size(); ++r)
+    fractions.push_back((moved / kernel_s[r]) / (copied / (*roof)[r]));
   return fractions;
 }
 
@@ -249,8 +269,17 @@ std::array<double, 2> quartiles(std::vector<double> v) {
 }
 
 bool above_roof(const Result& res) {
-  const auto fractions = roof_fractions(res.kernel_s, 1, res.roof_regular_s, res.roof_streaming_s, 1, res.roof_runs_s);
-  return fractions.size() >= 5 && *std::min_element(fractions.begin(), fractions.end()) > 1.0;
+  // Strict: faster than every copy beside it, each repeat's fastest.
+  const auto kinds = copy_kinds(res.roof_regular_s, res.roof_streaming_s, res.roof_runs_s);
+  std::size_t faster = 0;
+  for (std::size_t r = 0; r < res.kernel_s.size(); ++r) {
+    bool beat_all = true;
+    for (const auto* kind : kinds)
+      if (r >= kind->size() || res.kernel_s[r] >= (*kind)[r]) beat_all = false;
+    if (!beat_all) return false;
+    ++faster;
+  }
+  return faster >= 5;
 }
 
 double bytes_copied(Index elements, Precision precision) {
@@ -429,8 +458,12 @@ struct Server::State {
     const Variant& v = variants.front();
     const double regular = v.copy_once(roof::Stores::regular);
     const double streaming = v.copy_once(roof::Stores::streaming);
-    return {{"copy_GBps", moved / regular / 1e9}, {"copy_streaming_GBps", moved / streaming / 1e9},
-            {"arrays", fmt::format("discount into cv, multBy read, {}, {}", to_string(v.layout), to_string(precision))}};
+    nlohmann::json j{{"copy_GBps", moved / regular / 1e9}, {"copy_streaming_GBps", moved / streaming / 1e9},
+                     {"arrays", fmt::format("discount into cv, multBy read, {}, {}", to_string(v.layout),
+                                            to_string(precision))}};
+    // The copy in flat's own walk too, where the bench's rows have it.
+    if (v.copy_in_runs) j["copy_walk_GBps"] = moved / v.copy_in_runs() / 1e9;
+    return j;
   }
 };
 
@@ -533,9 +566,9 @@ void print_table(const Report& report, std::ostream& out) {
   }
   fmt::print(out, "\nroof: GB/s of the faster copy (regular or streaming stores) of the row's bytes: its discount "
                   "into its cv and its multBy read, in flat's runs (also in flat's own walk with streaming stores, the multiply removed: "
-                  "on LayoutLeft runs of T, on LayoutRight its dates at once), on the same arrays beside each pass (median); "
-                  "x roof: the median over repeats of GB/s over that repeat's roof, and its quartiles (a row within "
-                  "them of 1.00 is at the roof)\n");
+                  "on LayoutLeft runs of T, on LayoutRight its dates at once), on the same arrays beside each pass; the kind with the fastest median); "
+                  "x roof: the median over repeats of GB/s over that kind's pass in the same repeat, and its quartiles "
+                  "(a row within them of 1.00 is at the roof)\n");
   std::string above;
   for (const auto& res : report.results)
     if (above_roof(res))

@@ -93,11 +93,12 @@ std::string unsteady_roof(const std::vector<double>& regular_s, const std::vecto
                           bool beyond_caches);
 
 // A row's fraction of its roof: in each repeat, the kernel's GB/s (`moved`
-// bytes in kernel_s) over the faster of the copies (`copied` bytes in
-// regular_s or streaming_s) timed just before it; the median of those. Pairs
-// from one repeat meet the same moment of a machine whose bandwidth swings
-// within seconds, where the ratio of two medians may pair a fast moment of
-// one with a slow moment of the other.
+// bytes in kernel_s) over that of the roof's copy (`copied` bytes) timed
+// beside it, the roof being the kind of copy (regular_s, streaming_s or
+// runs_s) with the fastest median; the median of those. Pairs from one
+// repeat meet the same moment of a machine whose bandwidth swings within
+// seconds, where the ratio of two medians may pair a fast moment of one with
+// a slow moment of the other.
 double roof_fraction(const std::vector<double>& kernel_s, double moved, const std::vector<double>& regular_s,
                      const std::vector<double>& streaming_s, double copied, const std::vector<double>& runs_s = {});
 // Those per-repeat fractions, in repeat order.
@@ -107,7 +108,7 @@ std::vector<double> roof_fractions(const std::vector<double>& kernel_s, double m
                                    double copied, const std::vector<double>& runs_s = {});
 // The first and third quartiles (linear between ranks; {0, 0} for none).
 std::array<double, 2> quartiles(std::vector<double> v);
-// A row above its roof beyond its spread: its kernel outran the copy of its
+// A row above its roof beyond its spread: its kernel outran every copy of its
 // own bytes beside it in every one of at least 5 repeats (a row truly at its
 // roof does so in each with odds of about 2 in 5 here, so 5 in a row by
 // chance about once in a hundred rows). No kernel can (it is that copy plus
