@@ -199,13 +199,9 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
     } else {
       // One division per work item, not per run: blocks of few dates make
       // many short runs.
-      const Index T = this->T, end = std::min(T * this->N * this->K, (c + 1) * per);
-      Index e = c * per, j = e / T, t = e - j * T;
-      for (; e < end; ++j, t = 0) {
-        const Index run = std::min(end - e, T - t);
-        streaming::scale_run<Stream>(out + e, m.data()[j], in + e, std::size_t(run));
-        e += run;
-      }
+      const Index T = this->T, e = c * per, end = std::min(T * this->N * this->K, e + per), j = e / T;
+      streaming::scaled_runs<Stream>(out + e, in + e, std::size_t(end - e), std::size_t(T), std::size_t(e - j * T),
+                                     m.data() + j);
     }
     if constexpr (Stream) streaming::fence_this_thread();
   }

@@ -28,21 +28,14 @@ enum class Stores { regular, streaming };
 // dst[0, n) = src[0, n) on the calling host thread: a copy roof's pass over
 // one thread's share. run > 0 (streaming stores): copied run by run, each
 // ending where a multiple of `run` elements from `first` (the chunk's place
-// in the whole) does, as a kernel on LayoutLeft walks its runs of one multBy
-// value.
+// in the whole) does, walked as a kernel on LayoutLeft walks its runs of one
+// multBy value (streaming::scaled_runs).
 template <class Scalar>
 inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stores, std::size_t run = 0,
                       std::size_t first = 0) {
   if (stores == Stores::streaming) {
-    if (run == 0) {
-      streaming::copy_run(dst, src, n);
-    } else {
-      for (std::size_t j = 0; j < n;) {
-        const std::size_t len = std::min(n - j, run - (first + j) % run);
-        streaming::copy_run(dst + j, src + j, len);
-        j += len;
-      }
-    }
+    if (run == 0) streaming::copy_run(dst, src, n);
+    else streaming::scaled_runs<true>(dst, src, n, run, first % run, streaming::Unit{});
     streaming::fence_this_thread();
   } else {
     for (std::size_t j = 0; j < n; ++j) dst[j] = src[j];
