@@ -49,15 +49,19 @@ struct Result {
   bool streaming = false;  // wrote cv with streaming stores
   double median_s = 0, min_s = 0, max_s = 0;
   double GBps = 0;           // (read d + write cv + read multBy once) / median
-  double roof_GBps = 0;      // the faster copy of this row's bytes on its arrays, in the same repeats
-  double roof_copy_GBps = 0, roof_copy_streaming_GBps = 0;  // each kind of that copy (medians)
-  double roof_fraction = 0;  // the median over repeats of GB/s over that repeat's roof (roof_fraction())
+  double roof_GBps = 0;      // the kind of copy of this row's bytes with the fastest median (of up to three)
+  double roof_copy_GBps = 0, roof_copy_streaming_GBps = 0;  // the regular and streaming kinds (medians)
+  // The median over repeats of GB/s over the pass of that fastest kind in
+  // the same repeat (roof_fraction()).
+  double roof_fraction = 0;
   double roof_fraction_q1 = 0, roof_fraction_q3 = 0;  // its spread: the quartiles over repeats
-  // Each repeat's seconds: the kernel's pass, and the two copies of this
-  // row's bytes on its own arrays timed right beside it.
+  // Each repeat's seconds: the kernel's pass, and the copies of this row's
+  // bytes on its own arrays timed right beside it.
   std::vector<double> kernel_s{}, roof_regular_s{}, roof_streaming_s{};
-  // LayoutLeft with 1 < T < flat's run: the streaming copy in runs of T too
-  // (flat's walk with the multiply removed); empty otherwise.
+  // A third copy, in flat's own walk with the multiply removed (streaming
+  // stores): LayoutLeft with 1 < T < flat's run, in runs of T; LayoutRight on
+  // the host where flat takes dates together, its tiles and dates at once.
+  // Empty otherwise.
   std::vector<double> roof_runs_s{};
 };
 

@@ -10,8 +10,11 @@ Every contender computes cv = m[None] * d from the same m, d into the same
 preallocated cv (LayoutRight / C order, float64). First each takes turns
 until WARM_SECONDS have passed (memory a process has just touched stays
 slow for seconds on a VM), then ROUNDS rounds time each once, the order
-rotating each round. GB/s counts d read, cv written and m read once.
-Prints min / median / max per contender and the ratios the README quotes.
+rotating each round, with a pass of the server's copy roof (its copies of
+the same bytes: regular, streaming, and in flat's walk) taking its turn among
+them. GB/s counts d read, cv written and m read once. Prints min / median /
+max per contender, the ratios the README quotes, and cvest.multiply and the
+bench's kernel x that roof, round by round.
 """
 import os
 import sys
@@ -89,10 +92,11 @@ for name in names:
 # The roof: the server's copy kind with the fastest median (regular, streaming,
 # or in flat's walk with its dates at once where it has one), each round's
 # contender over that kind's pass of the same round (as `cvest bench` pairs
-# them). Its copies move the same bytes on arrays of the same shape (cvest
-# bench's own, not NumPy's).
+# them, though here a round's roof pass may be a few contenders away from a
+# contender's). Its copies move the same bytes on arrays of the same shape
+# (cvest bench's own, not NumPy's).
 kinds = [k for k in ("copy_GBps", "copy_streaming_GBps", "copy_walk_GBps") if k in roofs[0]]
-roof_kind = max(kinds, key=lambda k: np.median([x[k] for x in roofs]))
+roof_kind = min(kinds, key=lambda k: np.median([gigabytes / x[k] for x in roofs]))  # by seconds, as cvest bench
 fastest_numba = max((n for n in names if n.startswith("numba")), key=lambda n: median[n])
 ours = median["cvest.multiply flat"]
 print(f"copy roof, interleaved (cvest bench's arrays, same bytes): "

@@ -161,9 +161,10 @@ inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
 // for j < n, the first run entered t0 elements in. m = Unit{}: a copy walked
 // the same way (the roof in flat's walk). Where every run is whole 16-byte
 // vectors (T a multiple of the width, the runs' starts aligned) they stream
-// with no head, tail or call per run: runs of 8 floats taken one call each
-// spent more on each run's checks than on its 64 bytes moved (flat/left at
-// 0.65-0.74 of a copy at 8 x 10,000,000 float).
+// with no head, tail or call per run (streaming stores only; regular ones
+// take the per-run loop): runs of 8 floats taken one call each spent more
+// on each run's checks than on its 64 bytes moved (flat/left at 0.65-0.74
+// of a copy at 8 x 10,000,000 float). T > 0, t0 < T.
 template <bool Stream = true, class Scalar, class Rows>
 inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t T, std::size_t t0, Rows m) {
   constexpr bool scaled = !std::is_same_v<Rows, Unit>;

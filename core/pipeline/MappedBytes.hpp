@@ -1,11 +1,13 @@
 #pragma once
 // Host memory mapped on its own (anonymous mmap), outside malloc's heaps, for
-// the pipeline's buffers of megabytes. Freed, its pages go back at once; kept
-// out of the heaps, it leaves no holes among the codecs' working memory
-// (zstd's 3.5 MiB a chunk, made and freed per chunk under glibc's 4 MiB
-// mapping threshold): a Blosc-zstd output under the overlapped pipeline
-// peaked at 114-122 MiB of RSS with its buffers from malloc under Kokkos 4.6
-// (104-106 under 3.4) for the same 67 MiB of live allocations.
+// the pipeline's buffers kept from job to job (core/pipeline/Pipeline.hpp
+// BufferCache, host builds). Freed, its pages go back at once; kept out of
+// the heaps, it leaves no holes among the codecs' working memory (zstd's
+// 3.5 MiB a chunk, made and freed per chunk under glibc's 4 MiB mapping
+// threshold): a Blosc-zstd output under the overlapped pipeline peaked at
+// 114-116 MiB of RSS with its buffers from malloc under Kokkos 4.6 (104-106
+// under 3.4) for the same 67 MiB of live allocations; mapped, 105-107 (4.6)
+// and 103-107 (3.4) (peer.budget_rss).
 #include <sys/mman.h>
 
 #include <cstddef>

@@ -69,14 +69,14 @@ class BufferCache {
     Entry& e = entries_[label];
     if (!e.memory || e.bytes < bytes || e.space != Space::name()) {
       e = Entry{};  // free before allocating its successor
-      // Page-aligned (Kokkos puts its allocation header first): an output's
-      // direct writes (O_DIRECT) then take a block's rows without a copy.
-      constexpr std::size_t page = 4096;
+      // Page-aligned: an output's direct writes (O_DIRECT) then take a
+      // block's rows without a copy.
       if constexpr (std::is_same_v<Space, Kokkos::HostSpace>) {
         auto mapped = map_bytes(bytes);  // core/pipeline/MappedBytes.hpp: why not malloc's
         e.data = mapped.get();
         e.memory = std::move(mapped);
-      } else {
+      } else {  // Kokkos puts its allocation header first: aligned within
+        constexpr std::size_t page = 4096;
         auto view = std::make_shared<Kokkos::View<unsigned char*, Space>>(
             Kokkos::view_alloc(label, Kokkos::WithoutInitializing), std::max<std::size_t>(bytes, 1) + page - 1);
         const auto address = reinterpret_cast<std::uintptr_t>(view->data());

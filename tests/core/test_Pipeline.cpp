@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <algorithm>
 #include <atomic>
@@ -473,4 +474,31 @@ TEST_CASE("the roof's copies count the kernel's bytes, call for call, in every p
   }
   check(double{}, Kokkos::LayoutRight{}, 20, 500, 5, 1 << 20, 0, true);  // the staged (device) path
   check(float{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, 0, true);
+}
+
+TEST_CASE("kept buffers are page-aligned, reused while large enough, and freed when a job leaves them unused",
+          "[pipeline]") {
+  BufferCache cache;
+  const auto a = cache.get<double, Kokkos::HostSpace>("a", 300000);  // 2.3 MiB
+  REQUIRE(a.data() != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % 4096 == 0);  // O_DIRECT takes its rows as they are
+  a(0) = 1.5, a(299999) = 2.5;  // writable end to end
+  CHECK(cache.kept_bytes() == 300000 * sizeof(double));
+  // a smaller ask under the same label: the same memory, contents kept
+  const auto smaller = cache.get<double, Kokkos::HostSpace>("a", 1000);
+  CHECK(smaller.data() == a.data());
+  CHECK(smaller(0) == 1.5);
+  // an empty ask still gets memory of its own
+  const auto empty = cache.get<float, Kokkos::HostSpace>("empty", 0);
+  CHECK(empty.data() != nullptr);
+  CHECK(reinterpret_cast<std::uintptr_t>(empty.data()) % 4096 == 0);
+  cache.end_job();  // both used in this job: kept
+  CHECK(cache.kept_bytes() == 300000 * sizeof(double));
+  const auto larger = cache.get<double, Kokkos::HostSpace>("a", 600000);  // the kept one freed first
+  CHECK(reinterpret_cast<std::uintptr_t>(larger.data()) % 4096 == 0);
+  larger(599999) = 3.5;
+  CHECK(cache.kept_bytes() == 600000 * sizeof(double));
+  cache.end_job();  // "empty" went unused this job: freed
+  cache.end_job();  // "a" went unused this one
+  CHECK(cache.kept_bytes() == 0);
 }

@@ -211,9 +211,12 @@ def test_bench_server_times_on_its_own_arrays():
     roof = server.roof()  # on the kernels' own arrays and bytes: the first layout's discount copied into its cv
     assert roof["copy_GBps"] > 0 and roof["copy_streaming_GBps"] > 0
     assert roof["arrays"] == "discount into cv, multBy read, right, double"
-    # the copy in flat's walk only where flat takes dates together on these arrays
+    # the copy in flat's walk where the bench's rows have it: on LayoutRight
+    # where flat takes dates together on these arrays, on LayoutLeft runs of T
     assert set(roof) <= {"copy_GBps", "copy_streaming_GBps", "copy_walk_GBps", "arrays"}
     assert roof.get("copy_walk_GBps", 1) > 0
+    left = cvest.BenchServer(dates=3, ids=5000, cols=5, strategies=["flat"], layouts=["left"]).roof()
+    assert left["arrays"] == "discount into cv, multBy read, left, double" and left["copy_walk_GBps"] > 0
     with pytest.raises(ValueError, match="unknown strategy"):
         server.time("fastest", "right")
     # kept alive to the end of the process: released before Kokkos finalizes
