@@ -99,9 +99,6 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     return timer.seconds();
   };
   v.mismatches = [space, ops] { return count_mismatches(space, *ops); };
-  if (std::is_same_v<Layout, Kokkos::LayoutRight> && policy::on_host<Space>)
-    v.flat_dates = policy::flat_dates_text(
-        policy::flat_dates(ops->d.data(), ops->cv.data(), std::size_t(N * K) * sizeof(Scalar), T));
   v.streaming = [layout = v.layout, T, N, K](Strategy s) {
     return writes_streaming<Space>(s, layout, T, N, K, sizeof(Scalar));
   };
@@ -110,7 +107,10 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
                                               ops->m.data(), Index(ops->m.span()), stores);
   };
   if constexpr (std::is_same_v<Layout, Kokkos::LayoutRight> && policy::on_host<Space>) {
+    // flat's own walk on these arrays (as the kernel builds it): what it says
+    // of its dates is what the kernel does.
     const policy::FlatWalk walk(T, N * K, sizeof(Scalar), ops->d.data(), ops->cv.data());
+    v.flat_dates = policy::flat_dates_text(walk.together);
     if (walk.together.dates > 1)  // one date at a time: flat's runs, as copy_once walks them
       v.copy_in_runs = [space, ops, walk] {
         return roof::copy_in_walk<Space, Scalar>(space, ops->cv.data(), ops->d.data(), walk, ops->m.data(),

@@ -118,7 +118,8 @@ FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, In
 std::string flat_dates_text(const FlatDates& dates) {
   if (dates.dates == 1)
     return dates_cap() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
-                            : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an alignment)";
+                            : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an "
+                              "alignment, leaving no dates over where the threads share only a few tiles)";
   return fmt::format("{} at once, {} apart{}", dates.dates, dates.step,
                      dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(dates_cap()) + ")" : "");
 }

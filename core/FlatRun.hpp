@@ -60,7 +60,7 @@ int host_threads();
 // How many dates a LayoutRight work item takes at once, and how far apart:
 // `dates` rows of discount and cv, `step` dates apart, walked together so
 // each multBy vector is loaded once for all of them (core/StreamingStores.hpp
-// multiply_dates). Grouped only where the rows' streams sit at least 1 KiB
+// rows_at_once). Grouped only where the rows' streams sit at least 1 KiB
 // apart within a 4 KiB page, discount's and cv's alike: loads whose page
 // offsets match an earlier store's wait on it (4K aliasing), and four dates
 // at equal offsets ran at 0.19 of a copy against 0.89 at 1 KiB apart

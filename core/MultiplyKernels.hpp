@@ -189,10 +189,8 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
     const Scalar* in = this->ops.d.data();
     if constexpr (is_right<Layout>) {
       const policy::FlatWalk::Piece p = walk.piece(c);
-      const std::size_t n = std::size_t(p.n);
-      if (p.dates == 4) streaming::multiply_dates<4, Stream>(out + p.e, m.data() + p.j, in + p.e, n, p.stride);
-      else if (p.dates == 2) streaming::multiply_dates<2, Stream>(out + p.e, m.data() + p.j, in + p.e, n, p.stride);
-      else streaming::multiply_run<Stream>(out + p.e, m.data() + p.j, in + p.e, n);
+      streaming::rows_at_once<Stream>(p.dates, out + p.e, in + p.e, std::size_t(p.n), p.stride,
+                                      streaming::RowOf<Scalar>{m.data() + p.j});
     } else if (this->T == 1) {  // a one-date block: multBy pairs element for element
       const Index e = c * per, end = std::min(this->N * this->K, e + per);
       streaming::multiply_run<Stream>(out + e, m.data() + e, in + e, std::size_t(end - e));

@@ -125,10 +125,7 @@ double copy_in_walk(ExecSpace const& space, Scalar* dst, const Scalar* src, cons
   Kokkos::parallel_for("cvest::roof::copy_in_walk", policy::range(space, copy_chunks + read_chunks), [=](Index c) {
     if (c < copy_chunks) {
       const policy::FlatWalk::Piece p = walk.piece(c);
-      const std::size_t n = std::size_t(p.n);
-      if (p.dates == 4) streaming::copy_rows<4>(dst + p.e, src + p.e, n, p.stride);
-      else if (p.dates == 2) streaming::copy_rows<2>(dst + p.e, src + p.e, n, p.stride);
-      else streaming::copy_run(dst + p.e, src + p.e, n);
+      streaming::rows_at_once<true>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride, streaming::Unit{});
       streaming::fence_this_thread();
     } else {
       const Index b = (c - copy_chunks) * per, e = std::min(m, b + per);

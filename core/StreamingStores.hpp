@@ -86,9 +86,9 @@ inline void stream(float* p, __m128 v) { _mm_stream_ps(p, v); }
 // Host-only bulk versions, for runs of contiguous elements, `U` rows of
 // them `stride` elements apart at once (flat's dates taken together; one
 // row elsewhere):
-//   out[j] = m[j] * d[j]      (multiply_run, multiply_dates)
+//   out[j] = m[j] * d[j]      (multiply_run, rows_at_once)
 //   out[j] = m    * d[j]      (scale_run; scaled_runs: runs of T, one m each)
-//   out[j] = d[j]             (copy_run, copy_rows: the copy roofs)
+//   out[j] = d[j]             (copy_run, rows_at_once: the copy roofs)
 // A scalar head brings out to 16-byte alignment, the body streams whole
 // vectors (each m vector loaded once for all U rows), a scalar tail
 // finishes. The U rows of out share one alignment (stride * sizeof(Scalar)
@@ -199,25 +199,24 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
   }
 }
 
-// U dates at once: a kernel that reloads m for every date from L2 or L3
-// ran at 0.80-0.92 of a copy, one that takes it from L1 at 0.91-1.03
-// (docs/benchmarks.md). The caller also sees to it that the rows' streams do
-// not share page offsets (policy::flat_dates).
-template <int U, bool Stream = true, class Scalar>
-inline void multiply_dates(Scalar* out, const Scalar* m, const Scalar* d, std::size_t n, std::ptrdiff_t stride) {
-  streamed_rows<U, Stream>(out, d, n, stride, RowOf<Scalar>{m});
+// `dates` rows at once (1, 2 or 4: flat's LayoutRight walk), `stride`
+// elements apart, each m vector loaded once for all of them: a kernel that
+// reloads m for every date from L2 or L3 ran at 0.80-0.92 of a copy, one
+// that takes it from L1 at 0.91-1.03 (docs/benchmarks.md). The caller also
+// sees to it that the rows' streams do not share page offsets
+// (policy::flat_dates). m = RowOf{...} multiplies; Unit{} copies (the roof
+// walked the same way).
+template <bool Stream = true, class Scalar, class MFn>
+inline void rows_at_once(int dates, Scalar* out, const Scalar* d, std::size_t n, std::ptrdiff_t stride, MFn m) {
+  if (dates == 4) streamed_rows<4, Stream>(out, d, n, stride, m);
+  else if (dates == 2) streamed_rows<2, Stream>(out, d, n, stride, m);
+  else streamed_rows<1, Stream>(out, d, n, 0, m);
 }
 
-// out[j] = in[j] with streaming stores (the streaming copy roof), U rows at
-// once for flat's walk of U dates with the multiply removed.
+// out[j] = in[j] with streaming stores (the streaming copy roof).
 template <class Scalar>
 inline void copy_run(Scalar* out, const Scalar* in, std::size_t n) {
   streamed_rows<1, true>(out, in, n, 0, Unit{});
-}
-
-template <int U, class Scalar>
-inline void copy_rows(Scalar* out, const Scalar* in, std::size_t n, std::ptrdiff_t stride) {
-  streamed_rows<U, true>(out, in, n, stride, Unit{});
 }
 
 }  // namespace cvest::streaming
