@@ -113,8 +113,7 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     v.flat_dates = policy::flat_dates_text(walk.together);
     if (walk.together.dates > 1)  // one date at a time: flat's runs, as copy_once walks them
       v.copy_in_runs = [space, ops, walk] {
-        return roof::copy_in_walk<Space, Scalar>(space, ops->cv.data(), ops->d.data(), walk, ops->m.data(),
-                                                 Index(ops->m.span()));
+        return roof::copy_in_walk<Space, Scalar>(space, ops->cv.data(), ops->d.data(), walk, ops->m.data());
       };
   }
   // T = 1: flat walks a one-date block as one run, as the other copies do.

@@ -104,12 +104,13 @@ struct FlatWalk {
     Index n = 0;       // elements in each date's row (0: nothing)
     int dates = 1;     // rows, `stride` elements apart
     Index stride = 0;
+    bool first = false;  // the tile's first group of dates: its multBy run comes from memory here
   };
   Piece piece(Index c) const {
     const Index q = c / runs, s = c - q * runs, g = q % groups, b = q / groups, j = b * tile + s * per;
     Piece p;
     if (j >= slice) return p;  // the last tile's runs past the slice have nothing
-    p.j = j, p.n = std::min(per, slice - j);
+    p.j = j, p.n = std::min(per, slice - j), p.first = g == 0;
     const Index step = together.step;
     if (g < full * step) {
       p.e = (g / step * span + g % step) * slice + j;

@@ -42,10 +42,11 @@ inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stor
   }
 }
 
-// Reads n elements at p once (XOR of their 8-byte words, four independent
-// chains so it runs at load speed, not an add's latency): a kernel's third
-// stream, its multBy rows, in a copy roof of the same bytes. On the calling
-// host thread; the result goes to a sink so the loads are kept.
+// Reads n elements at p once (XOR of their bytes, 16 at a time in four
+// independent chains where SSE2 is there, else 8 at a time: it runs at load
+// speed, as a kernel's vector loads of multBy do, not an add's latency): a
+// kernel's third stream, its multBy rows, in a copy roof of the same bytes.
+// On the calling host thread; the result goes to a sink so the loads are kept.
 inline std::atomic<std::uint64_t> read_sink{0};
 template <class Scalar>
 inline void read_here(const Scalar* p, std::size_t n) {
@@ -53,6 +54,16 @@ inline void read_here(const Scalar* p, std::size_t n) {
   const std::size_t words = n * sizeof(Scalar) / 8;
   std::uint64_t acc[4] = {};
   std::size_t w = 0;
+#if CVEST_HAVE_STREAMING_STORES
+  __m128i v[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};
+  for (; w + 8 <= words; w += 8)
+    for (int k = 0; k < 4; ++k)
+      v[k] = _mm_xor_si128(v[k], _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 8 * w + 16 * std::size_t(k))));
+  const __m128i all = _mm_xor_si128(_mm_xor_si128(v[0], v[1]), _mm_xor_si128(v[2], v[3]));
+  std::uint64_t lanes[2];
+  std::memcpy(lanes, &all, sizeof lanes);
+  acc[0] = lanes[0] ^ lanes[1];
+#endif
   for (; w + 4 <= words; w += 4)
     for (int k = 0; k < 4; ++k) {
       std::uint64_t x;
@@ -73,7 +84,15 @@ inline void read_here(const Scalar* p, std::size_t n) {
 // its multBy rows (`rows`, m elements; none: a plain copy) read. Returns
 // seconds. Host spaces: every thread of `space` takes contiguous runs of
 // both, as the flat kernel does (run > 0: each copied in runs of that many
-// elements, copy_here); devices: a copy, then a read.
+// elements, copy_here): chunk c reads its share of multBy (c's part of m,
+// 16-byte bounds), then copies its run, as a kernel's chunk reads the multBy
+// of its elements. Where multBy goes is not neutral here: in runs of its own
+// (at the end of the range, or spread through it) the double copy ran
+// 0.88-0.91 of flat's speed at 8 x 10,000,000 and the float copy 1.03-1.06;
+// with each chunk's share the other way round (1.00-1.06, 0.91-0.93; three
+// runs each, the two builds taking turns). Not explained; either is a copy
+// of the row's bytes, and the roof takes the kind with the fastest median
+// (in float, flat's own walk). Devices: a copy, then a read.
 template <class ExecSpace, class Scalar>
 double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Index n, const Scalar* rows, Index m,
                      Stores stores, Index run = 0) {
@@ -82,16 +101,14 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
   space.fence();
   Kokkos::Timer timer;
   if constexpr (policy::on_host<ExecSpace>) {
-    const Index per = policy::flat_run_elements(sizeof(Scalar)), copy_chunks = (n + per - 1) / per,
-                read_chunks = (m + per - 1) / per;
-    Kokkos::parallel_for(label, policy::range(space, copy_chunks + read_chunks), [=](Index c) {
-      if (c < copy_chunks) {
-        const Index b = c * per, e = std::min(n, b + per);
-        copy_here(dst + b, src + b, std::size_t(e - b), stores, std::size_t(run), std::size_t(b));
-      } else {
-        const Index b = (c - copy_chunks) * per, e = std::min(m, b + per);
-        read_here(rows + b, std::size_t(e - b));
-      }
+    const Index per = policy::flat_run_elements(sizeof(Scalar)), chunks = std::max((n + per - 1) / per, Index(m > 0)),
+                align = Index(16 / sizeof(Scalar));
+    const auto share = [=](Index c) { return c >= chunks ? m : c * m / chunks / align * align; };
+    Kokkos::parallel_for(label, policy::range(space, chunks), [=](Index c) {
+      const Index r0 = share(c), r1 = share(c + 1);
+      if (r1 > r0) read_here(rows + r0, std::size_t(r1 - r0));
+      const Index b = c * per, e = std::min(n, b + per);
+      if (e > b) copy_here(dst + b, src + b, std::size_t(e - b), stores, std::size_t(run), std::size_t(b));
     });
   } else {
     Kokkos::parallel_for(label, policy::range(space, n), KOKKOS_LAMBDA(Index j) { dst[j] = src[j]; });
@@ -110,27 +127,23 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
 
 // The copy roof of flat on LayoutRight walked as flat walks it (host only):
 // `src` copied into `dst` piece by piece of `walk` (its tiles, its dates at
-// once), with streaming stores, and multBy's rows (m elements) read once. A
+// once), with streaming stores, and multBy's rows (`rows`) read where the
+// kernel takes them from memory: a run of a tile's first group of dates
+// reads its run of multBy (the later groups find it in the caches). A
 // kernel taking four dates at once keeps more lines in flight than a copy
 // walking one stream a thread; this copy does the same, so the kernel's
 // fraction measures its multiply, not its walk. Returns seconds.
 template <class ExecSpace, class Scalar>
 double copy_in_walk(ExecSpace const& space, Scalar* dst, const Scalar* src, const policy::FlatWalk& walk,
-                    const Scalar* rows, Index m) {
+                    const Scalar* rows) {
   static_assert(policy::on_host<ExecSpace>, "flat's walk is the host path");
   space.fence();
   Kokkos::Timer timer;
-  const Index per = policy::flat_run_elements(sizeof(Scalar)), copy_chunks = walk.chunks(),
-              read_chunks = (m + per - 1) / per;
-  Kokkos::parallel_for("cvest::roof::copy_in_walk", policy::range(space, copy_chunks + read_chunks), [=](Index c) {
-    if (c < copy_chunks) {
-      const policy::FlatWalk::Piece p = walk.piece(c);
-      streaming::rows_at_once<true>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride, streaming::Unit{});
-      streaming::fence_this_thread();
-    } else {
-      const Index b = (c - copy_chunks) * per, e = std::min(m, b + per);
-      read_here(rows + b, std::size_t(e - b));
-    }
+  Kokkos::parallel_for("cvest::roof::copy_in_walk", policy::range(space, walk.chunks()), [=](Index c) {
+    const policy::FlatWalk::Piece p = walk.piece(c);
+    if (p.first) read_here(rows + p.j, std::size_t(p.n));
+    streaming::rows_at_once<true>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride, streaming::Unit{});
+    streaming::fence_this_thread();
   });
   space.fence();
   return timer.seconds();

@@ -102,7 +102,7 @@ TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads m
   for (std::size_t j = 0; j < rows.size(); ++j) rows[j] = 1.0 + double(j) * 1e-3;  // words all different
   Kokkos::DefaultHostExecutionSpace space;
   const std::uint64_t before = roof::read_sink.load();
-  roof::copy_in_walk(space, dst, src, walk, reinterpret_cast<const Scalar*>(rows.data()), slice);
+  roof::copy_in_walk(space, dst, src, walk, reinterpret_cast<const Scalar*>(rows.data()));
   std::size_t wrong = 0;
   for (Index j = 0; j < cube; ++j) wrong += dst[j] != src[j];
   CHECK(wrong == 0);
