@@ -53,7 +53,7 @@ for r in $(seq "$rounds"); do
     case $what in
       read) read_in; t_read+=("$(since "$s")") ;;
       write) write_out; t_write+=("$(since "$s")") ;;
-      both) read_in & write_out; wait; t_both+=("$(since "$s")") ;;
+      both) read_in & rpid=$!; write_out || { kill "$rpid"; exit 1; }; wait "$rpid"; t_both+=("$(since "$s")") ;;
       true) "$build/cvest" run "$work/deck_true.toml" > "$work/run_true.txt" 2>&1; t_true+=("$(since "$s")")
             # checked once, after its first run (untimed): the next command removes it
             [ ${#t_true[@]} -gt 1 ] || "$build/cvest" verify "$work/cv.h5" --input "$in" >&2 ;;

@@ -166,6 +166,11 @@ std::string topology_text(const Topology& t) {
   };
   const auto level = [&](const char* name, const CacheLevel& c) {
     if (c.bytes == 0) return fmt::format("{} unknown", name);
+    // sysconf says no sharing, and inside a VM its L3 can be the host's
+    // (508 MiB on a 2-CPU Zen 5 VM with no sysfs cache entries): said so.
+    if (t.source == "sysconf" && &c == &t.l3)
+      return fmt::format("{} {} (sysconf: which CPUs share it unknown; in a VM it can be the host's)", name,
+                         size(c.bytes));
     if (c.sharing <= 1) return fmt::format("{} {} per CPU", name, size(c.bytes));
     return fmt::format("{} {} shared by {} CPUs ({} a thread)", name, size(c.bytes), c.sharing, size(c.share()));
   };

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -82,6 +83,41 @@ TEST_CASE("a roof pass copies its n elements and reads its m multBy elements, ex
 // with the multiply removed copies every element of the cube once and reads
 // multBy once. Arrays placed so that the walk takes 4 dates 1 apart, 4
 // dates 2 apart (one date left over) or one at a time.
+// The walk's pieces, as the kernel and the walk copy take them: every
+// element of the cube in exactly one piece's rows, and multBy's run of each
+// piece marked `first` (where the kernel reads it from memory) covering
+// multBy exactly once, whatever the grouping (4, 2 or 1 dates, dates left
+// over). Only addresses are looked at: no arrays.
+TEMPLATE_TEST_CASE("flat's walk: each element once, multBy read in each tile's first group only", "[roof][flat]", double,
+                   float) {
+  const std::size_t e = sizeof(TestType);
+  const auto [T, row_bytes] = GENERATE(std::pair<Index, std::size_t>{11, 4096 + 1024},
+                                       std::pair<Index, std::size_t>{9, 3 * 4096 + 512},
+                                       std::pair<Index, std::size_t>{7, 2 * 4096 + 2048},
+                                       std::pair<Index, std::size_t>{8, (std::size_t(2) << 20) + 1024},
+                                       std::pair<Index, std::size_t>{10, (std::size_t(3) << 20) + 2048},
+                                       std::pair<Index, std::size_t>{13, (std::size_t(5) << 20) + 512});
+  const Index slice = Index(row_bytes / e), cube = T * slice;
+  CAPTURE(e, T, slice);
+  const std::uintptr_t d_at = std::uintptr_t(1) << 30, cv_at = d_at + (std::size_t(cube) * e + 4095) / 4096 * 4096;
+  const policy::FlatWalk walk(T, slice, e, reinterpret_cast<const void*>(d_at), reinterpret_cast<const void*>(cv_at));
+  CAPTURE(walk.together.dates, walk.together.step, walk.tiles);
+  std::vector<unsigned char> element(std::size_t(cube), 0), multby(std::size_t(slice), 0);
+  for (Index c = 0; c < walk.chunks(); ++c) {
+    const policy::FlatWalk::Piece p = walk.piece(c);
+    if (p.n == 0) {
+      CHECK_FALSE(p.first);
+      continue;
+    }
+    for (int u = 0; u < p.dates; ++u)
+      for (Index j = 0; j < p.n; ++j) ++element[std::size_t(p.e + u * p.stride + j)];
+    if (p.first)
+      for (Index j = 0; j < p.n; ++j) ++multby[std::size_t(p.j + j)];
+  }
+  CHECK(std::count(element.begin(), element.end(), 1) == cube);
+  CHECK(std::count(multby.begin(), multby.end(), 1) == slice);
+}
+
 TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads multBy once", "[roof]", double, float) {
   using Scalar = TestType;
   const std::size_t e = sizeof(Scalar);

@@ -116,7 +116,12 @@ TEST_CASE("no sysfs: sysconf where it knows, else nothing, and said", "[topology
   CHECK(topology_text(without).find("cache sizes not readable") != std::string::npos);
   const Topology fallback = read_topology(empty.string(), {0, 1}, true);
   CHECK((fallback.source == "sysconf" || fallback.source == "none"));
-  if (fallback.source == "sysconf" && fallback.l3.bytes > 0) CHECK(fallback.l3.sharing == 2);  // taken as shared by all: the cautious share
+  if (fallback.source == "sysconf" && fallback.l3.bytes > 0) {
+    CHECK(fallback.l3.sharing == 2);  // taken as shared by all: the cautious share
+    // the text does not claim an L3 sharing it could not read (the L2 is taken as a core's)
+    CHECK(topology_text(fallback).find("which CPUs share it unknown") != std::string::npos);
+    CHECK(topology_text(fallback).find("shared by") == std::string::npos);
+  }
 }
 
 TEST_CASE("flat's tile: whole runs, at most the slice, at least one run", "[topology][flat]") {
