@@ -45,9 +45,9 @@ inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stor
 // Reads n elements at p once (XOR of their bytes, 16 at a time in four
 // independent chains where streaming stores are built (SSE2), else 8 at a
 // time: it runs at load speed, as a kernel's vector loads of multBy do, not
-// an add's latency): a
-// kernel's third stream, its multBy rows, in a copy roof of the same bytes.
-// On the calling host thread; the result goes to a sink so the loads are kept.
+// an add's latency): a kernel's third stream, its multBy rows, in a copy
+// roof of the same bytes. On the calling host thread; the result goes to a
+// sink so the loads are kept.
 inline std::atomic<std::uint64_t> read_sink{0};
 template <class Scalar>
 inline void read_here(const Scalar* p, std::size_t n) {

@@ -164,18 +164,21 @@ std::string topology_text(const Topology& t) {
     return bytes >= (std::size_t(1) << 20) && bytes % (std::size_t(1) << 20) == 0 ? fmt::format("{} MiB", bytes >> 20)
                                                                                    : fmt::format("{} KiB", bytes >> 10);
   };
-  const auto level = [&](const char* name, const CacheLevel& c) {
+  const auto level = [&](const char* name, const CacheLevel& c, bool sharing_read) {
     if (c.bytes == 0) return fmt::format("{} unknown", name);
-    // sysconf says no sharing, and inside a VM its L3 can be the host's
-    // (508 MiB on a 2-CPU Zen 5 VM with no sysfs cache entries): said so.
-    if (t.source == "sysconf" && &c == &t.l3)
+    if (!sharing_read)
       return fmt::format("{} {} (sysconf: which CPUs share it unknown; in a VM it can be the host's)", name,
                          size(c.bytes));
     if (c.sharing <= 1) return fmt::format("{} {} per CPU", name, size(c.bytes));
     return fmt::format("{} {} shared by {} CPUs ({} a thread)", name, size(c.bytes), c.sharing, size(c.share()));
   };
-  return fmt::format("{}; {}; {} CPU{}; {}", level("L2", t.l2), level("L3", t.l3), t.cpus.size(),
-                     t.cpus.size() == 1 ? "" : "s", t.source == "none" ? "cache sizes not readable" : t.source);
+  // sysconf says nothing of sharing, and inside a VM its L3 can be the
+  // host's (508 MiB on a 2-CPU Zen 5 VM with no sysfs cache entries); its
+  // L2 is taken as a core's, as the run length assumes.
+  const bool l3_sharing_read = t.source != "sysconf";
+  return fmt::format("{}; {}; {} CPU{}; {}", level("L2", t.l2, true), level("L3", t.l3, l3_sharing_read),
+                     t.cpus.size(), t.cpus.size() == 1 ? "" : "s",
+                     t.source == "none" ? "cache sizes not readable" : t.source);
 }
 
 }  // namespace cvest::policy

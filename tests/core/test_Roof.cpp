@@ -79,10 +79,6 @@ TEST_CASE("a roof pass copies its n elements and reads its m multBy elements, ex
   }
 }
 
-// LayoutRight's third roof: flat's own walk (its tiles, its dates at once)
-// with the multiply removed copies every element of the cube once and reads
-// multBy once. Arrays placed so that the walk takes 4 dates 1 apart, 4
-// dates 2 apart (one date left over) or one at a time.
 // The walk's pieces, as the kernel and the walk copy take them: every
 // element of the cube in exactly one piece's rows, and multBy's run of each
 // piece marked `first` (where the kernel reads it from memory) covering
@@ -118,6 +114,10 @@ TEMPLATE_TEST_CASE("flat's walk: each element once, multBy read in each tile's f
   CHECK(std::count(multby.begin(), multby.end(), 1) == slice);
 }
 
+// LayoutRight's third roof: flat's own walk (its tiles, its dates at once)
+// with the multiply removed copies every element of the cube once and reads
+// multBy once. Arrays placed so that the walk takes 4 dates 1 apart, 4
+// dates 2 apart (one date left over) or one at a time.
 TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads multBy once", "[roof]", double, float) {
   using Scalar = TestType;
   const std::size_t e = sizeof(Scalar);
