@@ -6,6 +6,9 @@
 #include "io/Publish.hpp"
 #include "io/TempFiles.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -90,8 +93,9 @@ int create_whole(const std::string& path, const std::string& text, const std::st
 }  // namespace
 
 Journal::Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
-                 const std::vector<Block>& done, std::size_t batch_bytes, double batch_seconds)
-    : path_(path), data_path_(data_path), batch_bytes_(batch_bytes), batch_seconds_(batch_seconds) {
+                 const std::vector<Block>& done, std::size_t batch_bytes, double batch_seconds, double sync_share)
+    : path_(path), data_path_(data_path), batch_bytes_(batch_bytes), batch_seconds_(batch_seconds),
+      sync_share_(sync_share) {
   std::string why;
   data_fd_ = open_own_file(data_path, O_WRONLY, why);
   if (data_fd_ < 0) throw IoError(path + ": cannot open the output " + data_path + " to sync it: it is " + why);
@@ -132,13 +136,19 @@ Journal::Journal(const std::string& path, const std::string& data_path, const Fi
 
 void Journal::start_syncer() {
   syncer_ = start_thread("the resume journal's thread", [this] {
+    using Clock = std::chrono::steady_clock;
     std::unique_lock lock(pending_m_);
+    const Clock::time_point started = Clock::now();
+    Clock::time_point paused_until = started;
+    const auto since = [&](Clock::time_point t) { return std::chrono::duration<double>(t - started).count(); };
     while (!stopping_) {  // a batch when it is full, or a second (batch_seconds) after the last
       wake_.wait_for(lock, std::chrono::duration<double>(batch_seconds_),
                      [&] { return stopping_ || pending_bytes_ >= batch_bytes_; });
       if (stopping_) break;
       if (pending_.empty()) continue;
+      if (wake_.wait_until(lock, paused_until, [&] { return stopping_; })) break;
       lock.unlock();
+      const Clock::time_point begin = Clock::now();
       try {
         sync();
       } catch (const std::exception& e) {
@@ -146,7 +156,13 @@ void Journal::start_syncer() {
         failed_ = e.what();
         break;
       }
+      const Clock::time_point end = Clock::now();
+      const double took = std::chrono::duration<double>(end - begin).count();
+      sync_seconds_.store(sync_seconds_.load() + took);
+      paused_until = end + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(pause_after(took, sync_share_)));
       lock.lock();
+      batch_times_.push_back({since(begin), since(end)});
     }
   });
 }
@@ -169,6 +185,16 @@ void Journal::close() {
   if (syncer_.joinable()) syncer_.join();
   const std::lock_guard lock(pending_m_);
   if (!failed_.empty()) throw IoError(failed_);
+}
+
+std::string Journal::text() const {
+  return fmt::format("journal: {} batch{} synced ({:.2f} s of syncs, paced to at most {:.0f}% of the time)", syncs(),
+                     syncs() == 1 ? "" : "es", sync_seconds(), 100 * std::min(1.0, sync_share_));
+}
+
+std::vector<Journal::Span> Journal::batch_times() const {
+  const std::lock_guard lock(pending_m_);
+  return batch_times_;
 }
 
 void Journal::written(const Block& block, std::size_t bytes) {

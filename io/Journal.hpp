@@ -8,8 +8,11 @@
 // no writer waits for a sync: written() notes a block whose pwrite
 // returned; every 256 MiB or second of them, that thread syncs the output
 // (fdatasync) and only then appends their records to the journal and syncs
-// it. A kill loses at most the blocks since the last batch, and those in
-// flight. A failed sync is reported by the next written() (and by close()),
+// it. Paced: a batch's syncs are followed by a pause so that syncing takes
+// at most sync_share of the time (each sync flushes the device: on a cold
+// 24 GB run written direct, back-to-back batches every ~0.35 s took 3-10 s
+// of 33 s; docs/robustness.md). A kill loses at most the blocks since the
+// last batch, and those in flight. A failed sync is reported by the next written() (and by close()),
 // never retried.
 // Records carry a checksum: a journal cut short (power loss) ends at its
 // last whole record, and one whose bytes are damaged ends before them; a
@@ -32,6 +35,13 @@
 
 namespace cvest::io {
 
+// The share of the time a journal's syncs may take: after a batch whose
+// syncs took S seconds, the next waits pause_after(S) = S x (1/share - 1).
+inline constexpr double journal_sync_share = 0.05;
+inline double pause_after(double sync_seconds, double share = journal_sync_share) {
+  return share >= 1 ? 0.0 : sync_seconds * (1 / share - 1);
+}
+
 // What must be the same for a journal to be resumed: named fields, so a
 // refusal can say which one changed.
 using Fingerprint = std::map<std::string, std::string>;
@@ -43,10 +53,11 @@ class Journal {
   // earlier run left on disk). Created exclusively at `path`.new and moved
   // to `path` without replacing anything: IoError where either name is taken.
   // `batch_bytes` and `batch_seconds`: a batch is synced when it is that
-  // large, or that long after the last (tests take other values).
+  // large, or that long after the last, and no sooner than pause_after(its
+  // syncs, `sync_share`) after them (tests take other values; 1: no pause).
   Journal(const std::string& path, const std::string& data_path, const Fingerprint& fingerprint,
           const std::vector<Block>& done = {}, std::size_t batch_bytes = std::size_t(256) << 20,
-          double batch_seconds = 1.0);
+          double batch_seconds = 1.0, double sync_share = journal_sync_share);
   ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
@@ -60,6 +71,15 @@ class Journal {
   void close();
   // How many batches were synced (a report says so).
   int syncs() const { return syncs_.load(); }
+  // The seconds its thread spent in those batches' syncs.
+  double sync_seconds() const { return sync_seconds_.load(); }
+  // "journal: N batches synced (S s of syncs, paced to at most P% of the time)".
+  std::string text() const;
+  // When each batch's syncs began and ended, seconds since the journal started.
+  struct Span {
+    double begin, end;
+  };
+  std::vector<Span> batch_times() const;
   // Its header's size: a journal smaller than it plus one record records no block.
   long long header_bytes() const { return header_bytes_; }
   static constexpr long long record_bytes = 40;  // one block's record
@@ -88,9 +108,10 @@ class Journal {
   std::string path_, data_path_;
   int fd_ = -1, data_fd_ = -1;
   std::size_t batch_bytes_;
-  double batch_seconds_;
+  double batch_seconds_, sync_share_;
   long long header_bytes_ = 0;
-  std::mutex pending_m_, append_m_;
+  mutable std::mutex pending_m_;
+  std::mutex append_m_;
   std::condition_variable wake_;
   std::vector<Block> pending_;
   std::size_t pending_bytes_ = 0;
@@ -99,6 +120,8 @@ class Journal {
   std::thread syncer_;
   void start_syncer();
   std::atomic<int> syncs_{0};  // read by other threads while the journal's thread counts
+  std::atomic<double> sync_seconds_{0};
+  std::vector<Span> batch_times_;  // under pending_m_
   long written_count_ = 0;        // blocks written() (under pending_m_)
   std::atomic<long> recorded_{0};  // blocks recorded and synced (a fault's message says so)
 };

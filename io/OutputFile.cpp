@@ -300,7 +300,7 @@ std::string compression_pays_text(const CodingStats& stats, const std::string& f
 
 std::string OutputFile::writes_text() const {
   if (sealed_) return "by a run that stopped before putting it in place";
-  if (raw_) return raw_->writer()->text();
+  if (raw_) return raw_->writer()->text() + (journal_ ? "; " + journal_->text() : std::string());
   if (!writes_text_.empty()) return writes_text_;
   if (spec_.compression.kind == Compression::none) return "through HDF5 (H5Dwrite)";
   const std::string coded = coding_stats_.text();

@@ -84,7 +84,7 @@ TEST_CASE("the journal syncs a batch when it is full, and a smaller one a while 
   // of syncs, however busy the disk.
   constexpr std::size_t batch = std::size_t(1) << 20, piece = batch / 4;
   constexpr double timer = 4.0;
-  Journal journal(path.string(), data.string(), {{"job", "cadence"}}, {}, batch, timer);
+  Journal journal(path.string(), data.string(), {{"job", "cadence"}}, {}, batch, timer, 1.0);  // not paced
   const auto wait_for_sync = [&](int after, double seconds) {
     const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (journal.syncs() <= after && std::chrono::steady_clock::now() < until)
@@ -111,4 +111,53 @@ TEST_CASE("the journal syncs a batch when it is full, and a smaller one a while 
   const auto blocks = Journal::read(path.string(), data.string(), {{"job", "cadence"}}, why);
   REQUIRE(blocks);
   CHECK(blocks->size() == 13);  // every block recorded, once
+}
+
+TEST_CASE("the journal pauses after a batch so that its syncs take at most their share of the time", "[io][journal]") {
+  CHECK(pause_after(0.5, 0.05) == Approx(9.5));
+  CHECK(pause_after(0.5, 0.25) == Approx(1.5));
+  CHECK(pause_after(0.5, 1.0) == 0.0);
+  CHECK(pause_after(0.0) == 0.0);
+  const fs::path data = scratch("paced.h5"), path = scratch("paced.journal");
+  fs::remove(path);
+  std::ofstream(data) << "data";
+  // Each batch's fdatasync writes back the 4 MiB written before it: syncs
+  // that take milliseconds, so the pauses (3x) are seen.
+  constexpr double share = 0.25;
+  constexpr std::size_t batch = std::size_t(1) << 20;
+  Journal journal(path.string(), data.string(), {{"job", "paced"}}, {}, batch, 4.0, share);
+  const int fd = ::open(data.c_str(), O_WRONLY);
+  REQUIRE(fd >= 0);
+  const std::string bytes(std::size_t(4) << 20, 'x');
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  Index written = 0;
+  for (off_t at = 0; std::chrono::steady_clock::now() < until; at += off_t(bytes.size()), ++written) {
+    REQUIRE(::pwrite(fd, bytes.data(), bytes.size(), at) == ssize_t(bytes.size()));
+    journal.written(Block{{0, 1}, {written, written + 1}}, batch);  // a full batch each: synced as soon as allowed
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::close(fd);
+  journal.close();
+  const auto times = journal.batch_times();
+  REQUIRE(times.size() >= 2);
+  CHECK(int(times.size()) == journal.syncs());
+  double synced = 0;
+  for (std::size_t b = 0; b < times.size(); ++b) {
+    synced += times[b].end - times[b].begin;
+    if (b > 0) {  // no batch before the pause after the one before it
+      INFO("batch " << b << " began " << times[b].begin << " s, the one before took " << times[b - 1].begin << "-"
+                    << times[b - 1].end << " s");
+      CHECK(times[b].begin >= times[b - 1].end + pause_after(times[b - 1].end - times[b - 1].begin, share) - 1e-6);
+    }
+  }
+  CHECK(journal.sync_seconds() == Approx(synced));
+  CHECK_THAT(journal.text(), Catch::StartsWith("journal: " + std::to_string(times.size()) + " batches synced ("));
+  CHECK_THAT(journal.text(), Catch::Contains("paced to at most 25% of the time"));
+  std::string why;
+  const auto blocks = Journal::read(path.string(), data.string(), {{"job", "paced"}}, why);
+  REQUIRE(blocks);
+  CHECK(blocks->size() >= times.size());  // each batch recorded its blocks; those after the last were not synced
+  CHECK(Index(blocks->size()) <= written);
+  fs::remove(path);
+  fs::remove(data);
 }
