@@ -188,8 +188,10 @@ void Journal::close() {
 }
 
 std::string Journal::text() const {
-  return fmt::format("journal: {} batch{} synced ({:.2f} s of syncs, paced to at most {:.0f}% of the time)", syncs(),
-                     syncs() == 1 ? "" : "es", sync_seconds(), 100 * std::min(1.0, sync_share_));
+  const bool paced = sync_share_ > 0 && sync_share_ < 1;
+  return fmt::format("journal: {} batch{} synced ({:.2f} s of syncs, {})", syncs(), syncs() == 1 ? "" : "es",
+                     sync_seconds(), paced ? fmt::format("paced to ~{:.0f}% of the time", 100 * sync_share_)
+                                           : std::string("not paced"));
 }
 
 std::vector<Journal::Span> Journal::batch_times() const {
@@ -201,6 +203,7 @@ void Journal::written(const Block& block, std::size_t bytes) {
   const std::lock_guard lock(pending_m_);
   if (!failed_.empty()) throw IoError(failed_);
   pending_.push_back(block);
+  const bool was_full = pending_bytes_ >= batch_bytes_;  // its thread was woken then (and may be pausing)
   pending_bytes_ += bytes;
   static const long kill_after = fault_value("kill_after_blocks");
   if (++written_count_ == kill_after) {
@@ -208,7 +211,7 @@ void Journal::written(const Block& block, std::size_t bytes) {
     std::fprintf(stderr, "cvest: fault: killed after %ld blocks written, %ld recorded\n", kill_after, recorded_.load());
     ::raise(SIGKILL);
   }
-  if (pending_bytes_ >= batch_bytes_) wake_.notify_one();
+  if (!was_full && pending_bytes_ >= batch_bytes_) wake_.notify_one();
 }
 
 void Journal::sync() {

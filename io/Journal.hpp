@@ -9,10 +9,10 @@
 // returned; every 256 MiB or second of them, that thread syncs the output
 // (fdatasync) and only then appends their records to the journal and syncs
 // it. Paced: a batch's syncs are followed by a pause so that syncing takes
-// at most sync_share of the time (each sync flushes the device: on a cold
-// 24 GB run written direct, back-to-back batches every ~0.35 s took 3-10 s
-// of 33 s; docs/robustness.md). A kill loses at most the blocks since the
-// last batch, and those in flight. A failed sync is reported by the next written() (and by close()),
+// about sync_share of the time, at most max_journal_pause (each sync
+// flushes the device: on a cold 24 GB run written direct, back-to-back
+// batches every ~0.35 s cost 2.9-10.8 s of 25-35 s; docs/benchmarks.md). A
+// kill loses at most the blocks since the last batch, and those in flight. A failed sync is reported by the next written() (and by close()),
 // never retried.
 // Records carry a checksum: a journal cut short (power loss) ends at its
 // last whole record, and one whose bytes are damaged ends before them; a
@@ -23,6 +23,7 @@
 // read (io/TempFiles.hpp: shared folders).
 #include "core/Plan.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -36,10 +37,14 @@
 namespace cvest::io {
 
 // The share of the time a journal's syncs may take: after a batch whose
-// syncs took S seconds, the next waits pause_after(S) = S x (1/share - 1).
+// syncs took S seconds, the next waits pause_after(S) = S x (1/share - 1),
+// at most max_journal_pause (a sync slowed by write-back must not leave a
+// kill to lose minutes of blocks); a share outside (0, 1): no pause.
 inline constexpr double journal_sync_share = 0.05;
+inline constexpr double max_journal_pause = 30.0;
 inline double pause_after(double sync_seconds, double share = journal_sync_share) {
-  return share >= 1 ? 0.0 : sync_seconds * (1 / share - 1);
+  if (!(share > 0 && share < 1)) return 0.0;
+  return std::min(max_journal_pause, sync_seconds * (1 / share - 1));
 }
 
 // What must be the same for a journal to be resumed: named fields, so a
@@ -73,7 +78,7 @@ class Journal {
   int syncs() const { return syncs_.load(); }
   // The seconds its thread spent in those batches' syncs.
   double sync_seconds() const { return sync_seconds_.load(); }
-  // "journal: N batches synced (S s of syncs, paced to at most P% of the time)".
+  // "journal: N batches synced (S s of syncs, paced to ~P% of the time)", or "not paced".
   std::string text() const;
   // When each batch's syncs began and ended, seconds since the journal started.
   struct Span {

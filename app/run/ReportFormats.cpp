@@ -106,9 +106,11 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
   if (rep.ranks > 1) print_ranks(rep, out);
   fmt::print(out, "\nblock: dates x ids per block (/ids: computed a tile of that many ids at a time, LayoutLeft in the "
                   "per-thread pipeline); a kernel call's bytes: its discount and multBy rows read, its cv written; "
-                  "roof: GB/s of the same bytes moved right after every other kernel call, on the thread(s) that ran "
-                  "it: its cv copied into its just-consumed discount buffer with the same stores, its multBy rows "
-                  "read; k.roof: the median over those calls of the kernel's GB/s over its own copy's (the median run), and its "
+                  "roof: GB/s of the same bytes copied with the kernel's stores, its multBy rows read, for every "
+                  "other block: a block computed where it was read (LayoutRight on the host) has its discount copied "
+                  "into its cv in the kernel's place, from the caches as the reads left them, paired with the kernel "
+                  "of the thread's block before; otherwise its cv into its consumed discount right after its kernel; "
+                  "k.roof: the median over those pairs of the kernel's GB/s over the copy's (the median run), and its "
                   "range over the job's runs\n");
   print_where_the_time_goes(rep, out);
   for (const auto& j : rep.jobs)

@@ -218,18 +218,27 @@ class Overlapped {
       const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(multby_of(b, *in), nb, K_),
                                               Cube<const Scalar, Layout, Mem>(discount_of(b, *in), tb, nb, K_),
                                               Cube<Scalar, Layout, Mem>(cv_of(b, *out), tb, nb, K_)};
+      const auto stores = io_.cv_at ? roof::Stores::streaming : roof::Stores::regular;  // as the kernel's (CvNext)
+      // The roof (PipelineStats::roof): a sampled block's discount copied
+      // into its cv in the kernel's place, paired with the block before's
+      // kernel (not sampled); a one-block plan's after its kernel, its cv
+      // into its consumed discount slot (not the caller's memory).
+      const bool sampled = roof_sampled(b, nblocks_), in_place = sampled && b > 0;
+      if (in_place) rec_.roof(kernel_bytes(b), last_kernel_s_ * kernel_bytes(b) / kernel_bytes(b - 1), [&] {
+        roof::copy_and_read(space, cv_of(b, *out), discount_of(b, *in), tb * nb * K_, multby_of(b, *in), nb * K_,
+                            stores);
+      });
       const double kernel_begin = rec_.now();
       // A slot is written to the file next, in-place memory is the result.
       multiply(options_.strategy, space, ops, io_.cv_at ? CvNext::memory : CvNext::cache);
       space.fence();
       const double kernel_end = rec_.now();
       rec_.span(b, Phase::kernel, kernel_bytes(b), kernel_begin, kernel_end);
-      // The roof: this block's cv copied into its discount slot, which the
-      // kernel has consumed (not where the discount is the caller's memory).
-      if (roof_sampled(b, nblocks_) && !io_.discount_at) {
+      last_kernel_s_ = kernel_end - kernel_begin;
+      if (sampled && !in_place && !io_.discount_at) {
         rec_.roof(kernel_bytes(b), kernel_end - kernel_begin, [&] {
           roof::copy_and_read(space, const_cast<Scalar*>(discount_of(b, *in)), cv_of(b, *out), tb * nb * K_,
-                              multby_of(b, *in), nb * K_, io_.cv_at ? roof::Stores::streaming : roof::Stores::regular);
+                              multby_of(b, *in), nb * K_, stores);
         });
       }
       in_free_.push(*in);
@@ -359,6 +368,7 @@ class Overlapped {
   const int nblocks_;
   const Index K_;
   const bool direct_;
+  double last_kernel_s_ = 0;  // the direct path's last kernel call (a sampled block's roof pairs with it)
   Buffers buf_;
   PipelineStats stats_;
   Recorder rec_{stats_};  // the run's clock: from here

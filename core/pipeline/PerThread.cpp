@@ -123,6 +123,10 @@ class PerThread {
   struct Buffers {
     Flat d, cv, m, d_compute, cv_compute, m_compute;
     Index m_ids = -1, m_compute_ids = -1;
+    // The kernel call of this thread's last block, where no roof preceded
+    // it: the pair of its next block's roof (PipelineStats::roof).
+    bool fresh = false;
+    double fresh_s = 0, fresh_bytes = 0;
   };
 
   void allocate() {
@@ -195,8 +199,19 @@ class PerThread {
     const Block& blk = plan_.blocks[b];
     const Index tb = blk.dates.size(), nb = blk.ids.size();
     const double kernel_bytes = block_kernel_bytes(blk, K_, esize);
+    const std::size_t n = std::size_t(tb * nb * K_);
+    const auto stores = io_.cv_at ? roof::Stores::streaming : roof::Stores::regular;  // as the kernel's (CvNext)
     rec_.nothing(b, Phase::h2d);
     launch([&] {
+      // The roof (PipelineStats::roof): after a fresh call, this block's
+      // discount copied into its cv in the kernel's place. With fewer than
+      // two blocks a thread (a thread may take one), a sampled block's
+      // (roof_sampled) after its kernel, its cv into its consumed discount.
+      const bool few = nblocks_ < 2 * threads_, in_place = !few && buf.fresh;
+      if (in_place) rec_.roof(kernel_bytes, buf.fresh_s * kernel_bytes / buf.fresh_bytes, [&] {
+        roof::copy_here(cv, d, n, stores);
+        roof::read_here(m, std::size_t(nb * K_));
+      });
       const double kernel_begin = rec_.now();
       multiply(options_.strategy, Space(),
                Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K_),
@@ -205,12 +220,12 @@ class PerThread {
                io_.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
       const double kernel_end = rec_.now();
       rec_.span(b, Phase::kernel, kernel_bytes, kernel_begin, kernel_end);
-      // The roof: the block's cv copied into its discount buffer, which the
-      // kernel has consumed (own buffers only).
-      if (roof_sampled(b, nblocks_) && !io_.discount_at)
+      buf.fresh = !in_place;
+      buf.fresh_s = kernel_end - kernel_begin;
+      buf.fresh_bytes = kernel_bytes;
+      if (few && roof_sampled(b, nblocks_) && !io_.discount_at)
         rec_.roof(kernel_bytes, kernel_end - kernel_begin, [&] {
-          roof::copy_here(buf.d.data(), cv, std::size_t(tb * nb * K_),
-                          io_.cv_at ? roof::Stores::streaming : roof::Stores::regular);
+          roof::copy_here(buf.d.data(), cv, n, stores);
           roof::read_here(m, std::size_t(nb * K_));
         });
     });

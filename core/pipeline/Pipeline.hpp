@@ -129,11 +129,23 @@ struct PipelineStats {
   double bytes[phase_count] = {};    // bytes moved per phase
   double total_s = 0;                // wall time
   std::vector<PhaseSpan> timeline;
-  // The copy roof, measured in the run on the kernels' own buffers: right
-  // after a sampled block's kernel call (roof_sampled), on the thread(s)
-  // that ran it, the call's cv copied into its (consumed) discount buffer
-  // with the stores the kernel used, the same bytes (block_kernel_bytes).
-  // Not part of any phase; the wall time includes it.
+  // The copy roof, measured in the run on the kernels' own buffers: the
+  // same bytes as the kernel call it is paired with (block_kernel_bytes),
+  // copied with the stores the kernel used, multBy's rows read; on the
+  // thread(s) that ran the call. Not part of any phase; the wall time
+  // includes it. Where a block is computed where it was read (host
+  // LayoutRight), every other block a thread takes has its discount copied
+  // into its cv in the kernel's place, before the kernel (which then
+  // overwrites it): from the caches as the reads left them, as the kernel
+  // of the thread's block before found them, which is its pair (kernel_s:
+  // that call's seconds, scaled to these bytes). Copied after the kernel
+  // instead, in buffers the kernel had just pulled into the caches, the
+  // copy ran 2-3x the kernel's speed (k.roof 0.30-0.46 on one-date blocks);
+  // paired with another thread's call, 0.88-1.66 (the threads' reads and
+  // writes share the memory unevenly; docs/benchmarks.md). Elsewhere (a
+  // tile or compute set that a transpose or a copy in has just filled; a
+  // plan of fewer than two blocks a thread) the copy follows the sampled
+  // call (roof_sampled): its cv into its consumed discount.
   struct RoofCall {
     double bytes, kernel_s, copy_s;
   };

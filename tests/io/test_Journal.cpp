@@ -117,24 +117,29 @@ TEST_CASE("the journal pauses after a batch so that its syncs take at most their
   CHECK(pause_after(0.5, 0.05) == Approx(9.5));
   CHECK(pause_after(0.5, 0.25) == Approx(1.5));
   CHECK(pause_after(0.5, 1.0) == 0.0);
+  CHECK(pause_after(0.5, 0.0) == 0.0);  // no share: no pause (never a division by zero)
   CHECK(pause_after(0.0) == 0.0);
+  CHECK(pause_after(100.0) == max_journal_pause);
   const fs::path data = scratch("paced.h5"), path = scratch("paced.journal");
   fs::remove(path);
   std::ofstream(data) << "data";
-  // Each batch's fdatasync writes back the 4 MiB written before it: syncs
-  // that take milliseconds, so the pauses (3x) are seen.
+  // The same 4 MiB rewritten before each block: each batch's fdatasync
+  // writes some of it back, so syncs take milliseconds on a disk and the
+  // pauses (3x) are longer than the writer's steps (on tmpfs they are not,
+  // and the check below holds however the batches fall).
   constexpr double share = 0.25;
   constexpr std::size_t batch = std::size_t(1) << 20;
   Journal journal(path.string(), data.string(), {{"job", "paced"}}, {}, batch, 4.0, share);
   const int fd = ::open(data.c_str(), O_WRONLY);
   REQUIRE(fd >= 0);
   const std::string bytes(std::size_t(4) << 20, 'x');
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   Index written = 0;
-  for (off_t at = 0; std::chrono::steady_clock::now() < until; at += off_t(bytes.size()), ++written) {
-    REQUIRE(::pwrite(fd, bytes.data(), bytes.size(), at) == ssize_t(bytes.size()));
+  while (journal.syncs() < 4 && std::chrono::steady_clock::now() < until) {
+    REQUIRE(::pwrite(fd, bytes.data(), bytes.size(), 0) == ssize_t(bytes.size()));
     journal.written(Block{{0, 1}, {written, written + 1}}, batch);  // a full batch each: synced as soon as allowed
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ++written;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ::close(fd);
   journal.close();
@@ -152,7 +157,7 @@ TEST_CASE("the journal pauses after a batch so that its syncs take at most their
   }
   CHECK(journal.sync_seconds() == Approx(synced));
   CHECK_THAT(journal.text(), Catch::StartsWith("journal: " + std::to_string(times.size()) + " batches synced ("));
-  CHECK_THAT(journal.text(), Catch::Contains("paced to at most 25% of the time"));
+  CHECK_THAT(journal.text(), Catch::Contains("paced to ~25% of the time"));
   std::string why;
   const auto blocks = Journal::read(path.string(), data.string(), {{"job", "paced"}}, why);
   REQUIRE(blocks);
