@@ -158,7 +158,6 @@ void Journal::start_syncer() {
       }
       const Clock::time_point end = Clock::now();
       const double took = std::chrono::duration<double>(end - begin).count();
-      sync_seconds_.store(sync_seconds_.load() + took);
       paused_until = end + std::chrono::duration_cast<Clock::duration>(
                                std::chrono::duration<double>(pause_after(took, sync_share_)));
       lock.lock();
@@ -192,6 +191,13 @@ std::string Journal::text() const {
   return fmt::format("journal: {} batch{} synced ({:.2f} s of syncs, {})", syncs(), syncs() == 1 ? "" : "es",
                      sync_seconds(), paced ? fmt::format("paced to ~{:.0f}% of the time", 100 * sync_share_)
                                            : std::string("not paced"));
+}
+
+double Journal::sync_seconds() const {
+  const std::lock_guard lock(pending_m_);
+  double seconds = 0;
+  for (const Span& s : batch_times_) seconds += s.end - s.begin;
+  return seconds;
 }
 
 std::vector<Journal::Span> Journal::batch_times() const {

@@ -12,8 +12,9 @@
 // about sync_share of the time, at most max_journal_pause (each sync
 // flushes the device: on a cold 24 GB run written direct, back-to-back
 // batches every ~0.35 s cost 2.9-10.8 s of 25-35 s; docs/benchmarks.md). A
-// kill loses at most the blocks since the last batch, and those in flight. A failed sync is reported by the next written() (and by close()),
-// never retried.
+// kill loses at most the blocks since the last batch, and those in flight.
+// A failed sync is reported by the next written() (and by close()), never
+// retried.
 // Records carry a checksum: a journal cut short (power loss) ends at its
 // last whole record, and one whose bytes are damaged ends before them; a
 // block not recorded is simply written again.
@@ -76,8 +77,8 @@ class Journal {
   void close();
   // How many batches were synced (a report says so).
   int syncs() const { return syncs_.load(); }
-  // The seconds its thread spent in those batches' syncs.
-  double sync_seconds() const { return sync_seconds_.load(); }
+  // The seconds its thread spent in those batches' syncs (batch_times).
+  double sync_seconds() const;
   // "journal: N batches synced (S s of syncs, paced to ~P% of the time)", or "not paced".
   std::string text() const;
   // When each batch's syncs began and ended, seconds since the journal started.
@@ -125,7 +126,6 @@ class Journal {
   std::thread syncer_;
   void start_syncer();
   std::atomic<int> syncs_{0};  // read by other threads while the journal's thread counts
-  std::atomic<double> sync_seconds_{0};
   std::vector<Span> batch_times_;  // under pending_m_
   long written_count_ = 0;        // blocks written() (under pending_m_)
   std::atomic<long> recorded_{0};  // blocks recorded and synced (a fault's message says so)
