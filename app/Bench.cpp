@@ -43,11 +43,11 @@ Operands<Scalar, Layout, Mem> make_operands(Space const& space, Index T, Index N
   // First touch by the same policy shape the kernels use.
   Kokkos::parallel_for("cvest::bench::fill_multBy", Kokkos::MDRangePolicy<Space, Kokkos::Rank<2>>(space, {0, 0}, {N, K}),
                        KOKKOS_LAMBDA(Index i, Index k) { m(i, k) = multby_value<Scalar>(i, k); });
-  Kokkos::parallel_for("cvest::bench::fill_discount", policy::cube_elements<Space, Layout>(space, T, N, K),
-                       KOKKOS_LAMBDA(Index t, Index i, Index k) {
-                         d(t, i, k) = discount_value<Scalar>(t, i, k);
-                         cv(t, i, k) = Scalar(0);
-                       });
+  policy::for_cube_elements<Space, Layout>("cvest::bench::fill_discount", space, T, N, K,
+                                           KOKKOS_LAMBDA(Index t, Index i, Index k) {
+                                             d(t, i, k) = discount_value<Scalar>(t, i, k);
+                                             cv(t, i, k) = Scalar(0);
+                                           });
   space.fence();
   return {m, d, cv};
 }

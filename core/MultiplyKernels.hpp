@@ -281,8 +281,7 @@ void multiply(Strategy strategy, ExecSpace const& space,
       Kokkos::parallel_for(label, policy::range(space, N), PerId<Scalar, Layout, MemSpace>(ops));
       break;
     case Strategy::elementwise:
-      Kokkos::parallel_for(label, policy::cube_elements<ExecSpace, Layout>(space, T, N, K),
-                           Elementwise<Scalar, Layout, MemSpace>(ops));
+      policy::for_cube_elements<ExecSpace, Layout>(label, space, T, N, K, Elementwise<Scalar, Layout, MemSpace>(ops));
       break;
     case Strategy::flat: {
       const Index total = T * N * K;
@@ -317,6 +316,7 @@ void multiply(Strategy strategy, ExecSpace const& space,
       Kokkos::Profiling::popRegion();
       break;
   }
+  policy::check_launched<ExecSpace>(label);
 }
 
 template <class ExecSpace>

@@ -230,8 +230,8 @@ void transpose(Space const& space, const From& from, const To& to, const char* l
     else
       transpose_host<false>(space, to.data(), N * K, in, T, N, K, label);
   } else {
-    Kokkos::parallel_for(label, policy::cube_elements<Space, Layout>(space, T, N, K),
-                         KOKKOS_LAMBDA(Index t, Index i, Index k) { to(t, i, k) = from(t, i, k); });
+    policy::for_cube_elements<Space, Layout>(label, space, T, N, K,
+                                             KOKKOS_LAMBDA(Index t, Index i, Index k) { to(t, i, k) = from(t, i, k); });
   }
 }
 

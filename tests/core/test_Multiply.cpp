@@ -3,6 +3,7 @@
 // tolerance is allowed.
 #include "core/FlatRun.hpp"
 #include "core/Multiply.hpp"
+#include "core/Policies.hpp"
 #include "core/Spaces.hpp"
 #include "core/StreamingStores.hpp"
 
@@ -10,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -238,6 +240,33 @@ TEST_CASE("zero-length cubes are a no-op for every strategy", "[multiply]") {
   Cube<float, Kokkos::LayoutLeft, Mem> d("d", 3, 0, 5), cv("cv", 3, 0, 5);
   for (const auto& entry : strategy_table)
     CHECK_NOTHROW(multiply(entry.id, ExecSpace(), Operands<float, Kokkos::LayoutLeft, Mem>{m, d, cv}));
+}
+
+// A device launch over the cube is cut into slabs whose grids fit in every
+// dimension (Kokkos 3.4 launched none past 65,535 blocks in y or z, and said
+// nothing): checked on the host, for the shapes users run and the extremes.
+TEMPLATE_TEST_CASE("device launches over a cube are cut into slabs whose grids fit", "[multiply]", Kokkos::LayoutRight,
+                   Kokkos::LayoutLeft) {
+  const auto blocks = [](Index extent, Index tile) { return (extent + tile - 1) / tile; };
+  for (const auto& [T, N, K] : {std::tuple<Index, Index, Index>{100, 4000, 5}, {100, 1000000, 5}, {200, 10000000, 5},
+                                {8, 10000000, 5}, {1, 1, 1}, {3, 7, 40}, {100000, 3, 2}, {5, 200000000, 1}}) {
+    CAPTURE(T, N, K);
+    const policy::DeviceSlabs s = policy::device_slabs<TestType>(T, K);
+    CHECK(s.tile[0] * s.tile[1] * s.tile[2] <= 1024);  // threads a block
+    CHECK(s.tile[2] <= 64);                              // a block's z extent
+    Index slabs = 0, elements = 0;
+    for (Index t0 = 0; t0 < T; t0 += s.dates)
+      for (Index i0 = 0; i0 < N; i0 += s.ids) {
+        const Index dates = std::min(T, t0 + s.dates) - t0, ids = std::min(N, i0 + s.ids) - i0;
+        CHECK(blocks(dates, s.tile[0]) <= policy::DeviceSlabs::max_grid);
+        CHECK(blocks(ids, s.tile[1]) <= policy::DeviceSlabs::max_grid);
+        CHECK(blocks(K, s.tile[2]) <= policy::DeviceSlabs::max_grid);
+        elements += dates * ids * K;
+        ++slabs;
+      }
+    CHECK(elements == T * N * K);  // every element once
+    CHECK(slabs <= 1 + (T / s.dates + 1) * (N / s.ids + 1));
+  }
 }
 
 // The device path of `flat` (plain stores, one element per index, a division

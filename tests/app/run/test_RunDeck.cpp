@@ -80,7 +80,9 @@ csv = "report.csv"
   std::ostringstream table;
   print_run_table(report, table);
   CHECK(table.str().find("the fastest job, busy seconds): read ") != std::string::npos);
-  CHECK(table.str().find("% of it, so a faster kernel could save at most that") != std::string::npos);
+  // (a device build names the host-device copies' share between the two)
+  CHECK(table.str().find("% of it") != std::string::npos);
+  CHECK(table.str().find(", so a faster kernel could save at most that") != std::string::npos);
   // an existing output is refused without overwrite
   CHECK_THROWS_WITH(run_deck(deck, progress), Catch::Contains("output exists"));
 }
