@@ -20,6 +20,8 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
   mine.push_back(job.resumed_blocks);
   mine.push_back(job.kernel_roof_fraction);
   mine.push_back(job.roof_GBps);
+  mine.push_back(job.stats.kernel_after_roof_s);
+  mine.push_back(job.stats.kernel_after_roof_bytes);
   const auto all = ranks.gather(mine);
   if (!ranks.root()) return;
   job.resumed_blocks = 0;
@@ -36,6 +38,8 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
     job.resumed_blocks += int(r[2 * phase_count + 3]);
     fractions.push_back(r[2 * phase_count + 4]);
     roofs.push_back(r[2 * phase_count + 5]);
+    together.kernel_after_roof_s += r[2 * phase_count + 6];
+    together.kernel_after_roof_bytes += r[2 * phase_count + 7];
     for (int p = 0; p < phase_count; ++p) together.seconds[p] += rs.seconds[p], together.bytes[p] += rs.bytes[p];
     together.total_s = std::max(together.total_s, rs.total_s);
     job.per_rank.push_back(rs);

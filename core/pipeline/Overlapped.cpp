@@ -234,6 +234,7 @@ class Overlapped {
       space.fence();
       const double kernel_end = rec_.now();
       rec_.span(b, Phase::kernel, kernel_bytes(b), kernel_begin, kernel_end);
+      if (in_place) rec_.after_roof(kernel_end - kernel_begin, kernel_bytes(b));
       last_kernel_s_ = kernel_end - kernel_begin;
       if (sampled && !in_place && !io_.discount_at) {
         rec_.roof(kernel_bytes(b), kernel_end - kernel_begin, [&] {

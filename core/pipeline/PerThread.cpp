@@ -220,6 +220,7 @@ class PerThread {
                io_.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
       const double kernel_end = rec_.now();
       rec_.span(b, Phase::kernel, kernel_bytes, kernel_begin, kernel_end);
+      if (in_place) rec_.after_roof(kernel_end - kernel_begin, kernel_bytes);
       buf.fresh = !in_place;
       buf.fresh_s = kernel_end - kernel_begin;
       buf.fresh_bytes = kernel_bytes;

@@ -27,6 +27,13 @@ double PipelineStats::kernel_roof_fraction() const {
   return roof::median(std::move(ratios));
 }
 
+double PipelineStats::kernel_seconds_unwarmed() const {
+  const double all_s = seconds[int(Phase::kernel)], all_bytes = bytes[int(Phase::kernel)];
+  const double rest_s = all_s - kernel_after_roof_s, rest_bytes = all_bytes - kernel_after_roof_bytes;
+  if (kernel_after_roof_bytes <= 0 || rest_bytes <= 0 || rest_s <= 0) return all_s;
+  return rest_s / rest_bytes * all_bytes;
+}
+
 double PipelineStats::roof_GBps() const {
   std::vector<double> rates;
   for (const RoofCall& c : roof)

@@ -43,6 +43,13 @@ class Recorder {
     stats_.bytes[int(phase)] += bytes;
     stats_.timeline.push_back({block, phase, begin, end});
   }
+  // A kernel call that ran right after a roof copy of its block
+  // (PipelineStats::kernel_after_roof_s); its span is recorded as usual.
+  void after_roof(double seconds, double bytes) {
+    std::lock_guard lock(m_);
+    stats_.kernel_after_roof_s += seconds;
+    stats_.kernel_after_roof_bytes += bytes;
+  }
   // The copy roof of a sampled kernel call (roof_sampled) of `bytes` that
   // took kernel_s, timed by `copy`.
   template <class F>

@@ -409,6 +409,19 @@ TEST_CASE("the per-thread pipeline refuses what it cannot run", "[pipeline][per_
   CHECK_THROWS_AS((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), std::invalid_argument);
 }
 
+TEST_CASE("the kernel's busy seconds without the roof's warming: the other calls' speed over all its bytes",
+          "[pipeline][roof]") {
+  PipelineStats s;
+  s.seconds[int(Phase::kernel)] = 3.0;
+  s.bytes[int(Phase::kernel)] = 400;
+  CHECK(s.kernel_seconds_unwarmed() == 3.0);  // none warmed
+  s.kernel_after_roof_s = 1.0;                 // half the bytes in 1 s, the other half in 2 s
+  s.kernel_after_roof_bytes = 200;
+  CHECK(s.kernel_seconds_unwarmed() == Approx(4.0));
+  s.kernel_after_roof_bytes = 400;  // every call warmed: no speed to count them at
+  CHECK(s.kernel_seconds_unwarmed() == 3.0);
+}
+
 TEST_CASE("the roof's copies count the kernel's bytes, call for call, in every pipeline, layout and block shape",
           "[pipeline][roof]") {
   // Not a timing: which calls were copied, and that both sides count the
@@ -452,6 +465,14 @@ TEST_CASE("the roof's copies count the kernel's bytes, call for call, in every p
       CHECK(call.copy_s > 0);
     }
     const std::size_t used = std::size_t(std::min(threads, n));
+    // The kernel calls a roof copy warmed (the copy in the kernel's place:
+    // host LayoutRight computed where read) carry the copies' bytes; none
+    // elsewhere.
+    const bool in_place = right && policy::on_host<ExecSpace> && !force_staging &&
+                          (threads > 0 ? std::size_t(n) >= 2 * used : n > 1);
+    CHECK(stats.kernel_after_roof_bytes == (in_place ? roof_bytes : 0.0));
+    CHECK((stats.kernel_after_roof_s > 0) == in_place);
+    CHECK(stats.kernel_seconds_unwarmed() > 0);
     if (threads > 0 && right && std::size_t(n) >= 2 * used) {
       // Every other block each thread takes (which blocks a thread takes is
       // not fixed): a thread of k blocks copies k / 2 of them, each with a
