@@ -259,6 +259,7 @@ void multiply(Strategy strategy, ExecSpace const& space,
   constexpr bool stream = streaming::used_on<ExecSpace>();
   const bool streams_here = writes_streaming<ExecSpace>(strategy, layout_kind<Layout>(), T, N, K, sizeof(Scalar), next);
   const std::string label = "cvest::kernel::" + std::string(to_string(strategy));
+  policy::clear_launch_errors<ExecSpace>();
 
   switch (strategy) {
     case Strategy::one_worker:

@@ -64,8 +64,16 @@ CubeMDRange<ExecSpace, Layout> cube_elements(ExecSpace const& space, Index T, In
 
 // Kokkos 3.4 does not check a Cuda launch in a release build: a launch the
 // device refused computed nothing and said nothing (elementwise read
-// 600x a copy of its bytes on an H200). Throws on any Cuda error since the
-// last check on this thread; nothing elsewhere.
+// 600x a copy of its bytes on an H200). clear_launch_errors() before the
+// launches drops an error left by an earlier call that was not about them;
+// check_launched() after them throws on any Cuda error since. Nothing on
+// other spaces.
+template <class ExecSpace>
+void clear_launch_errors() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) (void)cudaGetLastError();
+#endif
+}
 template <class ExecSpace>
 void check_launched(const std::string& label) {
 #ifdef KOKKOS_ENABLE_CUDA
@@ -81,15 +89,16 @@ void check_launched(const std::string& label) {
 // How a device launch over the (T, N, K) cube is cut. A grid has at most
 // 65,535 blocks in its second and third dimensions, and Kokkos 3.4 sized a
 // rank-3 MDRange's grid past that (100 x 1,000,000 x 5 failed to launch on
-// an H200); so each launch covers a slab of at most `dates` x `ids`, in
-// tiles of tile[0] dates x tile[1] ids x tile[2] columns: LayoutRight an
-// id's K columns (up to 16) by ~256 / K ids, LayoutLeft 32 dates by 8 ids
-// (the fastest index across neighbouring threads, whichever of the two
-// Kokkos maps to x).
+// an H200: 3.4 maps dates to x, ids to y, columns to z); so each launch
+// covers a slab of at most slab[0] dates x slab[1] ids x slab[2] columns, in
+// tiles of tile[0] x tile[1] x tile[2]: LayoutRight an id's K columns (up to
+// 16) by ~256 / K ids, LayoutLeft up to 32 dates by enough ids for ~256
+// threads (the contiguous index across neighbouring threads wherever Kokkos
+// maps it to x; 3.4 maps dates there).
 struct DeviceSlabs {
   static constexpr Index max_grid = 65535;
   Index tile[3] = {1, 1, 1};
-  Index dates = 0, ids = 0;
+  Index slab[3] = {0, 0, 0};
 };
 template <class Layout>
 DeviceSlabs device_slabs(Index T, Index K) {
@@ -99,11 +108,24 @@ DeviceSlabs device_slabs(Index T, Index K) {
     s.tile[1] = std::max<Index>(1, 256 / s.tile[2]);
   } else {
     s.tile[0] = std::clamp<Index>(T, 1, 32);
-    s.tile[1] = 8;
+    s.tile[1] = std::max<Index>(8, 256 / s.tile[0]);
   }
-  s.dates = DeviceSlabs::max_grid * s.tile[0];
-  s.ids = DeviceSlabs::max_grid * s.tile[1];
+  for (int d = 0; d < 3; ++d) s.slab[d] = DeviceSlabs::max_grid * s.tile[d];
   return s;
+}
+
+// f(lower, upper) for each slab of the (T, N, K) cube, in order.
+template <class F>
+void for_each_slab(const DeviceSlabs& s, Index T, Index N, Index K, F&& f) {
+  const Index extent[3] = {T, N, K};
+  for (Index t0 = 0; t0 < T; t0 += s.slab[0])
+    for (Index i0 = 0; i0 < N; i0 += s.slab[1])
+      for (Index k0 = 0; k0 < K; k0 += s.slab[2]) {
+        const Index lower[3] = {t0, i0, k0};
+        Index upper[3];
+        for (int d = 0; d < 3; ++d) upper[d] = std::min(extent[d], lower[d] + s.slab[d]);
+        f(lower, upper);
+      }
 }
 
 // f(t, i, k) for every element of the (T, N, K) cube: on the host one
@@ -115,12 +137,13 @@ void for_cube_elements(const std::string& label, ExecSpace const& space, Index T
   } else {
     using Policy = CubeMDRange<ExecSpace, Layout>;
     const DeviceSlabs s = device_slabs<Layout>(T, K);
-    for (Index t0 = 0; t0 < T; t0 += s.dates)
-      for (Index i0 = 0; i0 < N; i0 += s.ids)
-        Kokkos::parallel_for(label,
-                             Policy(space, {t0, i0, 0}, {std::min(T, t0 + s.dates), std::min(N, i0 + s.ids), K},
-                                    typename Policy::tile_type{s.tile[0], s.tile[1], s.tile[2]}),
-                             f);
+    clear_launch_errors<ExecSpace>();
+    for_each_slab(s, T, N, K, [&](const Index* lower, const Index* upper) {
+      Kokkos::parallel_for(label,
+                           Policy(space, {lower[0], lower[1], lower[2]}, {upper[0], upper[1], upper[2]},
+                                  typename Policy::tile_type{s.tile[0], s.tile[1], s.tile[2]}),
+                           f);
+    });
     check_launched<ExecSpace>(label);
   }
 }

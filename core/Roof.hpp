@@ -113,18 +113,26 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
       if (e > b) copy_here(dst + b, src + b, std::size_t(e - b), stores, std::size_t(run), std::size_t(b));
     });
   } else {
-    // One launch, as the kernel's: item j copies element j and reads multBy's
-    // element j (j < m), kept by a compare with a key the compiler cannot
-    // know (from an address) whose store never runs in practice (it would
-    // only touch the copy's destination). No reducer: Kokkos 3.4's BOr
-    // reduce jumped to a null host function on an H200, and a second launch
-    // cost a small call 15-20% of its time.
-    using Word = std::conditional_t<sizeof(Scalar) == 8, unsigned long long, unsigned int>;
+    // One launch, as the kernel's: item j copies element j and reads
+    // multBy's 8-byte word j, kept by a compare with a key the compiler
+    // cannot know (from an address) whose store never runs in practice
+    // (a 64-bit match, 2^-64 a word; it would only touch the copy's
+    // destination); an odd float count's last element (or, where the rows
+    // are not 8-byte aligned, every element) is read as itself.
+    // No reducer: Kokkos 3.4's BOr reduce jumped to a null host function
+    // on an H200, and a second launch cost a small call 15-20% of its time.
+    using Word = unsigned long long;
     const auto* words = reinterpret_cast<const Word*>(rows);
-    const Word key = Word(reinterpret_cast<std::uintptr_t>(dst) ^ std::uintptr_t(0x9E3779B97F4A7C15ull));
-    Kokkos::parallel_for(label, policy::range(space, std::max(n, m)), KOKKOS_LAMBDA(Index j) {
+    const bool aligned = reinterpret_cast<std::uintptr_t>(rows) % alignof(Word) == 0;
+    // words [0, mw), then elements [s0, m) as themselves: at most one where aligned
+    const Index mw = aligned ? m * Index(sizeof(Scalar)) / Index(sizeof(Word)) : 0,
+                s0 = mw * Index(sizeof(Word)) / Index(sizeof(Scalar)), ms = m - s0;
+    const Word key = Word(reinterpret_cast<std::uintptr_t>(dst)) ^ Word(0x9E3779B97F4A7C15ull);
+    const Scalar scalar_key = -(Scalar(std::uintptr_t(dst) % 1000003) + Scalar(0.5));
+    policy::clear_launch_errors<ExecSpace>();
+    Kokkos::parallel_for(label, policy::range(space, std::max(n, std::max(mw, ms))), KOKKOS_LAMBDA(Index j) {
       if (j < n) dst[j] = src[j];
-      if (j < m && n > 0 && words[j] == key) dst[0] = Scalar(0);
+      if (n > 0 && ((j < mw && words[j] == key) || (j < ms && rows[s0 + j] == scalar_key))) dst[0] = Scalar(0);
     });
     policy::check_launched<ExecSpace>(label);
   }

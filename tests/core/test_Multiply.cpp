@@ -244,28 +244,30 @@ TEST_CASE("zero-length cubes are a no-op for every strategy", "[multiply]") {
 
 // A device launch over the cube is cut into slabs whose grids fit in every
 // dimension (Kokkos 3.4 launched none past 65,535 blocks in y or z, and said
-// nothing): checked on the host, for the shapes users run and the extremes.
+// nothing): the slabs for_cube_elements launches, checked on the host for
+// the shapes users run and the extremes (one column; 100,000 columns).
 TEMPLATE_TEST_CASE("device launches over a cube are cut into slabs whose grids fit", "[multiply]", Kokkos::LayoutRight,
                    Kokkos::LayoutLeft) {
   const auto blocks = [](Index extent, Index tile) { return (extent + tile - 1) / tile; };
   for (const auto& [T, N, K] : {std::tuple<Index, Index, Index>{100, 4000, 5}, {100, 1000000, 5}, {200, 10000000, 5},
-                                {8, 10000000, 5}, {1, 1, 1}, {3, 7, 40}, {100000, 3, 2}, {5, 200000000, 1}}) {
+                                {8, 10000000, 5}, {1, 1, 1}, {1, 600000, 1}, {3, 7, 40}, {100000, 3, 2},
+                                {5, 200000000, 1}, {2, 3, 100000}, {1, 1, 2000000}}) {
     CAPTURE(T, N, K);
     const policy::DeviceSlabs s = policy::device_slabs<TestType>(T, K);
     CHECK(s.tile[0] * s.tile[1] * s.tile[2] <= 1024);  // threads a block
-    CHECK(s.tile[2] <= 64);                              // a block's z extent
-    Index slabs = 0, elements = 0;
-    for (Index t0 = 0; t0 < T; t0 += s.dates)
-      for (Index i0 = 0; i0 < N; i0 += s.ids) {
-        const Index dates = std::min(T, t0 + s.dates) - t0, ids = std::min(N, i0 + s.ids) - i0;
-        CHECK(blocks(dates, s.tile[0]) <= policy::DeviceSlabs::max_grid);
-        CHECK(blocks(ids, s.tile[1]) <= policy::DeviceSlabs::max_grid);
-        CHECK(blocks(K, s.tile[2]) <= policy::DeviceSlabs::max_grid);
-        elements += dates * ids * K;
-        ++slabs;
+    CHECK(s.tile[0] * s.tile[1] * s.tile[2] >= 64);    // not a few threads a block (short date blocks, LayoutLeft)
+    CHECK(s.tile[2] <= 64);                            // a block's z extent
+    Index elements = 0, next[3] = {0, 0, 0};
+    policy::for_each_slab(s, T, N, K, [&](const Index* lower, const Index* upper) {
+      for (int d = 0; d < 3; ++d) {
+        CHECK(lower[d] < upper[d]);
+        CHECK(blocks(upper[d] - lower[d], s.tile[d]) <= policy::DeviceSlabs::max_grid);
       }
-    CHECK(elements == T * N * K);  // every element once
-    CHECK(slabs <= 1 + (T / s.dates + 1) * (N / s.ids + 1));
+      CHECK(lower[2] == next[2]);  // columns in order within an id slab
+      next[2] = upper[2] == K ? 0 : upper[2];
+      elements += (upper[0] - lower[0]) * (upper[1] - lower[1]) * (upper[2] - lower[2]);
+    });
+    CHECK(elements == T * N * K);  // slabs in bounds, none overlapping (each element once)
   }
 }
 
