@@ -110,7 +110,7 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     // flat's own walk on these arrays (as the kernel builds it): what it says
     // of its dates is what the kernel does.
     const policy::FlatWalk walk(T, N * K, sizeof(Scalar), ops->d.data(), ops->cv.data());
-    v.flat_dates = policy::flat_dates_text(walk.together);
+    v.flat_dates = policy::flat_walk_dates_text(walk);
     if (walk.together.dates > 1)  // one date at a time: flat's runs, as copy_once walks them
       v.copy_in_runs = [space, ops, walk] {
         return roof::copy_in_walk<Space, Scalar>(space, ops->cv.data(), ops->d.data(), walk, ops->m.data());

@@ -101,10 +101,10 @@ int dates_cap() {
 
 int host_threads() { return Kokkos::DefaultHostExecutionSpace().concurrency(); }
 
-FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even) {
+FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even, int most) {
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int dates : {4, 2}) {
-    if (dates > dates_cap()) continue;
+    if (dates > dates_cap() || dates > most) continue;
     for (Index step = 1; step <= 4 && Index(dates) * step <= T; ++step) {
       if (even && T % (Index(dates) * step) != 0) continue;
       const std::size_t row_bytes = std::size_t(step) * stride_bytes;
@@ -122,6 +122,19 @@ std::string flat_dates_text(const FlatDates& dates) {
                               "alignment, leaving no dates over where the threads share only a few tiles)";
   return fmt::format("{} at once, {} apart{}", dates.dates, dates.step,
                      dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(dates_cap()) + ")" : "");
+}
+
+std::string flat_walk_dates_text(const FlatWalk& walk) {
+  std::string text = flat_dates_text(walk.together);
+  if (walk.together.dates == 1 || walk.over == 0) return text;
+  const Index alone = walk.over - walk.rest_full * walk.rest_span;
+  text += fmt::format("; the {} date{} over them ", walk.over, walk.over > 1 ? "s" : "");
+  if (walk.rest_full > 0)
+    text += fmt::format("{} at once, {} apart{}", walk.rest.dates, walk.rest.step,
+                        alone > 0 ? fmt::format(", {} alone", alone) : std::string());
+  else
+    text += "one at a time";
+  return text;
 }
 
 namespace {

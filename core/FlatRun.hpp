@@ -68,35 +68,58 @@ int host_threads();
 // before two, the nearest step first; else one date (the plain tile walk).
 // `even`: only groups that leave no dates over (a few tiles split between
 // threads by count would leave one thread the grouped chunks' work and
-// another the left-over dates'). CVEST_FLAT_DATES=1|2|4 caps the dates (for
-// measuring one against another; anything else is an error).
+// another the left-over dates'). `most`: at most this many dates (the
+// walk's second grouping, of the dates the first leaves over, takes two).
+// CVEST_FLAT_DATES=1|2|4 caps the dates (for measuring one against
+// another; anything else is an error).
 struct FlatDates {
   int dates = 1;
   Index step = 1;
 };
-FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even = false);
+FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even = false,
+                     int most = 4);
 // "4 at once, 1 apart", or why one at a time.
 std::string flat_dates_text(const FlatDates& dates);
+
+// Whether a few tiles split between the threads call for groups that leave
+// no dates over: fewer than 4 tiles a thread, not a whole number a thread.
+// A thread taking whole tiles does the same work as the others whatever the
+// groups: 4 tiles on 2 threads may take 4 dates two apart at T = 100 with 4
+// dates over (float at 100 x 400,000 ran at 0.91-0.92 of its roof so, at
+// 0.78-0.82 taking 2 dates at once to leave none over).
+inline bool even_groups_needed(Index tiles, int threads) {
+  return tiles < 4 * Index(threads) && tiles % Index(threads) != 0;
+}
 
 // flat's LayoutRight walk over a (T, N*K) cube: chunk c is run s of tile b
 // in date group g, c = (b * groups + g) * runs + s. The dates fall into
 // spans of dates * step; span p's group r holds dates p*span + r + i*step
-// (i < dates); the dates past the last whole span go one at a time. The
-// kernel (core/MultiplyKernels.hpp) and its copy roof (core/Roof.hpp) walk it
-// alike. Dates are grouped only so that no dates are left over unless there
-// are tiles enough (4 a thread) for the threads' shares to even out.
+// (i < dates); the dates past the last whole span are grouped again, two
+// at once where their rows allow (`rest`, spans of rest_span from date
+// full * span), and those past its last span go one at a time (a date
+// taken alone reloads multBy for itself: 4 dates two apart at T = 100 left
+// 4 over, which one at a time cost as much as 2 at once throughout). The
+// kernel (core/MultiplyKernels.hpp) and its copy roof (core/Roof.hpp) walk
+// it alike. Dates are left over only where the threads' shares even out
+// (even_groups_needed).
 struct FlatWalk {
   Index slice = 0, per = 0, tile = 0, runs = 0, tiles = 0;
-  FlatDates together;
-  Index span = 1, full = 0, groups = 0;
+  FlatDates together, rest;
+  Index span = 1, full = 0, over = 0, rest_span = 1, rest_full = 0, groups = 0;  // over: dates past the spans
   FlatWalk() = default;
   FlatWalk(Index T, Index slice_elements, std::size_t element_size, const void* d, const void* cv)
       : slice(slice_elements), per(flat_run_elements(element_size)),
         tile(Index(flat_tile_bytes(std::size_t(slice) * element_size, element_size) / element_size)),
         runs(tile / per), tiles((slice + tile - 1) / tile),
-        together(flat_dates(d, cv, std::size_t(slice) * element_size, T, tiles < 4 * Index(host_threads()))),
-        span(Index(together.dates) * together.step),
-        full(T / span), groups(full * together.step + T % span) {}
+        together(flat_dates(d, cv, std::size_t(slice) * element_size, T, even_groups_needed(tiles, host_threads()))),
+        span(Index(together.dates) * together.step), full(T / span) {
+    over = T - full * span;
+    const std::size_t row = std::size_t(slice) * element_size, skip = std::size_t(full * span) * row;
+    if (over >= 2)
+      rest = flat_dates(static_cast<const char*>(d) + skip, static_cast<const char*>(cv) + skip, row, over, false, 2);
+    rest_span = Index(rest.dates) * rest.step, rest_full = rest.dates > 1 ? over / rest_span : 0;
+    groups = full * together.step + rest_full * rest.step + (over - rest_full * rest_span);
+  }
   Index chunks() const { return tiles * groups * runs; }
   struct Piece {
     Index e = 0;       // the first element of cv and discount
@@ -111,16 +134,23 @@ struct FlatWalk {
     Piece p;
     if (j >= slice) return p;  // the last tile's runs past the slice have nothing
     p.j = j, p.n = std::min(per, slice - j), p.first = g == 0;
-    const Index step = together.step;
-    if (g < full * step) {
+    const Index step = together.step, r = g - full * step, rest_groups = rest_full * rest.step;
+    if (r < 0) {
       p.e = (g / step * span + g % step) * slice + j;
       p.dates = together.dates, p.stride = step * slice;
+    } else if (r < rest_groups) {
+      p.e = (full * span + r / rest.step * rest_span + r % rest.step) * slice + j;
+      p.dates = rest.dates, p.stride = rest.step * slice;
     } else {
-      p.e = (full * span + g - full * step) * slice + j;
+      p.e = (full * span + rest_full * rest_span + r - rest_groups) * slice + j;
     }
     return p;
   }
 };
+
+// "4 at once, 2 apart; the 4 dates over them 2 at once, 2 apart": the walk's
+// groups of dates.
+std::string flat_walk_dates_text(const FlatWalk& walk);
 
 // "16384 elements of double (128 KiB: an eighth of a thread's 1024 KiB of L2,
 // sysfs); LayoutRight: tiles of multBy of up to 1024 KiB (a thread's share of

@@ -152,7 +152,7 @@ TEMPLATE_TEST_CASE("every strategy equals the plain loop bit for bit with dates 
   const policy::FlatWalk walk(g.T, g.N * g.K, e, d.data(), cv.data());
   CAPTURE(walk.tiles);
   if (std::getenv("CVEST_FLAT_DATES") == nullptr) {
-    const policy::FlatDates want = walk.tiles < 4 * Index(policy::host_threads()) ? g.even : g.expected;
+    const policy::FlatDates want = policy::even_groups_needed(walk.tiles, policy::host_threads()) ? g.even : g.expected;
     CHECK(walk.together.dates == want.dates);
     CHECK(walk.together.step == want.step);
   }
@@ -197,6 +197,66 @@ TEST_CASE("flat's dates: four, then two, then one, by where the rows' streams fa
   CHECK(even(6, 40 * 4096 + 1024) == std::pair<int, Index>(2, 1));  // 4 would leave 2 over
   CHECK(even(5, 40 * 4096 + 1024) == std::pair<int, Index>(1, 1));
   CHECK(even(12, 40 * 4096 + 512) == std::pair<int, Index>(2, 2));  // 4 two apart spans 8: 4 over
+  // at most two (the walk's second grouping)
+  const auto two = [](std::size_t row) {
+    const policy::FlatDates got = policy::flat_dates(reinterpret_cast<const void*>(std::uintptr_t(1) << 20),
+                                                     reinterpret_cast<const void*>(std::uintptr_t(64) << 20), row, 100,
+                                                     false, 2);
+    return std::pair<int, Index>(got.dates, got.step);
+  };
+  CHECK(two(40 * 4096 + 1024) == std::pair<int, Index>(2, 1));
+  CHECK(two(40 * 4096 + 512) == std::pair<int, Index>(2, 2));
+  // few tiles, not a whole number a thread: no dates over
+  CHECK(policy::even_groups_needed(1, 2));
+  CHECK(policy::even_groups_needed(3, 2));
+  CHECK(policy::even_groups_needed(6, 4));
+  CHECK_FALSE(policy::even_groups_needed(4, 2));  // two tiles each
+  CHECK_FALSE(policy::even_groups_needed(9, 2));  // tiles enough to even out
+  CHECK_FALSE(policy::even_groups_needed(1, 1));
+}
+
+// The dates past flat's last whole span are grouped again, two at once where
+// their rows allow, before any go alone; every (date, run) of the cube is
+// walked once. Rows of 64 MiB + 512 bytes: tiles enough on any L2 for dates
+// to be left over; only addresses are looked at.
+TEST_CASE("flat's walk groups the dates its spans leave over", "[flat]") {
+  if (std::getenv("CVEST_FLAT_DATES")) return cvest::test::skip_part("CVEST_FLAT_DATES caps the dates");
+  const std::size_t e = sizeof(double), row = (std::size_t(64) << 20) + 512;
+  const Index slice = Index(row / e);
+  const std::uintptr_t d = std::uintptr_t(1) << 30;
+  struct Case {
+    Index T, over, rest_full, alone, groups;
+    const char* text;
+  };
+  const Case c = GENERATE(Case{100, 4, 1, 0, 26, "4 at once, 2 apart; the 4 dates over them 2 at once, 2 apart"},
+                          Case{101, 5, 1, 1, 27, "4 at once, 2 apart; the 5 dates over them 2 at once, 2 apart, 1 alone"},
+                          Case{97, 1, 0, 1, 25, "4 at once, 2 apart; the 1 date over them one at a time"},
+                          Case{96, 0, 0, 0, 24, "4 at once, 2 apart"});
+  CAPTURE(c.T);
+  const std::uintptr_t cv = d + (std::size_t(c.T) * row + 4095) / 4096 * 4096;
+  const policy::FlatWalk walk(c.T, slice, e, reinterpret_cast<const void*>(d), reinterpret_cast<const void*>(cv));
+  REQUIRE_FALSE(policy::even_groups_needed(walk.tiles, policy::host_threads()));
+  CHECK(walk.together.dates == 4);
+  CHECK(walk.together.step == 2);
+  CHECK(walk.over == c.over);
+  CHECK(walk.rest_full == c.rest_full);
+  CHECK(walk.over - walk.rest_full * walk.rest_span == c.alone);
+  CHECK(walk.groups == c.groups);
+  CHECK(policy::flat_walk_dates_text(walk) == c.text);
+  const Index runs_per_date = (slice + walk.per - 1) / walk.per;
+  std::vector<int> seen(std::size_t(c.T * runs_per_date), 0);
+  for (Index chunk = 0; chunk < walk.chunks(); ++chunk) {
+    const policy::FlatWalk::Piece p = walk.piece(chunk);
+    if (p.n == 0) continue;
+    for (int u = 0; u < p.dates; ++u) {
+      const Index at = p.e + u * p.stride, t = at / slice, j = at - t * slice;
+      REQUIRE(j == p.j);
+      REQUIRE(j % walk.per == 0);
+      CHECK(p.n == std::min(walk.per, slice - j));
+      ++seen[std::size_t(t * runs_per_date + j / walk.per)];
+    }
+  }
+  CHECK(std::count(seen.begin(), seen.end(), 1) == Index(seen.size()));
 }
 
 TEST_CASE("streaming stores only where work items write runs of min_run_bytes", "[multiply]") {
