@@ -24,17 +24,20 @@ namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // out[0, bytes) = in[0, bytes), 16 bytes an iteration, the load based on
-// register BASE (RBP and R13 are saved and restored around the loop).
-#define CVEST_COPY_LOOP(NAME, BASE, ADDRESS)                                                              \
-  __attribute__((noinline)) void NAME(char* out, const char* in, std::size_t bytes) {                  \
-    const std::size_t n = bytes / 4;                                                                  \
-    asm volatile("push %%rbp\n push %%r13\n mov %1, %%" BASE "\n xor %%rcx, %%rcx\n lea (%0), %%rdx\n" \
-                 " jmp 2f\n .p2align 6\n 2:\n movups " ADDRESS ", %%xmm0\n add $4, %%rcx\n"              \
-                 " add $16, %%rdx\n movntps %%xmm0, -0x10(%%rdx)\n cmp %2, %%rcx\n jb 2b\n sfence\n"    \
-                 " pop %%r13\n pop %%rbp\n"                                                            \
-                 :                                                                                    \
-                 : "r"(out), "r"(in), "r"(n)                                                          \
-                 : "rcx", "rdx", "xmm0", "memory", "cc");                                             \
+// register BASE. The inputs sit in fixed registers (out RDI, in RAX, the
+// count RBX, none of them written); RSI is declared clobbered, RBP and R13
+// are pushed and popped, below the red zone the compiler may keep data in.
+#define CVEST_COPY_LOOP(NAME, BASE, ADDRESS)                                                        \
+  __attribute__((noinline)) void NAME(char* out, const char* in, std::size_t bytes) {            \
+    const std::size_t n = bytes / 4;                                                            \
+    asm volatile("sub $128, %%rsp\n push %%rbp\n push %%r13\n mov %%rax, %%" BASE "\n"            \
+                 " xor %%rcx, %%rcx\n lea (%%rdi), %%rdx\n jmp 2f\n .p2align 6\n 2:\n"               \
+                 " movups " ADDRESS ", %%xmm0\n add $4, %%rcx\n add $16, %%rdx\n"                    \
+                 " movntps %%xmm0, -0x10(%%rdx)\n cmp %%rbx, %%rcx\n jb 2b\n sfence\n"               \
+                 " pop %%r13\n pop %%rbp\n add $128, %%rsp\n"                                       \
+                 :                                                                              \
+                 : "D"(out), "a"(in), "b"(n)                                                    \
+                 : "rcx", "rdx", "rsi", "xmm0", "memory", "cc");                                \
   }
 CVEST_COPY_LOOP(base_rsi, "rsi", "(%%rsi,%%rcx,4)")
 CVEST_COPY_LOOP(base_rbp, "rbp", "0x0(%%rbp,%%rcx,4)")
