@@ -428,7 +428,7 @@ Report run(const Config& config_in, std::ostream& progress) {
   result_figures(timings, config, variants, report);
   for (const auto& v : variants)
     if (!v.flat_dates.empty())
-      report.flat_dates += fmt::format("{}{}: {}", report.flat_dates.empty() ? "" : "; ", to_string(v.precision),
+      report.flat_dates += fmt::format("{}{}: {}", report.flat_dates.empty() ? "" : " | ", to_string(v.precision),
                                        v.flat_dates);
   return report;
 }

@@ -119,7 +119,7 @@ std::string flat_dates_text(const FlatDates& dates) {
   if (dates.dates == 1)
     return dates_cap() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
                             : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an "
-                              "alignment, leaving no dates over where the threads share only a few tiles)";
+                              "alignment, leaving no dates over where a few tiles do not split into whole tiles a thread)";
   return fmt::format("{} at once, {} apart{}", dates.dates, dates.step,
                      dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(dates_cap()) + ")" : "");
 }

@@ -85,8 +85,12 @@ std::string flat_dates_text(const FlatDates& dates);
 // no dates over: fewer than 4 tiles a thread, not a whole number a thread.
 // A thread taking whole tiles does the same work as the others whatever the
 // groups: 4 tiles on 2 threads may take 4 dates two apart at T = 100 with 4
-// dates over (float at 100 x 400,000 ran at 0.91-0.92 of its roof so, at
-// 0.78-0.82 taking 2 dates at once to leave none over).
+// dates over (float at 100 x 400,000 ran at 0.88-0.91 of its roof so, at
+// 0.80-0.82 taking 2 dates at once to leave none over). Whole tiles a
+// thread holds only roughly: Kokkos 3.4's OpenMP split moves a thread's
+// bounds by up to one of its power-of-two chunks of work items (a few per
+// cent of a share), a schedule dealing chunks round-robin owns no whole
+// tile, and the last tile may be short.
 inline bool even_groups_needed(Index tiles, int threads) {
   return tiles < 4 * Index(threads) && tiles % Index(threads) != 0;
 }
@@ -97,8 +101,7 @@ inline bool even_groups_needed(Index tiles, int threads) {
 // (i < dates); the dates past the last whole span are grouped again, two
 // at once where their rows allow (`rest`, spans of rest_span from date
 // full * span), and those past its last span go one at a time (a date
-// taken alone reloads multBy for itself: 4 dates two apart at T = 100 left
-// 4 over, which one at a time cost as much as 2 at once throughout). The
+// taken alone reloads multBy for itself). The
 // kernel (core/MultiplyKernels.hpp) and its copy roof (core/Roof.hpp) walk
 // it alike. Dates are left over only where the threads' shares even out
 // (even_groups_needed).

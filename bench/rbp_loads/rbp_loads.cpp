@@ -1,12 +1,13 @@
 // Lab bench (issue 35): does a streaming copy's speed depend on which
 // register its loads take as their base? On an Intel Xeon VM (family 6
-// model 167) the same loop ran at 32 GB/s with RBP as the base and at 43
+// model 167) the same loop ran at 32 GB/s with RBP as the base and at 45-46
 // with any other (docs/benchmarks.md), which is why cvest builds with
 // -fno-omit-frame-pointer (RBP never a data pointer). Each variant is one
 // loop in inline assembly, so only the base register differs: loads of 16
-// bytes (MOVUPS), streaming stores (MOVNTPS), two OpenMP threads each
-// copying one contiguous half; every variant once per repeat, in turn, the
-// first repeat dropped. Standalone (OpenMP, x86-64); run by run.sh.
+// bytes (MOVUPS), streaming stores (MOVNTPS), every OpenMP thread copying
+// one contiguous share; every variant once per repeat, in turn, the first
+// repeat dropped; each copy checked. Standalone (OpenMP, x86-64); run by
+// run.sh.
 //
 //   rbp_loads GB REPEATS
 #include <omp.h>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,7 +43,8 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
   }
 CVEST_COPY_LOOP(base_rsi, "rsi", "(%%rsi,%%rcx,4)")
 CVEST_COPY_LOOP(base_rbp, "rbp", "0x0(%%rbp,%%rcx,4)")
-CVEST_COPY_LOOP(base_r13, "r13", "0x0(%%r13,%%rcx,4)")  // same encoding length as RBP's
+CVEST_COPY_LOOP(base_r13, "r13", "0x0(%%r13,%%rcx,4)")  // a displacement byte forced, as RBP's is
+CVEST_COPY_LOOP(base_rsi_disp, "rsi", "0x10(%%rsi,%%rcx,4)")  // RSI with a displacement byte (in - 16 passed)
 #undef CVEST_COPY_LOOP
 
 struct Variant {
@@ -67,7 +70,14 @@ int main(int argc, char** argv) {
   if (!in || !out) return 1;
   madvise(in, bytes, MADV_HUGEPAGE), madvise(out, bytes, MADV_HUGEPAGE);
   std::memset(in, 1, bytes), std::memset(out, 2, bytes);
-  const Variant variants[] = {{"load base RSI", base_rsi}, {"load base RBP", base_rbp}, {"load base R13", base_r13}};
+  // base_rsi_disp loads at 16 bytes past its base: given `in` - 16
+  const auto rsi_disp = [](char* o, const char* i, std::size_t b) {
+    base_rsi_disp(o, reinterpret_cast<const char*>(reinterpret_cast<std::uintptr_t>(i) - 16), b);
+  };
+  const Variant variants[] = {{"load base RSI", base_rsi},
+                              {"load base RBP", base_rbp},
+                              {"load base R13", base_r13},
+                              {"RSI + 16", rsi_disp}};
   std::vector<std::vector<double>> rates(std::size(variants));
   for (int r = 0; r < repeats; ++r)
     for (std::size_t v = 0; v < std::size(variants); ++v) {
@@ -80,6 +90,11 @@ int main(int argc, char** argv) {
       }
       const double s = now() - t0;
       if (r > 0) rates[v].push_back(2 * double(bytes) / s / 1e9);
+      if (std::memcmp(out, in, bytes) != 0) {
+        std::fprintf(stderr, "rbp_loads: %s copied wrong bytes\n", variants[v].name);
+        return 1;
+      }
+      std::memset(out, 2, bytes);  // the next copy writes every byte again
     }
   std::printf("streaming copy of %.2f GB, %d threads, %d repeats (the first dropped), GB/s read + written\n",
               double(bytes) / 1e9, omp_get_max_threads(), repeats);

@@ -117,7 +117,8 @@ TEMPLATE_TEST_CASE("flat's walk: each element once, multBy read in each tile's f
 // LayoutRight's third roof: flat's own walk (its tiles, its dates at once)
 // with the multiply removed copies every element of the cube once and reads
 // multBy once. Arrays placed so that the walk takes 4 dates 1 apart, 4
-// dates 2 apart (one date left over) or one at a time.
+// dates 2 apart (one date left over) or one at a time, or (with tiles
+// enough) groups the dates its spans leave over two at once.
 TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads multBy once", "[roof]", double, float) {
   using Scalar = TestType;
   const std::size_t e = sizeof(Scalar);
@@ -126,7 +127,10 @@ TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads m
                                        std::pair<Index, std::size_t>{9, 3 * 4096 + 512},
                                        std::pair<Index, std::size_t>{3, 2 * 4096}, std::pair<Index, std::size_t>{5, 1024},
                                        std::pair<Index, std::size_t>{8, 3 * 4096 + 2048},
-                                       std::pair<Index, std::size_t>{8, (std::size_t(2) << 20) + 1024});
+                                       std::pair<Index, std::size_t>{8, (std::size_t(2) << 20) + 1024},
+                                       // dates over the spans: two at once, then one alone
+                                       std::pair<Index, std::size_t>{7, 3 * 4096 + 1024},
+                                       std::pair<Index, std::size_t>{13, 3 * 4096 + 512});
   const Index slice = Index(row_bytes / e), cube = T * slice;
   CAPTURE(e, T, slice);
   std::vector<Scalar> buffer(std::size_t(2 * cube) + 3 * 4096 / e);
