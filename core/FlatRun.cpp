@@ -127,7 +127,7 @@ std::string flat_dates_text(const FlatDates& dates) {
 std::string flat_walk_dates_text(const FlatWalk& walk) {
   std::string text = flat_dates_text(walk.together);
   if (walk.together.dates == 1 || walk.over == 0) return text;
-  const Index alone = walk.over - walk.rest_full * walk.rest_span;
+  const Index alone = walk.alone();
   text += fmt::format("; the {} date{} over them ", walk.over, walk.over > 1 ? "s" : "");
   if (walk.rest_full > 0)
     text += fmt::format("{} at once, {} apart{}", walk.rest.dates, walk.rest.step,

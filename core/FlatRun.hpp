@@ -121,8 +121,9 @@ struct FlatWalk {
     if (over >= 2)
       rest = flat_dates(static_cast<const char*>(d) + skip, static_cast<const char*>(cv) + skip, row, over, false, 2);
     rest_span = Index(rest.dates) * rest.step, rest_full = rest.dates > 1 ? over / rest_span : 0;
-    groups = full * together.step + rest_full * rest.step + (over - rest_full * rest_span);
+    groups = full * together.step + rest_full * rest.step + alone();
   }
+  Index alone() const { return over - rest_full * rest_span; }  // dates taken one at a time after the rest
   Index chunks() const { return tiles * groups * runs; }
   struct Piece {
     Index e = 0;       // the first element of cv and discount
