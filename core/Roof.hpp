@@ -140,28 +140,66 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
   return timer.seconds();
 }
 
+// One piece of flat's LayoutRight walk (policy::FlatWalk::piece) with the
+// multiply removed: its dates' rows of `src` copied into `dst`, and where
+// the piece is its tile's first group of dates (where the kernel takes its
+// run of multBy from memory; the later groups find it in the caches) that
+// run of `rows` read beside them, vector by vector as the kernel loads it.
+// Read apart from the copy instead (a pass over the run, then the copy),
+// the reads did not overlap the copy's as the kernel's do: the pipeline's
+// one-date blocks ran their kernel at 1.05-1.13 x such a copy. Folds what
+// it reads into `bits`.
+template <bool Stream, class Scalar>
+inline void copy_piece(Scalar* dst, const Scalar* src, const policy::FlatWalk::Piece& p, const Scalar* rows,
+                       std::uint64_t& bits) {
+  if (p.first)
+    streaming::rows_at_once<Stream>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride,
+                                    streaming::ReadAlong<Scalar>{rows + p.j, &bits});
+  else
+    streaming::rows_at_once<Stream>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride, streaming::Unit{});
+}
+
 // The copy roof of flat on LayoutRight walked as flat walks it (host only):
 // `src` copied into `dst` piece by piece of `walk` (its tiles, its dates at
-// once), with streaming stores, and multBy's rows (`rows`) read where the
-// kernel takes them from memory: a run of a tile's first group of dates
-// reads its run of multBy (the later groups find it in the caches). A
-// kernel taking four dates at once keeps more lines in flight than a copy
-// walking one stream a thread; this copy does the same, so the kernel's
-// fraction measures its multiply, not its walk. Returns seconds.
+// once), with streaming stores (or regular ones, as a kernel whose cv is
+// read next), multBy's rows (`rows`) read where the kernel takes them from
+// memory (copy_piece). A kernel taking four dates at once keeps more lines
+// in flight than a copy walking one stream a thread; this copy does the
+// same, so the kernel's fraction measures its multiply, not its walk.
+// Returns seconds.
 template <class ExecSpace, class Scalar>
 double copy_in_walk(ExecSpace const& space, Scalar* dst, const Scalar* src, const policy::FlatWalk& walk,
-                    const Scalar* rows) {
+                    const Scalar* rows, Stores stores = Stores::streaming) {
   static_assert(policy::on_host<ExecSpace>, "flat's walk is the host path");
   space.fence();
   Kokkos::Timer timer;
   Kokkos::parallel_for("cvest::roof::copy_in_walk", policy::range(space, walk.chunks()), [=](Index c) {
-    const policy::FlatWalk::Piece p = walk.piece(c);
-    if (p.first) read_here(rows + p.j, std::size_t(p.n));
-    streaming::rows_at_once<true>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride, streaming::Unit{});
-    streaming::fence_this_thread();
+    std::uint64_t bits = 0;
+    if (stores == Stores::streaming) {
+      copy_piece<true>(dst, src, walk.piece(c), rows, bits);
+      streaming::fence_this_thread();
+    } else {
+      copy_piece<false>(dst, src, walk.piece(c), rows, bits);
+    }
+    read_sink.fetch_xor(bits, std::memory_order_relaxed);
   });
   space.fence();
   return timer.seconds();
+}
+
+// The same on the calling host thread, all of `walk`'s pieces in turn, with
+// either kind of store (a block of the per-thread pipeline, whose kernel
+// walks it so on one thread).
+template <class Scalar>
+void copy_in_walk_here(Scalar* dst, const Scalar* src, const policy::FlatWalk& walk, const Scalar* rows,
+                       Stores stores) {
+  std::uint64_t bits = 0;
+  for (Index c = 0; c < walk.chunks(); ++c) {
+    if (stores == Stores::streaming) copy_piece<true>(dst, src, walk.piece(c), rows, bits);
+    else copy_piece<false>(dst, src, walk.piece(c), rows, bits);
+  }
+  if (stores == Stores::streaming) streaming::fence_this_thread();
+  read_sink.fetch_xor(bits, std::memory_order_relaxed);
 }
 
 // dst = src. Returns seconds.

@@ -88,7 +88,8 @@ inline void stream(float* p, __m128 v) { _mm_stream_ps(p, v); }
 // row elsewhere):
 //   out[j] = m[j] * d[j]      (multiply_run, rows_at_once)
 //   out[j] = m    * d[j]      (scale_run; scaled_runs: runs of T, one m each)
-//   out[j] = d[j]             (copy_run, rows_at_once: the copy roofs)
+//   out[j] = d[j]             (copy_run, rows_at_once: the copy roofs;
+//                              ReadAlong: m read beside it, not used)
 // A scalar head brings out to 16-byte alignment, the body streams whole
 // vectors (each m vector loaded once for all U rows), a scalar tail
 // finishes. The U rows of out share one alignment (stride * sizeof(Scalar)
@@ -98,34 +99,86 @@ inline void stream(float* p, __m128 v) { _mm_stream_ps(p, v); }
 // vectorises), for cv that is read again while still in cache.
 struct Unit {};  // no factor: a copy
 
+// No factor either, but m read beside the copy where a kernel loads it (the
+// copy roof reading multBy in the kernel's order: a kernel's loads of m
+// interleaved with its loads of d overlap, a copy and then a read of m do
+// not). Each element's bits are XOR-folded into *bits (lanes folded
+// together: the XOR of every element read, as unsigned integers of its
+// size) so the loads stay.
+template <class Scalar>
+struct ReadAlong {
+  const Scalar* m;
+  std::uint64_t* bits;
+};
+template <class MFn>
+inline constexpr bool reads_along = false;
+template <class Scalar>
+inline constexpr bool reads_along<ReadAlong<Scalar>> = true;
+
+template <class Scalar>
+inline std::uint64_t bits_of(Scalar x) {
+  if constexpr (sizeof(Scalar) == 8) {
+    std::uint64_t b;
+    std::memcpy(&b, &x, 8);
+    return b;
+  } else {
+    static_assert(sizeof(Scalar) == 4, "ReadAlong folds 4- and 8-byte elements");
+    std::uint32_t b;
+    std::memcpy(&b, &x, 4);
+    return b;
+  }
+}
+
 template <int U, bool Stream, class Scalar, class MFn>
 inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrdiff_t stride, MFn m_at) {
-  constexpr bool scaled = !std::is_same_v<MFn, Unit>;
+  constexpr bool reads = reads_along<MFn>;
+  constexpr bool scaled = !std::is_same_v<MFn, Unit> && !reads;
   const auto value = [&](std::size_t j, Scalar x) {
     if constexpr (scaled) return m_at.scalar(j) * x;
     else return x;
+  };
+  std::uint64_t folded = 0;  // reads: the elements of m read one at a time
+  const auto read = [&](std::size_t j) {
+    if constexpr (reads) folded ^= bits_of(m_at.m[j]);
   };
   std::size_t j = 0;
 #if CVEST_HAVE_STREAMING_STORES
   if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
     constexpr std::size_t width = 16 / sizeof(Scalar);
-    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j)
+    __m128i vfolded = _mm_setzero_si128();  // reads: the vectors of m
+    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j) {
+      read(j);
       for (int u = 0; u < U; ++u) store(out + u * stride + j, value(j, d[u * stride + j]));
+    }
     for (; j + width <= n; j += width) {
       if constexpr (scaled) {
         const auto mv = m_at.vector(j);
         for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::mul(mv, detail::load(d + u * stride + j)));
       } else {
+        if constexpr (reads)
+          vfolded = _mm_xor_si128(vfolded, _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_at.m + j)));
         for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::load(d + u * stride + j));
       }
     }
-    for (; j < n; ++j)
+    for (; j < n; ++j) {
+      read(j);
       for (int u = 0; u < U; ++u) store(out + u * stride + j, value(j, d[u * stride + j]));
+    }
+    if constexpr (reads) {
+      std::uint64_t lanes[2];
+      std::memcpy(lanes, &vfolded, sizeof lanes);
+      std::uint64_t v = lanes[0] ^ lanes[1];
+      if constexpr (sizeof(Scalar) == 4) v = (v ^ (v >> 32)) & 0xffffffffu;
+      *m_at.bits ^= folded ^ v;
+    }
     return;
   }
 #endif
-  for (; j < n; ++j)
+  for (; j < n; ++j) {
+    read(j);
     for (int u = 0; u < U; ++u) out[u * stride + j] = value(j, d[u * stride + j]);
+  }
+  if constexpr (reads) *m_at.bits ^= folded;
 }
 
 template <class Scalar>
@@ -205,7 +258,7 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
 // that takes it from L1 at 0.91-1.03 (docs/benchmarks.md). The caller also
 // sees to it that the rows' streams do not share page offsets
 // (policy::flat_dates). m = RowOf{...} multiplies; Unit{} copies (the roof
-// walked the same way).
+// walked the same way), ReadAlong{...} copies reading m as RowOf would.
 template <bool Stream = true, class Scalar, class MFn>
 inline void rows_at_once(int dates, Scalar* out, const Scalar* d, std::size_t n, std::ptrdiff_t stride, MFn m) {
   if (dates == 4) streamed_rows<4, Stream>(out, d, n, stride, m);

@@ -116,7 +116,8 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                   "per-thread pipeline); a kernel call's bytes: its discount and multBy rows read, its cv written; "
                   "roof: GB/s of the same bytes copied with the kernel's stores, its multBy rows read, for every "
                   "other block: a block computed where it was read (LayoutRight on the host) has its discount copied "
-                  "into its cv in the kernel's place, from the caches as the reads left them, paired with the kernel "
+                  "into its cv in flat's walk, multBy read beside it as the kernel reads it, in the kernel's place, "
+                  "from the caches as the reads left them, paired with the kernel "
                   "of the thread's block before; otherwise its cv into its consumed discount right after its kernel; "
                   "k.roof: the median over those pairs of the kernel's GB/s over the copy's (the median run), and its "
                   "range over the job's runs\n");

@@ -203,6 +203,17 @@ class Overlapped {
     }
   }
 
+  // The direct path's copy roof of a tb x nb block: `src` copied into `dst`
+  // in flat's walk, multBy's rows read beside the copy where the kernel
+  // reads them (roof::copy_in_walk). Host spaces only take this path.
+  void copy_roof(Space const& space, Scalar* dst, const Scalar* src, Index tb, Index nb, const Scalar* m,
+                 roof::Stores stores) {
+    if constexpr (policy::on_host<Space>)
+      roof::copy_in_walk(space, dst, src, policy::FlatWalk(tb, nb * K_, sizeof(Scalar), src, dst), m, stores);
+    else
+      roof::copy_and_read(space, dst, src, tb * nb * K_, m, nb * K_, stores);
+  }
+
   // Direct path (host spaces, LayoutRight): the kernel reads and writes the
   // staging slots (or the in-place memory) themselves; h2d and d2h are empty.
   void run_direct() {
@@ -225,8 +236,7 @@ class Overlapped {
       // into its consumed discount slot (not the caller's memory).
       const bool sampled = roof_sampled(b, nblocks_), in_place = sampled && b > 0;
       if (in_place) rec_.roof(kernel_bytes(b), last_kernel_s_ * kernel_bytes(b) / kernel_bytes(b - 1), [&] {
-        roof::copy_and_read(space, cv_of(b, *out), discount_of(b, *in), tb * nb * K_, multby_of(b, *in), nb * K_,
-                            stores);
+        copy_roof(space, cv_of(b, *out), discount_of(b, *in), tb, nb, multby_of(b, *in), stores);
       });
       const double kernel_begin = rec_.now();
       // A slot is written to the file next, in-place memory is the result.
@@ -238,8 +248,7 @@ class Overlapped {
       last_kernel_s_ = kernel_end - kernel_begin;
       if (sampled && !in_place && !io_.discount_at) {
         rec_.roof(kernel_bytes(b), kernel_end - kernel_begin, [&] {
-          roof::copy_and_read(space, const_cast<Scalar*>(discount_of(b, *in)), cv_of(b, *out), tb * nb * K_,
-                              multby_of(b, *in), nb * K_, stores);
+          copy_roof(space, const_cast<Scalar*>(discount_of(b, *in)), cv_of(b, *out), tb, nb, multby_of(b, *in), stores);
         });
       }
       in_free_.push(*in);

@@ -199,7 +199,6 @@ class PerThread {
     const Block& blk = plan_.blocks[b];
     const Index tb = blk.dates.size(), nb = blk.ids.size();
     const double kernel_bytes = block_kernel_bytes(blk, K_, esize);
-    const std::size_t n = std::size_t(tb * nb * K_);
     const auto stores = io_.cv_at ? roof::Stores::streaming : roof::Stores::regular;  // as the kernel's (CvNext)
     rec_.nothing(b, Phase::h2d);
     launch([&] {
@@ -209,8 +208,7 @@ class PerThread {
       // (roof_sampled) after its kernel, its cv into its consumed discount.
       const bool few = nblocks_ < 2 * threads_, in_place = !few && buf.fresh;
       if (in_place) rec_.roof(kernel_bytes, buf.fresh_s * kernel_bytes / buf.fresh_bytes, [&] {
-        roof::copy_here(cv, d, n, stores);
-        roof::read_here(m, std::size_t(nb * K_));
+        roof::copy_in_walk_here(cv, d, policy::FlatWalk(tb, nb * K_, sizeof(Scalar), d, cv), m, stores);
       });
       const double kernel_begin = rec_.now();
       multiply(options_.strategy, Space(),
@@ -226,8 +224,7 @@ class PerThread {
       buf.fresh_bytes = kernel_bytes;
       if (few && roof_sampled(b, nblocks_) && !io_.discount_at)
         rec_.roof(kernel_bytes, kernel_end - kernel_begin, [&] {
-          roof::copy_here(buf.d.data(), cv, n, stores);
-          roof::read_here(m, std::size_t(nb * K_));
+          roof::copy_in_walk_here(buf.d.data(), cv, policy::FlatWalk(tb, nb * K_, sizeof(Scalar), cv, buf.d.data()), m, stores);
         });
     });
     rec_.nothing(b, Phase::d2h);

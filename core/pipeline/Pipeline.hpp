@@ -135,7 +135,11 @@ struct PipelineStats {
   // thread(s) that ran the call. Not part of any phase; the wall time
   // includes it. Where a block is computed where it was read (host
   // LayoutRight), every other block a thread takes has its discount copied
-  // into its cv in the kernel's place, before the kernel (which then
+  // into its cv in flat's walk, multBy's rows read beside the copy as the
+  // kernel reads them (roof::copy_in_walk: read after the copy instead, the
+  // kernel ran 1.07-1.11x the copy on one-date blocks of a cold input, as
+  // its reads of multBy overlapped its reads of discount and the copy's did
+  // not), in the kernel's place, before the kernel (which then
   // overwrites it): from the caches as the reads left them, as the kernel
   // of the thread's block before found them, which is its pair (kernel_s:
   // that call's seconds, scaled to these bytes). Copied after the kernel

@@ -1,6 +1,7 @@
 // The host's bulk loops of core/StreamingStores.hpp against the plain loop,
 // bit for bit, at every alignment of out, for run lengths either side of the
-// vector width (the fast path for whole-vector runs and the per-run path).
+// vector width (the fast path for whole-vector runs and the per-run path),
+// and the copy that reads m beside it (ReadAlong: the roofs in flat's walk).
 #include "core/StreamingStores.hpp"
 
 #include <catch2/catch.hpp>
@@ -59,4 +60,55 @@ void check_all() {
 TEST_CASE("runs of T scaled one multBy value each equal the plain loop bit for bit", "[multiply][streaming]") {
   check_all<double>();
   check_all<float>();
+}
+
+namespace {
+
+// rows_at_once with ReadAlong: each of the `dates` rows of d copied bit for
+// bit, nothing around them touched, and m's first n elements folded into
+// the sink exactly once each (the XOR of their bits), at every alignment of
+// out (the scalar head's length) and of m.
+template <class Scalar, bool Stream>
+void check_read_along(int dates, std::size_t n, std::size_t offset, std::size_t m_offset) {
+  CAPTURE(sizeof(Scalar), Stream, dates, n, offset, m_offset);
+  constexpr std::size_t width = 16 / sizeof(Scalar);
+  const std::size_t stride = n + 2 * width;  // a multiple of the width: the rows share out's alignment
+  const std::size_t stride_v = (stride + width - 1) / width * width;
+  std::vector<Scalar> d(std::size_t(dates) * stride_v), m(n + m_offset + 1);
+  for (std::size_t j = 0; j < d.size(); ++j) d[j] = Scalar(0.1 * double(j) - 7.3) / Scalar(7);
+  for (std::size_t j = 0; j < m.size(); ++j) m[j] = Scalar(1.0 + 0.37 * double(j)) / Scalar(3);
+  std::vector<Scalar> storage(std::size_t(dates) * stride_v + offset + 3 * width, Scalar(-99.5));
+  const auto base = reinterpret_cast<std::uintptr_t>(storage.data());
+  Scalar* out = storage.data() + width + ((16 - base % 16) % 16) / sizeof(Scalar) + offset;
+  std::uint64_t bits = 0;
+  streaming::rows_at_once<Stream>(dates, out, d.data(), n, std::ptrdiff_t(stride_v),
+                                  streaming::ReadAlong<Scalar>{m.data() + m_offset, &bits});
+  streaming::fence_this_thread();
+  std::uint64_t want = 0;
+  for (std::size_t j = 0; j < n; ++j) want ^= streaming::bits_of(m[m_offset + j]);
+  CHECK(bits == want);
+  std::size_t wrong = 0;
+  for (int u = 0; u < dates; ++u)
+    for (std::size_t j = 0; j < n; ++j) wrong += std::memcmp(&out[u * stride_v + j], &d[u * stride_v + j], sizeof(Scalar)) != 0;
+  CHECK(wrong == 0);
+  CHECK(out[-1] == Scalar(-99.5));
+  for (int u = 0; u < dates; ++u) CHECK(out[u * stride_v + n] == Scalar(-99.5));
+}
+
+template <class Scalar>
+void check_read_along_all() {
+  for (int dates : {1, 2, 4})
+    for (std::size_t n : {0, 1, 3, 4, 5, 17, 1000})
+      for (std::size_t offset = 0; offset < 4; ++offset)
+        for (std::size_t m_offset : {0, 1}) {
+          check_read_along<Scalar, true>(dates, n, offset, m_offset);
+          check_read_along<Scalar, false>(dates, n, offset, m_offset);
+        }
+}
+
+}  // namespace
+
+TEST_CASE("a copy reading m beside it copies every row and folds each m element once", "[roof][streaming]") {
+  check_read_along_all<double>();
+  check_read_along_all<float>();
 }
