@@ -144,11 +144,11 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
 // multiply removed: its dates' rows of `src` copied into `dst`, and where
 // the piece is its tile's first group of dates (where the kernel takes its
 // run of multBy from memory; the later groups find it in the caches) that
-// run of `rows` read beside them, vector by vector as the kernel loads it.
-// Read apart from the copy instead (a pass over the run, then the copy),
-// the reads did not overlap the copy's as the kernel's do: the pipeline's
-// one-date blocks ran their kernel at 1.05-1.13 x such a copy. Folds what
-// it reads into `bits`.
+// run of `rows` read beside them, vector by vector as flat's kernel loads
+// it. Read apart from the copy instead (the copy, then a pass over
+// multBy), the reads did not overlap the copy's as the kernel's do: the
+// pipeline's one-date blocks ran their kernel at 1.05-1.11x such a copy.
+// Folds what it reads into `bits`.
 template <bool Stream, class Scalar>
 inline void copy_piece(Scalar* dst, const Scalar* src, const policy::FlatWalk::Piece& p, const Scalar* rows,
                        std::uint64_t& bits) {

@@ -116,9 +116,9 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                   "per-thread pipeline); a kernel call's bytes: its discount and multBy rows read, its cv written; "
                   "roof: GB/s of the same bytes copied with the kernel's stores, its multBy rows read, for every "
                   "other block: a block computed where it was read (LayoutRight on the host) has its discount copied "
-                  "into its cv in flat's walk, multBy read beside it as the kernel reads it, in the kernel's place, "
-                  "from the caches as the reads left them, paired with the kernel "
+                  "into its cv in the kernel's place, from the caches as the reads left them, paired with the kernel "
                   "of the thread's block before; otherwise its cv into its consumed discount right after its kernel; "
+                  "on LayoutRight on the host in flat's walk, multBy read beside the copy as flat's kernel reads it; "
                   "k.roof: the median over those pairs of the kernel's GB/s over the copy's (the median run), and its "
                   "range over the job's runs\n");
   print_where_the_time_goes(rep, out);
@@ -218,8 +218,9 @@ nlohmann::json job_json(const RunReport& rep, const JobReport& job) {
                 {"measured", "for every other kernel call, on the thread(s) that ran it, with the same stores, its "
                              "multBy rows read: a block computed where it was read (LayoutRight on the host) has its "
                              "discount copied into its cv in the kernel's place, paired with the thread's kernel "
-                             "call before; otherwise its cv into its consumed discount right after the call; bytes: "
-                             "discount and multBy rows read + cv written, as the kernel's"},
+                             "call before; otherwise its cv into its consumed discount right after the call; on "
+                             "LayoutRight on the host in flat's walk, multBy read beside the copy as flat's kernel "
+                             "reads it; bytes: discount and multBy rows read + cv written, as the kernel's"},
                 {"kernel_after_roof_seconds", job.stats.kernel_after_roof_s},
                 {"kernel_seconds_unwarmed", job.stats.kernel_seconds_unwarmed()}};
   const BlockPlan& plan = rep.plan(job.layout);

@@ -72,8 +72,8 @@ template <class Scalar, bool Stream>
 void check_read_along(int dates, std::size_t n, std::size_t offset, std::size_t m_offset) {
   CAPTURE(sizeof(Scalar), Stream, dates, n, offset, m_offset);
   constexpr std::size_t width = 16 / sizeof(Scalar);
-  const std::size_t stride = n + 2 * width;  // a multiple of the width: the rows share out's alignment
-  const std::size_t stride_v = (stride + width - 1) / width * width;
+  // rows a whole number of vectors apart: they share out's alignment
+  const std::size_t stride_v = (n + 2 * width + width - 1) / width * width;
   std::vector<Scalar> d(std::size_t(dates) * stride_v), m(n + m_offset + 1);
   for (std::size_t j = 0; j < d.size(); ++j) d[j] = Scalar(0.1 * double(j) - 7.3) / Scalar(7);
   for (std::size_t j = 0; j < m.size(); ++j) m[j] = Scalar(1.0 + 0.37 * double(j)) / Scalar(3);
