@@ -224,7 +224,8 @@ class PerThread {
       buf.fresh_bytes = kernel_bytes;
       if (few && roof_sampled(b, nblocks_) && !io_.discount_at)
         rec_.roof(kernel_bytes, kernel_end - kernel_begin, [&] {
-          roof::copy_in_walk_here(buf.d.data(), cv, policy::FlatWalk(tb, nb * K_, sizeof(Scalar), cv, buf.d.data()), m, stores);
+          const policy::FlatWalk walk(tb, nb * K_, sizeof(Scalar), cv, buf.d.data());
+          roof::copy_in_walk_here(buf.d.data(), cv, walk, m, stores);
         });
     });
     rec_.nothing(b, Phase::d2h);

@@ -135,13 +135,7 @@ struct PipelineStats {
   // thread(s) that ran the call. Not part of any phase; the wall time
   // includes it. Where a block is computed where it was read (host
   // LayoutRight), every other block a thread takes has its discount copied
-  // into its cv in flat's walk, multBy's rows read beside the copy as
-  // flat's kernel reads them (roof::copy_in_walk_here; the overlapped
-  // pipeline's direct path: roof::copy_in_walk; read after the copy
-  // instead, the kernel ran 1.05-1.11x the copy on one-date blocks, as its
-  // reads of multBy overlapped its reads of discount and the copy's did
-  // not; whatever the strategy, a copy of the same bytes), in the kernel's
-  // place, before the kernel (which then
+  // into its cv in the kernel's place, before the kernel (which then
   // overwrites it): from the caches as the reads left them, as the kernel
   // of the thread's block before found them, which is its pair (kernel_s:
   // that call's seconds, scaled to these bytes). Copied after the kernel
@@ -151,8 +145,13 @@ struct PipelineStats {
   // writes share the memory unevenly; docs/benchmarks.md). Elsewhere (a
   // tile or compute set that a transpose or a copy in has just filled; a
   // plan of fewer than two blocks a thread) the copy follows the sampled
-  // call (roof_sampled): its cv into its consumed discount (in flat's walk,
-  // as above, for a host LayoutRight block).
+  // call (roof_sampled): its cv into its consumed discount. A host
+  // LayoutRight block's copy, whatever the strategy, walks the block in
+  // flat's walk and reads multBy's rows beside it, where and as flat's
+  // kernel reads them (roof::copy_in_walk_here, the overlapped pipeline's
+  // direct path roof::copy_in_walk): read after the copy instead, the
+  // kernel ran 1.05-1.11x the copy on one-date blocks, its reads of multBy
+  // overlapping its reads of discount and the copy's not.
   struct RoofCall {
     double bytes, kernel_s, copy_s;
   };

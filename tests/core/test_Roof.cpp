@@ -125,9 +125,10 @@ TEMPLATE_TEST_CASE("flat's walk: each element once, multBy read in each tile's f
 
 // LayoutRight's third roof: flat's own walk (its tiles, its dates at once)
 // with the multiply removed copies every element of the cube once and reads
-// multBy once, beside the copy (copy_piece). Arrays placed so that the walk takes 4 dates 1 apart, 4
-// dates 2 apart (one date left over) or one at a time, or (with tiles
-// enough) groups the dates its spans leave over two at once.
+// multBy once, beside the copy (copy_piece). Arrays placed so that the
+// walk takes 4 dates 1 apart, 4 dates 2 apart (one date left over) or one
+// at a time, or (with tiles enough) groups the dates its spans leave over
+// two at once.
 TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads multBy once", "[roof]", double, float) {
   using Scalar = TestType;
   const std::size_t e = sizeof(Scalar);

@@ -89,7 +89,8 @@ void check_read_along(int dates, std::size_t n, std::size_t offset, std::size_t 
   CHECK(bits == want);
   std::size_t wrong = 0;
   for (int u = 0; u < dates; ++u)
-    for (std::size_t j = 0; j < n; ++j) wrong += std::memcmp(&out[u * stride_v + j], &d[u * stride_v + j], sizeof(Scalar)) != 0;
+    for (std::size_t j = 0; j < n; ++j)
+      wrong += std::memcmp(&out[u * stride_v + j], &d[u * stride_v + j], sizeof(Scalar)) != 0;
   CHECK(wrong == 0);
   CHECK(out[-1] == Scalar(-99.5));
   for (int u = 0; u < dates; ++u) CHECK(out[u * stride_v + n] == Scalar(-99.5));
