@@ -148,15 +148,19 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
 // it. Read apart from the copy instead (the copy, then a pass over
 // multBy), the reads did not overlap the copy's as the kernel's do: the
 // pipeline's one-date blocks ran their kernel at 1.05-1.11x such a copy.
-// Folds what it reads into `bits`.
-template <bool Stream, class Scalar>
+// Folds what it reads into `bits`. Streaming stores are not fenced here.
+template <class Scalar>
 inline void copy_piece(Scalar* dst, const Scalar* src, const policy::FlatWalk::Piece& p, const Scalar* rows,
-                       std::uint64_t& bits) {
-  if (p.first)
-    streaming::rows_at_once<Stream>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride,
-                                    streaming::ReadAlong<Scalar>{rows + p.j, &bits});
-  else
-    streaming::rows_at_once<Stream>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride, streaming::Unit{});
+                       std::uint64_t& bits, Stores stores) {
+  const auto rows_of = [&](auto stream, auto m) {
+    streaming::rows_at_once<decltype(stream)::value>(p.dates, dst + p.e, src + p.e, std::size_t(p.n), p.stride, m);
+  };
+  const auto copy = [&](auto stream) {
+    if (p.first) rows_of(stream, streaming::ReadAlong<Scalar>{rows + p.j, &bits});
+    else rows_of(stream, streaming::Unit{});
+  };
+  if (stores == Stores::streaming) copy(std::true_type{});
+  else copy(std::false_type{});
 }
 
 // The copy roof of flat on LayoutRight walked as flat walks it (host only):
@@ -175,12 +179,8 @@ double copy_in_walk(ExecSpace const& space, Scalar* dst, const Scalar* src, cons
   Kokkos::Timer timer;
   Kokkos::parallel_for("cvest::roof::copy_in_walk", policy::range(space, walk.chunks()), [=](Index c) {
     std::uint64_t bits = 0;
-    if (stores == Stores::streaming) {
-      copy_piece<true>(dst, src, walk.piece(c), rows, bits);
-      streaming::fence_this_thread();
-    } else {
-      copy_piece<false>(dst, src, walk.piece(c), rows, bits);
-    }
+    copy_piece(dst, src, walk.piece(c), rows, bits, stores);
+    if (stores == Stores::streaming) streaming::fence_this_thread();
     read_sink.fetch_xor(bits, std::memory_order_relaxed);
   });
   space.fence();
@@ -194,10 +194,7 @@ template <class Scalar>
 void copy_in_walk_here(Scalar* dst, const Scalar* src, const policy::FlatWalk& walk, const Scalar* rows,
                        Stores stores) {
   std::uint64_t bits = 0;
-  for (Index c = 0; c < walk.chunks(); ++c) {
-    if (stores == Stores::streaming) copy_piece<true>(dst, src, walk.piece(c), rows, bits);
-    else copy_piece<false>(dst, src, walk.piece(c), rows, bits);
-  }
+  for (Index c = 0; c < walk.chunks(); ++c) copy_piece(dst, src, walk.piece(c), rows, bits, stores);
   if (stores == Stores::streaming) streaming::fence_this_thread();
   read_sink.fetch_xor(bits, std::memory_order_relaxed);
 }
