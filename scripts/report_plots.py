@@ -152,13 +152,20 @@ def jobs_figure(report):
                     else ", lzf output" if report.get("output_compression") == "lzf" else "")
                  + input_filters(report) + where(report))
     fractions = [j["kernel_roof_fraction"] for j in js]
-    # The range over the job's runs, where it ran more than once.
-    low = [f - j.get("kernel_roof_fraction_min", f) if j.get("kernel_roof_fraction_max") else 0 for f, j in zip(fractions, js)]
-    high = [j.get("kernel_roof_fraction_max", f) - f if j.get("kernel_roof_fraction_max") else 0 for f, j in zip(fractions, js)]
+    # The interval that holds the median with 95% confidence, where the job
+    # had pairs enough (older reports: the range over the job's runs).
+    def bounds(j):
+        if "kernel_roof_interval" in j:
+            return j["kernel_roof_interval"] or [j["kernel_roof_fraction"]] * 2
+        if j.get("kernel_roof_fraction_max"):
+            return [j["kernel_roof_fraction_min"], j["kernel_roof_fraction_max"]]
+        return [j["kernel_roof_fraction"]] * 2
+    low = [max(f - bounds(j)[0], 0) for f, j in zip(fractions, js)]
+    high = [max(bounds(j)[1] - f, 0) for f, j in zip(fractions, js)]
     a2.bar(list(x), fractions, yerr=[low, high], capsize=3,
            color=["tab:blue" if j["layout"] == "right" else "tab:orange" for j in js])
     a2.axhline(1.0, color="k", linestyle="--",
-               label="a copy of the same bytes: each sampled kernel call's cv into its discount buffer, right after it")
+               label="a copy of the same bytes by each sampled kernel call's thread, with its stores")
     a2.set_ylabel("kernel GB/s / copy roof")
     a2.set_xticks(list(x))
     a2.set_xticklabels(labels, fontsize=8)

@@ -66,20 +66,22 @@ JobReport JobRunner::run(const JobPlan& planned, std::string& output_writes) {
   return job;
 }
 
-// The job's figures are its median run's (by total time), with the range of
-// the kernel's roof fraction over all its runs.
+// The job's figures are its median run's (by total time); its roof figures
+// are all its runs' pairs together, with the range of each run's own
+// median fraction.
 void JobRunner::summarize_runs(std::vector<PipelineStats> runs, JobReport& job) {
   std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.total_s < b.total_s; });
   std::vector<double> fractions;
-  for (const PipelineStats& s : runs)
+  for (const PipelineStats& s : runs) {
     if (const double f = s.kernel_roof_fraction(); f > 0) fractions.push_back(f);
+    job.roof_calls.insert(job.roof_calls.end(), s.roof.begin(), s.roof.end());
+  }
   if (!fractions.empty()) {
     job.kernel_roof_min = *std::min_element(fractions.begin(), fractions.end());
     job.kernel_roof_max = *std::max_element(fractions.begin(), fractions.end());
   }
   job.stats = std::move(runs[runs.size() / 2]);
-  job.kernel_roof_fraction = job.stats.kernel_roof_fraction();
-  job.roof_GBps = job.stats.roof_GBps();
+  job.summarize_roof();
 }
 
 // Every BlockIO call may run on several threads at once: input reads

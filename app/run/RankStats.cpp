@@ -1,7 +1,6 @@
 #include "app/run/RankStats.hpp"
 
 #include "app/run/RunReport.hpp"
-#include "core/Roof.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -18,14 +17,14 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
   mine.push_back(double(my_plan.blocks.size()));
   mine.push_back(peak_rss_bytes());
   mine.push_back(job.resumed_blocks);
-  mine.push_back(job.kernel_roof_fraction);
-  mine.push_back(job.roof_GBps);
   mine.push_back(job.stats.kernel_after_roof_s);
   mine.push_back(job.stats.kernel_after_roof_bytes);
   const auto all = ranks.gather(mine);
+  std::vector<double> my_pairs;
+  for (const auto& c : job.roof_calls) my_pairs.insert(my_pairs.end(), {c.bytes, c.kernel_s, c.copy_s});
+  const auto pairs = ranks.gather(my_pairs);
   if (!ranks.root()) return;
   job.resumed_blocks = 0;
-  std::vector<double> fractions, roofs;  // each rank's: the job's are their medians
   PipelineStats together;
   together.timeline = std::move(job.stats.timeline);  // rank 0's
   for (const auto& r : all) {
@@ -36,17 +35,17 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
     rs.blocks = int(r[2 * phase_count + 1]);
     rs.peak_rss_bytes = r[2 * phase_count + 2];
     job.resumed_blocks += int(r[2 * phase_count + 3]);
-    fractions.push_back(r[2 * phase_count + 4]);
-    roofs.push_back(r[2 * phase_count + 5]);
-    together.kernel_after_roof_s += r[2 * phase_count + 6];
-    together.kernel_after_roof_bytes += r[2 * phase_count + 7];
+    together.kernel_after_roof_s += r[2 * phase_count + 4];
+    together.kernel_after_roof_bytes += r[2 * phase_count + 5];
     for (int p = 0; p < phase_count; ++p) together.seconds[p] += rs.seconds[p], together.bytes[p] += rs.bytes[p];
     together.total_s = std::max(together.total_s, rs.total_s);
     job.per_rank.push_back(rs);
   }
   job.stats = std::move(together);
-  job.kernel_roof_fraction = roof::median(fractions);
-  job.roof_GBps = roof::median(roofs);
+  job.roof_calls.clear();
+  for (const auto& r : pairs)
+    for (std::size_t i = 0; i + 2 < r.size(); i += 3) job.roof_calls.push_back({r[i], r[i + 1], r[i + 2]});
+  job.summarize_roof();
 }
 
 double peak_rss_bytes() {

@@ -21,7 +21,7 @@ struct RankStats {
 // Every rank's phase seconds and bytes, wall time and blocks of `job`'s
 // median run, at rank 0: its per_rank, and its stats as the ranks' together
 // (busy seconds and bytes summed, wall time the slowest rank's; resumed
-// blocks summed; roof figures the ranks' medians). Collective.
+// blocks summed; roof figures from every rank's pairs together). Collective.
 void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& job);
 
 // Peak resident set size of this process so far, in bytes.

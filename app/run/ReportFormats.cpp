@@ -29,7 +29,7 @@ std::string block_text(const BlockPlan& plan, Index kernel_ids) {
 void print_jobs(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\n{:<15} {:<6} {:<7} {:<12} {:>12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>6} {:>9} {:>9}  {}\n",
              "strategy", "layout", "prec", "pipeline", "block", "total s", "read", "h2d", "kernel", "d2h", "write",
-             "GB/s in", "roof", "k.roof", "(runs)", "peak RSS", "output");
+             "GB/s in", "roof", "k.roof", "(95%)", "peak RSS", "output");
   for (const auto& j : rep.jobs) {
     const auto& st = j.stats;
     const BlockPlan& plan = rep.plan(j.layout);
@@ -37,9 +37,8 @@ void print_jobs(const RunReport& rep, std::ostream& out) {
     const std::string pipeline = j.pipeline == PipelineKind::per_thread
                                      ? fmt::format("per_thread:{}", j.pipeline_threads)
                                      : std::string(to_string(j.pipeline));
-    const std::string range = j.runs > 1 && j.kernel_roof_max > 0
-                                  ? fmt::format("{:.2f}-{:.2f}", j.kernel_roof_min, j.kernel_roof_max)
-                                  : std::string("-");
+    const MedianInterval& in = j.kernel_roof_interval;
+    const std::string range = in.exists ? fmt::format("{:.2f}-{:.2f}", in.low, in.high) : std::string("-");
     fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>12} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.1f} {:>6.2f} {:>9} {:>9}  {}\n",
                to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline,
                block_text(plan, j.kernel_ids), st.total_s, st.seconds[int(Phase::read)],
@@ -119,8 +118,9 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                   "into its cv in the kernel's place, from the caches as the reads left them, paired with the kernel "
                   "of the thread's block before; otherwise its cv into its consumed discount right after its kernel; "
                   "on LayoutRight on the host in flat's walk, multBy read beside the copy as flat's kernel reads it; "
-                  "k.roof: the median over those pairs of the kernel's GB/s over the copy's (the median run), and its "
-                  "range over the job's runs\n");
+                  "k.roof: the median over those pairs, all the job's runs together, of the kernel's GB/s over the "
+                  "copy's; (95%): the interval that holds that median with 95% confidence, from the pairs' own "
+                  "spread (order statistics; - under 6 pairs)\n");
   print_where_the_time_goes(rep, out);
   for (const auto& j : rep.jobs)
     if (j.resumed_blocks > 0)
@@ -211,9 +211,13 @@ nlohmann::json job_json(const RunReport& rep, const JobReport& job) {
   jj["pipeline_threads"] = job.pipeline_threads;
   jj["peak_rss_bytes"] = job.peak_rss_bytes;
   jj["kernel_roof_fraction"] = job.kernel_roof_fraction;
+  jj["kernel_roof_interval"] = job.kernel_roof_interval.exists
+                                   ? nlohmann::json{job.kernel_roof_interval.low, job.kernel_roof_interval.high}
+                                   : nlohmann::json(nullptr);
   jj["kernel_roof_fraction_min"] = job.kernel_roof_min;
   jj["kernel_roof_fraction_max"] = job.kernel_roof_max;
   jj["roof"] = {{"copy_GBps", job.roof_GBps},
+                {"pairs", job.roof_calls.size()},
                 {"kernel_calls_copied", job.stats.roof.size()},
                 {"measured", "for every other kernel call, on the thread(s) that ran it, with the same stores, its "
                              "multBy rows read: a block computed where it was read (LayoutRight on the host) has its "
@@ -284,7 +288,8 @@ std::string to_csv(const RunReport& rep) {
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_s";
   for (int p = 0; p < phase_count; ++p) s << ',' << to_string(Phase(p)) << "_bytes";
   s << ",peak_rss_bytes,kernel_roof_fraction,roof_GBps,dates,ids,cols,blocks,block_dates,block_ids,pipeline,"
-       "pipeline_threads,ranks,slowest_rank,load_balance,kernel_ids\n";
+       "pipeline_threads,ranks,slowest_rank,load_balance,kernel_ids,kernel_roof_pairs,kernel_roof_low,"
+       "kernel_roof_high\n";
   for (const auto& j : rep.jobs) {
     s << to_string(j.strategy) << ',' << to_string(j.layout) << ',' << to_string(j.precision) << ','
       << (j.wrote_output ? "true" : "false") << ',' << fmt::format("{:.6f}", j.stats.total_s);
@@ -295,7 +300,11 @@ std::string to_csv(const RunReport& rep) {
       << fmt::format("{:.3f}", j.roof_GBps) << ',' << rep.T << ',' << rep.N << ',' << rep.K << ','
       << plan.blocks.size() << ',' << plan.block_dates << ',' << plan.block_ids << ',' << to_string(j.pipeline) << ','
       << j.pipeline_threads << ',' << rep.ranks << ',' << j.slowest_rank() << ',' << fmt::format("{:.3f}", j.load_balance())
-      << ',' << j.kernel_ids << '\n';
+      << ',' << j.kernel_ids << ',' << j.roof_calls.size() << ','
+      << (j.kernel_roof_interval.exists ? fmt::format("{:.4f},{:.4f}", j.kernel_roof_interval.low,
+                                                      j.kernel_roof_interval.high)
+                                        : std::string(","))
+      << '\n';
   }
   return s.str();
 }

@@ -17,6 +17,12 @@ double JobReport::load_balance() const {
   return sum > 0 ? per_rank[std::size_t(slowest_rank())].total_s / (sum / double(per_rank.size())) : 1;
 }
 
+void JobReport::summarize_roof() {
+  roof_GBps = roof_pairs::copy_GBps(roof_calls);
+  kernel_roof_fraction = roof_pairs::kernel_fraction(roof_calls);
+  kernel_roof_interval = roof_pairs::kernel_fraction_interval(roof_calls);
+}
+
 const BlockPlan& RunReport::plan(LayoutKind layout) const { return plan_for(plans, layout); }
 
 }  // namespace cvest::app

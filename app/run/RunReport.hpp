@@ -25,13 +25,17 @@ struct JobReport {
   Index kernel_ids = 0;  // ids per kernel call: the plan's block ids, or a LayoutLeft per-thread tile's
   PipelineStats stats;        // the median run by total time
   double peak_rss_bytes = 0;
-  // The job's kernel against a copy of the same bytes: every other kernel
-  // call's cv copied into its consumed discount buffer right after it, on
-  // the thread(s) that ran it, with the stores it used (PipelineStats'
-  // roof). Both count a call's discount read and cv written.
-  double roof_GBps = 0;                   // the copies' GB/s in the median run
-  double kernel_roof_fraction = 0;        // the kernel's GB/s over roof_GBps, median run
-  double kernel_roof_min = 0, kernel_roof_max = 0;  // that fraction's range over the job's runs
+  // The job's kernel against a copy of the same bytes (PipelineStats'
+  // roof), from the pairs of all its runs together (all its ranks' at rank
+  // 0): a job's blocks may give each run only a few pairs of short calls,
+  // and the median of one run's few swung 0.5-1.2 run to run (seed deck).
+  std::vector<PipelineStats::RoofCall> roof_calls;
+  double roof_GBps = 0;                   // the copies' median GB/s
+  double kernel_roof_fraction = 0;        // the median over pairs of the kernel's GB/s over its copy's
+  MedianInterval kernel_roof_interval;    // what holds that median with 95% confidence
+  double kernel_roof_min = 0, kernel_roof_max = 0;  // each run's own median: their range over the job's runs
+  // roof_GBps, kernel_roof_fraction and its interval from roof_calls.
+  void summarize_roof();
   // A distributed run (at rank 0): each rank's part, rank by rank; `stats`
   // then holds the ranks together (busy seconds and bytes summed, total_s
   // the slowest rank's). Empty in one process.

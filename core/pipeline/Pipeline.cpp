@@ -20,12 +20,33 @@ std::string_view to_string(Phase phase) {
   return "?";
 }
 
-double PipelineStats::kernel_roof_fraction() const {
-  std::vector<double> ratios;  // the same bytes both ways: GB/s over GB/s is copy seconds over kernel seconds
-  for (const RoofCall& c : roof)
+namespace roof_pairs {
+
+std::vector<double> kernel_fractions(const std::vector<PipelineStats::RoofCall>& pairs) {
+  std::vector<double> ratios;
+  for (const auto& c : pairs)
     if (c.kernel_s > 0 && c.copy_s > 0) ratios.push_back(c.copy_s / c.kernel_s);
-  return roof::median(std::move(ratios));
+  return ratios;
 }
+
+double kernel_fraction(const std::vector<PipelineStats::RoofCall>& pairs) {
+  return median(kernel_fractions(pairs));
+}
+
+MedianInterval kernel_fraction_interval(const std::vector<PipelineStats::RoofCall>& pairs) {
+  return median_interval_95(kernel_fractions(pairs));
+}
+
+double copy_GBps(const std::vector<PipelineStats::RoofCall>& pairs) {
+  std::vector<double> rates;
+  for (const auto& c : pairs)
+    if (c.copy_s > 0) rates.push_back(c.bytes / c.copy_s / 1e9);
+  return median(std::move(rates));
+}
+
+}  // namespace roof_pairs
+
+double PipelineStats::kernel_roof_fraction() const { return roof_pairs::kernel_fraction(roof); }
 
 double PipelineStats::kernel_seconds_unwarmed() const {
   const double all_s = seconds[int(Phase::kernel)], all_bytes = bytes[int(Phase::kernel)];
@@ -34,12 +55,7 @@ double PipelineStats::kernel_seconds_unwarmed() const {
   return rest_s / rest_bytes * all_bytes;
 }
 
-double PipelineStats::roof_GBps() const {
-  std::vector<double> rates;
-  for (const RoofCall& c : roof)
-    if (c.copy_s > 0) rates.push_back(c.bytes / c.copy_s / 1e9);
-  return roof::median(std::move(rates));
-}
+double PipelineStats::roof_GBps() const { return roof_pairs::copy_GBps(roof); }
 
 namespace pipeline_detail {
 

@@ -13,6 +13,7 @@
 // system serialises) overlaps the other threads' reads and kernels.
 // Buffers are allocated once. The file side always holds C-order (T, N, K);
 // a LayoutLeft run transposes in the stage-in / stage-out steps.
+#include "core/Median.hpp"
 #include "core/Plan.hpp"
 #include "core/pipeline/MappedBytes.hpp"
 #include "core/Strategy.hpp"
@@ -63,11 +64,15 @@ class BufferCache {
   BufferCache() = default;
   BufferCache(const BufferCache&) = delete;
   BufferCache& operator=(const BufferCache&) = delete;
+  // `fresh`, where given: whether the memory was mapped now (its pages
+  // fault in as they are first written).
   template <class Scalar, class Space>
-  Kokkos::View<Scalar*, Space> get(const std::string& label, std::size_t n) {
+  Kokkos::View<Scalar*, Space> get(const std::string& label, std::size_t n, bool* fresh = nullptr) {
     const std::size_t bytes = n * sizeof(Scalar);
     Entry& e = entries_[label];
-    if (!e.memory || e.bytes < bytes || e.space != Space::name()) {
+    const bool mapping = !e.memory || e.bytes < bytes || e.space != Space::name();
+    if (fresh) *fresh = mapping;
+    if (mapping) {
       e = Entry{};  // free before allocating its successor
       // Page-aligned: an output's direct writes (O_DIRECT) then take a
       // block's rows without a copy.
@@ -168,10 +173,22 @@ struct PipelineStats {
   double kernel_seconds_unwarmed() const;
   // The median over sampled calls of the kernel's GB/s over its own copy's
   // (pairs meet the same moment of a machine whose bandwidth swings), and
-  // the copies' median GB/s; 0 where none was timed.
+  // the copies' median GB/s; 0 where none was timed (roof_pairs: the same
+  // over any set of pairs, e.g. a job's runs together).
   double kernel_roof_fraction() const;
   double roof_GBps() const;
 };
+
+// A set of roof pairs (PipelineStats::roof), e.g. every run's of a job: the
+// kernel's GB/s over its copy's, pair by pair (copy seconds over kernel
+// seconds: the same bytes both ways); their median, the interval that
+// holds it with 95% confidence (core/Median.hpp), and the copies' median GB/s.
+namespace roof_pairs {
+std::vector<double> kernel_fractions(const std::vector<PipelineStats::RoofCall>& pairs);
+double kernel_fraction(const std::vector<PipelineStats::RoofCall>& pairs);
+MedianInterval kernel_fraction_interval(const std::vector<PipelineStats::RoofCall>& pairs);
+double copy_GBps(const std::vector<PipelineStats::RoofCall>& pairs);
+}  // namespace roof_pairs
 
 // Whether block b of n has its copy roof timed: every other block, and the
 // only block of a one-block plan.

@@ -111,7 +111,7 @@ case "$case_name" in
                    expected=overlapped  # per_thread wherever the build has OpenMP threads (from the build, not cvest info)
                    [ -n "${CVEST_DEFAULT_SPACE:-}" ] || fail "CVEST_DEFAULT_SPACE unset (ctest sets it from the configuration)"
                    [ "$CVEST_DEFAULT_SPACE" = OPENMP ] && [ "${OMP_NUM_THREADS:-$(nproc)}" -ge 2 ] && expected=per_thread
-                   [ "$(grep -c ",$expected,[0-9]*,1,0,1.000,[0-9]*$" out/report.csv)" = 2 ] || { cat out/report.csv; fail "expected $expected"; }
+                   [ "$(grep -c ",$expected,[0-9]*,1,0,1.000,[0-9]*,[0-9]*,[0-9.]*,[0-9.]*$" out/report.csv)" = 2 ] || { cat out/report.csv; fail "expected $expected"; }
                    /usr/bin/python3 -c "import h5py, sys; d = h5py.File('out/cv.h5')['cv']; sys.exit(not (d.compression == 'gzip' and d.shuffle))" \
                      || fail "output is not gzip + shuffle"
                    [ -z "$(find out -name '*.tmp*')" ] || fail "temporary files left"; echo "ok [$case_name]" ;;
@@ -119,8 +119,8 @@ case "$case_name" in
                    deck '[run]\nstrategy = ["team", "flat"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n[report]\ncsv = "out/report.csv"\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
                    grep -q "verified" stdout.txt || fail "not verified"
-                   grep -q "^team,right,double,true,.*,overlapped,0,1,0,1.000,[0-9]*$" out/report.csv || { cat out/report.csv; fail "team's pipeline"; }
-                   [ "$(grep -c ',\(per_thread,[1-9][0-9]*\|overlapped,0\),1,0,1.000,[0-9]*$' out/report.csv)" = 4 ] || { cat out/report.csv; fail "pipelines in the csv"; }
+                   grep -q "^team,right,double,true,.*,overlapped,0,1,0,1.000,[0-9]*,[0-9]*,[0-9.]*,[0-9.]*$" out/report.csv || { cat out/report.csv; fail "team's pipeline"; }
+                   [ "$(grep -c ',\(per_thread,[1-9][0-9]*\|overlapped,0\),1,0,1.000,[0-9]*,[0-9]*,[0-9.]*,[0-9.]*$' out/report.csv)" = 4 ] || { cat out/report.csv; fail "pipelines in the csv"; }
                    echo "ok [$case_name]" ;;
   mixed_precision) # float32 discount x float64 multBy: float64 as NumPy gives; a chosen float narrows, with a note
                    /usr/bin/python3 -c "import h5py, numpy as np; f = h5py.File('mixed.h5', 'w'); f['multBy'] = np.full((2000, 5), 0.1); f['discount'] = np.ones((6, 2000, 5), np.float32)" || fail "h5py"

@@ -17,6 +17,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
+
+#include <sys/mman.h>
 
 using namespace cvest;
 
@@ -514,14 +517,17 @@ TEST_CASE("the roof's copies count the kernel's bytes, call for call, in every p
 TEST_CASE("kept buffers are page-aligned, reused while large enough, and freed when a job leaves them unused",
           "[pipeline]") {
   BufferCache cache;
-  const auto a = cache.get<double, Kokkos::HostSpace>("a", 300000);  // 2.3 MiB
+  bool fresh = false;
+  const auto a = cache.get<double, Kokkos::HostSpace>("a", 300000, &fresh);  // 2.3 MiB
   REQUIRE(a.data() != nullptr);
+  CHECK(fresh);  // mapped now: its pages not yet written
   CHECK(reinterpret_cast<std::uintptr_t>(a.data()) % 4096 == 0);  // O_DIRECT takes its rows as they are
   a(0) = 1.5, a(299999) = 2.5;  // writable end to end
   CHECK(cache.kept_bytes() == 300000 * sizeof(double));
   // a smaller ask under the same label: the same memory, contents kept
-  const auto smaller = cache.get<double, Kokkos::HostSpace>("a", 1000);
+  const auto smaller = cache.get<double, Kokkos::HostSpace>("a", 1000, &fresh);
   CHECK(smaller.data() == a.data());
+  CHECK_FALSE(fresh);
   CHECK(smaller(0) == 1.5);
   // an empty ask still gets memory of its own
   const auto empty = cache.get<float, Kokkos::HostSpace>("empty", 0);
@@ -529,11 +535,38 @@ TEST_CASE("kept buffers are page-aligned, reused while large enough, and freed w
   CHECK(reinterpret_cast<std::uintptr_t>(empty.data()) % 4096 == 0);
   cache.end_job();  // both used in this job: kept
   CHECK(cache.kept_bytes() == 300000 * sizeof(double));
-  const auto larger = cache.get<double, Kokkos::HostSpace>("a", 600000);  // the kept one freed first
+  const auto larger = cache.get<double, Kokkos::HostSpace>("a", 600000, &fresh);  // the kept one freed first
+  CHECK(fresh);
   CHECK(reinterpret_cast<std::uintptr_t>(larger.data()) % 4096 == 0);
   larger(599999) = 3.5;
   CHECK(cache.kept_bytes() == 600000 * sizeof(double));
   cache.end_job();  // "empty" went unused this job: freed
   cache.end_job();  // "a" went unused this one
   CHECK(cache.kept_bytes() == 0);
+}
+
+TEST_CASE("memory faulted in ahead of its first write: resident, zero where fresh, nothing outside it touched",
+          "[pipeline]") {
+  // Pages resident (mincore) before and after, on an anonymous mapping of
+  // 64 pages: fault_in of pages 8-39 from an address inside page 8 to one
+  // inside page 39 makes exactly those resident (a first write pays no fault).
+  constexpr std::size_t page = 4096, pages = 64;
+  const auto memory = map_bytes(pages * page);
+  const auto resident = [&] {
+    std::vector<unsigned char> in(pages);
+    REQUIRE(::mincore(memory.get(), pages * page, in.data()) == 0);
+    std::vector<bool> r(pages);
+    for (std::size_t i = 0; i < pages; ++i) r[i] = in[i] & 1;
+    return r;
+  };
+  for (const bool r : resident()) CHECK_FALSE(r);  // mapped, never touched
+  fault_in(memory.get() + 8 * page + 100, 31 * page);  // ends 100 bytes into page 39
+  const auto after = resident();
+  for (std::size_t i = 0; i < pages; ++i) {
+    CAPTURE(i);
+    CHECK(after[i] == (i >= 8 && i <= 39));
+  }
+  CHECK(std::all_of(memory.get() + 8 * page, memory.get() + 40 * page, [](unsigned char c) { return c == 0; }));
+  fault_in(memory.get(), 0);  // nothing asked: nothing done
+  CHECK_FALSE(resident()[0]);
 }

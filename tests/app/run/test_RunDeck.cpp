@@ -88,6 +88,64 @@ csv = "report.csv"
   CHECK_THROWS_WITH(run_deck(deck, progress), Catch::Contains("output exists"));
 }
 
+TEST_CASE("a job's k.roof pools the pairs of all its runs, with the interval that holds their median", "[job]") {
+  // Three runs of 8 blocks in the overlapped pipeline: every other block
+  // timed (roof_sampled), 4 pairs a run, 12 in all: enough for an interval
+  // (6), which one run's 4 are not.
+  const auto dir = fresh_dir("roof_pairs");
+  std::ofstream(dir / "deck.toml") << R"(
+[input]
+file = "in.h5"
+generate = { dates = 8, ids = 2000, cols = 5, seed = 5 }
+[output]
+file = "out/cv.h5"
+[run]
+strategy = "flat"
+layout = ["right", "left"]
+max_block = 80000
+pipeline = "overlapped"
+repeats = 3
+)";
+  std::ostringstream progress;
+  const auto report = run_deck(load_deck((dir / "deck.toml").string()), progress);
+  const auto json = to_json(report);
+  const std::string csv = to_csv(report);
+  std::ostringstream table;
+  print_run_table(report, table);
+  CHECK(table.str().find("(95%)") != std::string::npos);
+  CHECK(csv.find(",kernel_roof_pairs,kernel_roof_low,kernel_roof_high\n") != std::string::npos);
+  for (std::size_t j = 0; j < report.jobs.size(); ++j) {
+    const JobReport& job = report.jobs[j];
+    CAPTURE(j);
+    REQUIRE(report.plan(job.layout).blocks.size() == 8);
+    // every run's pairs, not the median run's alone
+    REQUIRE(job.roof_calls.size() == 12);
+    CHECK(job.stats.roof.size() == 4);
+    std::vector<double> ratios;
+    for (const auto& c : job.roof_calls) ratios.push_back(c.copy_s / c.kernel_s);
+    CHECK(job.kernel_roof_fraction == median(ratios));
+    std::sort(ratios.begin(), ratios.end());
+    REQUIRE(job.kernel_roof_interval.exists);  // the 3rd smallest and 3rd largest of 12
+    CHECK(job.kernel_roof_interval.low == ratios[2]);
+    CHECK(job.kernel_roof_interval.high == ratios[9]);
+    CHECK(job.kernel_roof_min <= job.kernel_roof_max);
+    const auto& jj = json["jobs"][j];
+    CHECK(jj["roof"]["pairs"] == 12);
+    CHECK(jj["kernel_roof_fraction"].get<double>() == job.kernel_roof_fraction);
+    CHECK(jj["kernel_roof_interval"][0].get<double>() == ratios[2]);
+    CHECK(jj["kernel_roof_interval"][1].get<double>() == ratios[9]);
+    // the table's row: k.roof, then its interval
+    CHECK(table.str().find(fmt::format("{:.2f} {:.2f}-{:.2f}", job.kernel_roof_fraction, ratios[2], ratios[9])) !=
+          std::string::npos);
+  }
+  // One run's 4 pairs: no interval; the table says so with a dash.
+  JobReport one = report.jobs[0];
+  one.roof_calls = one.stats.roof;
+  one.summarize_roof();
+  CHECK_FALSE(one.kernel_roof_interval.exists);
+  CHECK(one.kernel_roof_fraction > 0);
+}
+
 TEST_CASE("an input to generate and its output must fit the disk together before either is written", "[job]") {
   const auto dir = fresh_dir("disk_together");
   const double free_here = free_space((dir / "in.h5").string());
