@@ -234,15 +234,26 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
 #if CVEST_HAVE_STREAMING_STORES
   if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
     constexpr std::size_t width = 16 / sizeof(Scalar);
-    if (T % width == 0 && reinterpret_cast<std::uintptr_t>(out + j) % 16 == 0)
+    // A run of V vectors, V known to the compiler where runs are short
+    // (its loop unrolled: no branch per vector).
+    const auto whole_runs = [&](auto vectors) {
+      const std::size_t V = vectors == 0 ? T / width : std::size_t(vectors);
       for (; j + T <= n; j += T, ++r) {
         if constexpr (scaled) {
           const auto mv = detail::splat(m[r]);
-          for (std::size_t v = j; v < j + T; v += width) detail::stream(out + v, detail::mul(mv, detail::load(d + v)));
+          for (std::size_t v = 0; v < V; ++v)
+            detail::stream(out + j + v * width, detail::mul(mv, detail::load(d + j + v * width)));
         } else {
-          for (std::size_t v = j; v < j + T; v += width) detail::stream(out + v, detail::load(d + v));
+          for (std::size_t v = 0; v < V; ++v) detail::stream(out + j + v * width, detail::load(d + j + v * width));
         }
       }
+    };
+    if (T % width == 0 && reinterpret_cast<std::uintptr_t>(out + j) % 16 == 0) {
+      if (T == width) whole_runs(std::integral_constant<std::size_t, 1>{});
+      else if (T == 2 * width) whole_runs(std::integral_constant<std::size_t, 2>{});
+      else if (T == 4 * width) whole_runs(std::integral_constant<std::size_t, 4>{});
+      else whole_runs(std::integral_constant<std::size_t, 0>{});
+    }
   }
 #endif
   for (; j < n; ++r) {
