@@ -1,7 +1,8 @@
 #pragma once
 // A run's job stage: one strategy x layout of the plan run file to file,
 // repeat by repeat (the first job's first run writes the output, every
-// other run is compared with it), its figures those of its median run.
+// other run is compared with it), its figures those of its median run
+// (its roof's those of all its runs' pairs).
 #include "app/Deck.hpp"
 #include "app/Ranks.hpp"
 #include "app/run/CheckBuffers.hpp"

@@ -1,6 +1,7 @@
 #pragma once
-// What a run did: the deck's plan and each job's figures (its median run),
-// as the report formats print them (app/run/ReportFormats.hpp).
+// What a run did: the deck's plan and each job's figures (its median run's;
+// its roof's from all its runs), as the report formats print them
+// (app/run/ReportFormats.hpp).
 #include "app/run/RankStats.hpp"
 #include "core/Names.hpp"
 #include "core/Plan.hpp"
