@@ -83,6 +83,8 @@ struct Variant {
   std::function<double()> copy_in_runs;
   // LayoutRight on the host: how flat groups dates on these arrays (policy::flat_dates).
   std::string flat_dates;
+  // LayoutLeft on the host: how many streams flat walks at once (policy::flat_left_streams).
+  std::string flat_streams;
 };
 
 template <class Scalar, class Layout>
@@ -118,11 +120,14 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
   }
   // T = 1: flat walks a one-date block as one run, as the other copies do.
   if (std::is_same_v<Layout, Kokkos::LayoutLeft> && policy::on_host<Space> && T > 1 &&
-      T < policy::flat_run_elements(sizeof(Scalar)))
+      T < policy::flat_run_elements(sizeof(Scalar))) {
+    v.flat_streams =
+        policy::flat_streams_text(policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)));
     v.copy_in_runs = [space, ops, T] {
       return roof::copy_and_read<Space, Scalar>(space, ops->cv.data(), ops->d.data(), Index(ops->d.span()),
                                                 ops->m.data(), Index(ops->m.span()), roof::Stores::streaming, T);
     };
+  }
   return v;
 }
 
@@ -426,10 +431,13 @@ Report run(const Config& config_in, std::ostream& progress) {
   const Timings timings = timed_passes(space, config, variants, roof_arrays, progress);
   roof_figures(timings, elements, report);
   result_figures(timings, config, variants, report);
-  for (const auto& v : variants)
-    if (!v.flat_dates.empty())
-      report.flat_dates += fmt::format("{}{}: {}", report.flat_dates.empty() ? "" : " | ", to_string(v.precision),
-                                       v.flat_dates);
+  const auto add = [](std::string& to, const Variant& v, const std::string& text) {
+    if (!text.empty()) to += fmt::format("{}{}: {}", to.empty() ? "" : " | ", to_string(v.precision), text);
+  };
+  for (const auto& v : variants) {
+    add(report.flat_dates, v, v.flat_dates);
+    add(report.flat_streams, v, v.flat_streams);
+  }
   return report;
 }
 
@@ -541,6 +549,8 @@ void print_table(const Report& report, std::ostream& out) {
                tile >= slice ? "one tile holds all of multBy" : "tiles of ids walked date by date", slice >> 20,
                tile >> 10);
     if (!report.flat_dates.empty()) fmt::print(out, "flat/right dates at once on these arrays: {}\n", report.flat_dates);
+    if (!report.flat_streams.empty())
+      fmt::print(out, "flat/left streams on these arrays: {}\n", report.flat_streams);
   }
   fmt::print(out, "roof (same run, same size, medians (min-max)): copy {:.1f} ({:.1f}-{:.1f}) GB/s, copy with streaming "
                   "stores {:.1f} ({:.1f}-{:.1f}) GB/s, triad {:.1f} GB/s; warmed {:.0f} s first\n\n",
@@ -591,6 +601,7 @@ nlohmann::json to_json(const Report& report) {
   if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
     j["flat_run_bytes"] = policy::flat_run().bytes;
     j["flat_dates"] = report.flat_dates;
+    j["flat_streams"] = report.flat_streams;
     j["flat_tile_bytes"] = policy::flat_tile_bytes(std::size_t(report.config.ids * report.config.cols) * 8, 8);
     j["caches"] = policy::topology_text(policy::machine_topology());
   }

@@ -70,7 +70,8 @@ struct Report {
   Config config;
   Roof roof;
   std::vector<Result> results;
-  std::string flat_dates;  // how flat/right grouped dates on each precision's arrays
+  std::string flat_dates;    // how flat/right grouped dates on each precision's arrays
+  std::string flat_streams;  // how many streams flat/left walked at once on each precision's arrays
 };
 
 // The values the in-memory benchmarks fill in: reproducible, non-trivial,

@@ -97,6 +97,11 @@ int dates_cap() {
   return cap;
 }
 
+// " (CVEST_FLAT_DATES=2)" where it caps the dates and streams, else nothing.
+std::string cap_note() {
+  return dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(dates_cap()) + ")" : std::string();
+}
+
 }  // namespace
 
 int host_threads() { return Kokkos::DefaultHostExecutionSpace().concurrency(); }
@@ -115,13 +120,37 @@ FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, In
   return {};
 }
 
+FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_t element_size) {
+  const std::size_t run_bytes = std::size_t(std::max<Index>(T, 0)) * element_size;
+  if (T < 1 || run_bytes % 16 != 0) return {};  // whole runs stream only where they share an alignment
+  const Index per = flat_run_elements(element_size);
+  const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
+  for (int streams : {4, 2}) {
+    if (streams > dates_cap()) continue;
+    // Whole runs in any full work item (its first may be entered part way),
+    // over the streams; then nearer spacings, until the page offsets (at
+    // most 256 of 16-byte steps) have all been tried.
+    const Index most = (per - T + 1) / T / streams;
+    for (Index q = most; q >= 1 && q > most - 512; --q)
+      if (rows_apart(d_at, cv_at, std::size_t(q) * run_bytes, streams)) return {streams, q};
+  }
+  return {};
+}
+
+std::string flat_streams_text(const FlatStreams& streams) {
+  if (streams.streams == 1)
+    return dates_cap() == 1 ? "one stream (CVEST_FLAT_DATES=1)"
+                            : "one stream (runs of T dates not a multiple of 16 bytes, or no spacing of them "
+                              "1 KiB apart in a page)";
+  return fmt::format("{} streams at once, {} runs apart{}", streams.streams, streams.runs_apart, cap_note());
+}
+
 std::string flat_dates_text(const FlatDates& dates) {
   if (dates.dates == 1)
     return dates_cap() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
                             : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an "
                               "alignment, leaving no dates over where a few tiles do not split into whole tiles a thread)";
-  return fmt::format("{} at once, {} apart{}", dates.dates, dates.step,
-                     dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(dates_cap()) + ")" : "");
+  return fmt::format("{} at once, {} apart{}", dates.dates, dates.step, cap_note());
 }
 
 std::string flat_walk_dates_text(const FlatWalk& walk) {

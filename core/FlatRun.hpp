@@ -81,6 +81,25 @@ FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, In
 // "4 at once, 1 apart", or why one at a time.
 std::string flat_dates_text(const FlatDates& dates);
 
+// How a LayoutLeft work item walks its run of elements (runs of T dates
+// of one multBy value after another: core/StreamingStores.hpp scaled_runs):
+// `streams` stretches of its whole T-runs at once, `runs_apart` runs apart,
+// so a thread keeps four reads and four writes going as LayoutRight's four
+// dates at once do. One stream at a time, flat/left ran at 31-34 GB/s
+// against 37 for flat/right on the same bytes (8 x 10,000,000 float, Intel
+// Xeon VM); four at once, 40-41 (docs/benchmarks.md). As flat_dates: four
+// before two, only where the streams sit at least 1 KiB apart within a 4
+// KiB page, discount's and cv's alike, and share an alignment (runs of a
+// multiple of 16 bytes); the widest such spacing a full work item holds.
+// CVEST_FLAT_DATES=1|2|4 caps it as it caps the dates.
+struct FlatStreams {
+  int streams = 1;
+  Index runs_apart = 0;
+};
+FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_t element_size);
+// "4 at once, 2000 runs apart", or why one at a time.
+std::string flat_streams_text(const FlatStreams& streams);
+
 // Whether a few tiles split between the threads call for groups that leave
 // no dates over: fewer than 4 tiles a thread, not a whole number a thread.
 // A thread taking whole tiles does the same work as the others whatever the

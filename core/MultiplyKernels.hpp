@@ -169,7 +169,8 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 //    from the caches for the other dates. One tile may hold the whole
 //    slice; a tile of one run keeps a run's multBy in L2.
 //  - LayoutLeft: storage order already reuses each multBy value T times in a
-//    row; chunks are contiguous and walked as runs of one multBy value.
+//    row; chunks are contiguous and walked as runs of one multBy value, in
+//    stretches of runs at once (policy::flat_left_streams).
 // Stream = false: the same runs with regular stores (CvNext::cache).
 template <class Scalar, class Layout, class MemSpace, bool Stream = true>
 struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
@@ -177,9 +178,12 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
       : Kernel<Scalar, Layout, MemSpace>(o), per(policy::flat_run_elements(sizeof(Scalar))) {
     if constexpr (is_right<Layout>)
       walk = policy::FlatWalk(this->T, this->N * this->K, sizeof(Scalar), o.d.data(), o.cv.data());
+    else
+      streams = policy::flat_left_streams(o.d.data(), o.cv.data(), this->T, sizeof(Scalar));
   }
   Index per;
-  policy::FlatWalk walk;  // LayoutRight
+  policy::FlatWalk walk;        // LayoutRight
+  policy::FlatStreams streams;  // LayoutLeft
   Index chunks() const {
     return is_right<Layout> ? walk.chunks() : (this->T * this->N * this->K + per - 1) / per;
   }
@@ -199,7 +203,7 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
       // many short runs.
       const Index T = this->T, e = c * per, end = std::min(T * this->N * this->K, e + per), j = e / T;
       streaming::scaled_runs<Stream>(out + e, in + e, std::size_t(end - e), std::size_t(T), std::size_t(e - j * T),
-                                     m.data() + j);
+                                     m.data() + j, streams.streams, std::size_t(streams.runs_apart));
     }
     if constexpr (Stream) streaming::fence_this_thread();
   }

@@ -27,20 +27,28 @@ using Flat = Kokkos::View<Scalar*, MemSpace>;
 enum class Stores { regular, streaming };
 
 // dst[0, n) = src[0, n) on the calling host thread: a copy roof's pass over
-// one thread's share. run > 0 (streaming stores): copied run by run, each
-// ending where a multiple of `run` elements from `first` (the chunk's place
-// in the whole) does, walked as a kernel on LayoutLeft walks its runs of one
-// multBy value (streaming::scaled_runs).
+// one thread's share, with regular or streaming stores.
 template <class Scalar>
-inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stores, std::size_t run = 0,
-                      std::size_t first = 0) {
+inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stores) {
   if (stores == Stores::streaming) {
-    if (run == 0) streaming::copy_run(dst, src, n);
-    else streaming::scaled_runs<true>(dst, src, n, run, first % run, streaming::Unit{});
+    streaming::copy_run(dst, src, n);
     streaming::fence_this_thread();
   } else {
     for (std::size_t j = 0; j < n; ++j) dst[j] = src[j];
   }
+}
+
+// One chunk of flat's LayoutLeft walk with the multiply removed (streaming
+// stores): dst[0, n) = src[0, n) run by run, each ending where a multiple
+// of `run` elements from `first` (the chunk's place in the whole) does, in
+// the kernel's streams (policy::flat_left_streams), each run's multBy value
+// (`rows`: the chunk's first run's) read where the kernel reads it and
+// folded into `bits` (streaming::scaled_runs). Not fenced here.
+template <class Scalar>
+inline void copy_runs_here(Scalar* dst, const Scalar* src, std::size_t n, std::size_t run, std::size_t first,
+                           const policy::FlatStreams& streams, const Scalar* rows, std::uint64_t& bits) {
+  streaming::scaled_runs<true>(dst, src, n, run, first % run, streaming::ReadAlong<Scalar>{rows, &bits},
+                               streams.streams, std::size_t(streams.runs_apart));
 }
 
 // Reads n elements at p once (XOR of their bytes, 16 at a time in four
@@ -85,10 +93,12 @@ inline void read_here(const Scalar* p, std::size_t n) {
 // discount buffer; the bench: its discount into its cv), and
 // its multBy rows (`rows`, m elements; none: a plain copy) read. Returns
 // seconds. Host spaces: every thread of `space` takes contiguous runs of
-// both, as the flat kernel does (run > 0: each copied in runs of that many
-// elements, copy_here): chunk c reads its share of multBy (c's part of m,
-// 16-byte bounds), then copies its run, as a kernel's chunk reads the multBy
-// of its elements. Where multBy goes is not neutral here: in runs of its own
+// both, as the flat kernel does: chunk c reads its share of multBy (c's
+// part of m, 16-byte bounds), then copies its run, as a kernel's chunk
+// reads the multBy of its elements. run > 0 (streaming stores; `rows` a
+// LayoutLeft multBy of n / run values): flat's LayoutLeft walk instead, in
+// runs of that many elements and the kernel's streams, each run's multBy
+// value read beside it (copy_runs_here). Where multBy goes is not neutral here: in runs of its own
 // (at the end of the range, or spread through it) the double copy ran
 // 0.88-0.91 of flat's speed at 8 x 10,000,000 and the float copy 1.03-1.06;
 // with each chunk's share the other way round (1.00-1.06, 0.91-0.93; three
@@ -106,11 +116,22 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
     const Index per = policy::flat_run_elements(sizeof(Scalar)), chunks = std::max((n + per - 1) / per, Index(m > 0)),
                 align = Index(16 / sizeof(Scalar));
     const auto share = [=](Index c) { return c >= chunks ? m : c * m / chunks / align * align; };
+    const policy::FlatStreams streams =
+        run > 0 && rows ? policy::flat_left_streams(src, dst, run, sizeof(Scalar)) : policy::FlatStreams{};
     Kokkos::parallel_for(label, policy::range(space, chunks), [=](Index c) {
+      const Index b = c * per, e = std::min(n, b + per);
+      if (run > 0 && rows) {
+        std::uint64_t bits = 0;
+        if (e > b)
+          copy_runs_here(dst + b, src + b, std::size_t(e - b), std::size_t(run), std::size_t(b), streams,
+                         rows + b / run, bits);
+        streaming::fence_this_thread();
+        read_sink.fetch_xor(bits, std::memory_order_relaxed);
+        return;
+      }
       const Index r0 = share(c), r1 = share(c + 1);
       if (r1 > r0) read_here(rows + r0, std::size_t(r1 - r0));
-      const Index b = c * per, e = std::min(n, b + per);
-      if (e > b) copy_here(dst + b, src + b, std::size_t(e - b), stores, std::size_t(run), std::size_t(b));
+      if (e > b) copy_here(dst + b, src + b, std::size_t(e - b), stores);
     });
   } else {
     // One launch, as the kernel's: item j copies element j and reads

@@ -104,7 +104,7 @@ struct Unit {};  // no factor: a copy
 // interleaved with its loads of d overlap, a copy and then a read of m do
 // not). Each element's bits are XOR-folded into *bits (lanes folded
 // together: the XOR of every element read, as unsigned integers of its
-// size) so the loads stay.
+// size) so the loads stay. In scaled_runs, m[r] is run r's one value.
 template <class Scalar>
 struct ReadAlong {
   const Scalar* m;
@@ -212,21 +212,33 @@ inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
 // Runs of T elements one after another, run r scaled by m[r] (LayoutLeft's
 // storage order, T dates of one multBy value): out[j] = m[(t0 + j) / T] * d[j]
 // for j < n, the first run entered t0 elements in. m = Unit{}: a copy walked
-// the same way (the roof in flat's walk). Where every run is whole 16-byte
-// vectors (T a multiple of the width, the runs' starts aligned) they stream
-// with no head, tail or call per run (streaming stores only; regular ones
-// take the per-run loop): runs of 8 floats taken one call each spent more
-// on each run's checks than on its 64 bytes moved (flat/left at 0.65-0.74
-// of a copy at 8 x 10,000,000 float). T > 0, t0 < T.
+// the same way (the roof in flat's walk); ReadAlong{m, bits}: that copy
+// reading m[r] where the kernel does, folding its bits into *bits. Where
+// every run is whole 16-byte vectors (T a multiple of the width, the runs'
+// starts aligned) they stream with no head, tail or call per run (streaming
+// stores only; regular ones take the per-run loop): runs of 8 floats taken
+// one call each spent more on each run's checks than on its 64 bytes moved
+// (flat/left at 0.65-0.74 of a copy at 8 x 10,000,000 float); a run of one,
+// two or four vectors unrolled, 0.87-0.90 -> 0.94-0.95 there. `streams`
+// (2 or 4; policy::flat_left_streams) stretches of whole runs at once,
+// `runs_apart` runs apart, where they fit; the runs left over one at a
+// time. T > 0, t0 < T.
 template <bool Stream = true, class Scalar, class Rows>
-inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t T, std::size_t t0, Rows m) {
-  constexpr bool scaled = !std::is_same_v<Rows, Unit>;
+inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t T, std::size_t t0, Rows m,
+                        int streams = 1, std::size_t runs_apart = 0) {
+  constexpr bool reads = reads_along<Rows>;
+  constexpr bool scaled = !std::is_same_v<Rows, Unit> && !reads;
+  std::uint64_t folded = 0;  // reads: every m[r] read
   const auto run = [&](std::size_t j, std::size_t len, std::size_t r) {
-    if constexpr (scaled) streamed_rows<1, Stream>(out + j, d + j, len, 0, Constant<Scalar>{m[r]});
-    else streamed_rows<1, Stream>(out + j, d + j, len, 0, Unit{});
+    if constexpr (scaled) {
+      streamed_rows<1, Stream>(out + j, d + j, len, 0, Constant<Scalar>{m[r]});
+    } else {
+      if constexpr (reads) folded ^= bits_of(m.m[r]);
+      streamed_rows<1, Stream>(out + j, d + j, len, 0, Unit{});
+    }
   };
   std::size_t j = 0, r = 0;
-  if (t0 != 0) {
+  if (t0 != 0 && n > 0) {
     j = std::min(n, T - t0);
     run(0, j, 0);
     r = 1;
@@ -234,25 +246,39 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
 #if CVEST_HAVE_STREAMING_STORES
   if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
     constexpr std::size_t width = 16 / sizeof(Scalar);
-    // A run of V vectors, V known to the compiler where runs are short
-    // (its loop unrolled: no branch per vector).
-    const auto whole_runs = [&](auto vectors) {
+    // Whole runs of V vectors, V known to the compiler where runs are short
+    // (its loop unrolled: no branch per vector), U streams at once.
+    const auto whole_runs = [&](auto vectors, auto stretches) {
+      constexpr std::size_t U = decltype(stretches)::value;
       const std::size_t V = vectors == 0 ? T / width : std::size_t(vectors);
-      for (; j + T <= n; j += T, ++r) {
+      const auto one = [&](std::size_t at, std::size_t ra) {
         if constexpr (scaled) {
-          const auto mv = detail::splat(m[r]);
+          const auto mv = detail::splat(m[ra]);
           for (std::size_t v = 0; v < V; ++v)
-            detail::stream(out + j + v * width, detail::mul(mv, detail::load(d + j + v * width)));
+            detail::stream(out + at + v * width, detail::mul(mv, detail::load(d + at + v * width)));
         } else {
-          for (std::size_t v = 0; v < V; ++v) detail::stream(out + j + v * width, detail::load(d + j + v * width));
+          if constexpr (reads) folded ^= bits_of(m.m[ra]);
+          for (std::size_t v = 0; v < V; ++v) detail::stream(out + at + v * width, detail::load(d + at + v * width));
         }
+      };
+      if constexpr (U > 1) {
+        const std::size_t apart = runs_apart * T;
+        for (; j + U * apart <= n; j += (U - 1) * apart, r += (U - 1) * runs_apart)
+          for (const std::size_t stop = j + apart; j < stop; j += T, ++r)
+            for (std::size_t u = 0; u < U; ++u) one(j + u * apart, r + u * runs_apart);
       }
+      for (; j + T <= n; j += T, ++r) one(j, r);
+    };
+    const auto with_streams = [&](auto vectors) {
+      if (streams == 4 && runs_apart > 0) whole_runs(vectors, std::integral_constant<std::size_t, 4>{});
+      else if (streams == 2 && runs_apart > 0) whole_runs(vectors, std::integral_constant<std::size_t, 2>{});
+      else whole_runs(vectors, std::integral_constant<std::size_t, 1>{});
     };
     if (T % width == 0 && reinterpret_cast<std::uintptr_t>(out + j) % 16 == 0) {
-      if (T == width) whole_runs(std::integral_constant<std::size_t, 1>{});
-      else if (T == 2 * width) whole_runs(std::integral_constant<std::size_t, 2>{});
-      else if (T == 4 * width) whole_runs(std::integral_constant<std::size_t, 4>{});
-      else whole_runs(std::integral_constant<std::size_t, 0>{});
+      if (T == width) with_streams(std::integral_constant<std::size_t, 1>{});
+      else if (T == 2 * width) with_streams(std::integral_constant<std::size_t, 2>{});
+      else if (T == 4 * width) with_streams(std::integral_constant<std::size_t, 4>{});
+      else with_streams(std::integral_constant<std::size_t, 0>{});
     }
   }
 #endif
@@ -261,6 +287,7 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
     run(j, len, r);
     j += len;
   }
+  if constexpr (reads) *m.bits ^= folded;
 }
 
 // `dates` rows at once (1, 2 or 4: flat's LayoutRight walk), `stride`

@@ -115,6 +115,24 @@ TEMPLATE_LIST_TEST_CASE("every strategy equals the plain loop bit for bit", "[mu
     }
 }
 
+// flat on host arrays (m and d filled here), with either kind of store,
+// equals the plain loop bit for bit.
+template <class Table, class Cube>
+void check_flat_both_stores(const Table& m, const Cube& d, const Cube& cv, std::mt19937_64& rng) {
+  using Scalar = typename Cube::non_const_value_type;
+  using Layout = typename Cube::array_layout;
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  fill_random(m, d, rng);
+  for (const CvNext next : {CvNext::memory, CvNext::cache}) {
+    CAPTURE(next == CvNext::cache);
+    Kokkos::deep_copy(cv, Scalar(-12345.5));
+    Host space;
+    multiply(Strategy::flat, space, Operands<Scalar, Layout, Host::memory_space>{m, d, cv}, next);
+    space.fence();
+    CHECK(count_wrong(m, d, cv) == 0);
+  }
+}
+
 // flat on LayoutRight takes up to four dates at once where their rows'
 // streams sit apart in a page (policy::flat_dates): arrays placed in one
 // buffer at chosen page offsets, with row strides that make each grouping
@@ -161,15 +179,78 @@ TEMPLATE_TEST_CASE("every strategy equals the plain loop bit for bit with dates 
     CHECK(walk.together.step == want.step);
   }
   std::mt19937_64 rng(std::uint64_t(g.T * 31 + g.N));
-  fill_random(m, d, rng);
-  for (const CvNext next : {CvNext::memory, CvNext::cache}) {
-    CAPTURE(next == CvNext::cache);
-    Kokkos::deep_copy(cv, Scalar(-12345.5));
-    Host space;
-    multiply(Strategy::flat, space, Operands<Scalar, Kokkos::LayoutRight, Mem>{m, d, cv}, next);
-    space.fence();
-    CHECK(count_wrong(m, d, cv) == 0);
+  check_flat_both_stores(m, d, cv, rng);
+}
+
+// flat on LayoutLeft walks its runs in stretches at once where they sit
+// apart in a page (policy::flat_left_streams): arrays placed in one buffer
+// at the same page offset, large enough for many work items of many runs,
+// T whole vectors (one, two, three or four) or not.
+TEMPLATE_TEST_CASE("flat on LayoutLeft equals the plain loop bit for bit with runs walked in streams",
+                   "[multiply][flat]", double, float) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Mem = Host::memory_space;
+  using Scalar = TestType;
+  const std::size_t e = sizeof(Scalar);
+  const Index T = GENERATE(Index(4), Index(8), Index(12), Index(16), Index(5));
+  const Index per = policy::flat_run_elements(e), K = 3, N = Index(3 * per / T / K + 17);
+  CAPTURE(e, T, N, per);
+  const std::size_t cube = std::size_t(T * N * K), pages = (cube * e + 4095) / 4096 + 1;
+  Kokkos::View<Scalar*, Mem> buffer("cvest::test::arrays", 2 * pages * 4096 / e + 4096 / e + std::size_t(N * K));
+  Scalar* base = reinterpret_cast<Scalar*>((reinterpret_cast<std::uintptr_t>(buffer.data()) + 4095) / 4096 * 4096);
+  Kokkos::View<Scalar***, Kokkos::LayoutLeft, Mem> d(base, T, N, K), cv(base + pages * 4096 / e, T, N, K);
+  Kokkos::View<Scalar**, Kokkos::LayoutLeft, Mem> m(base + 2 * pages * 4096 / e, N, K);
+  const policy::FlatStreams streams = policy::flat_left_streams(d.data(), cv.data(), T, e);
+  CAPTURE(streams.streams, streams.runs_apart);
+  // Runs of whole 16-byte vectors at one page offset: four streams, or two
+  // where a work item is too short for four 1 KiB apart (CVEST_FLAT_RUN=4KiB).
+  if (!std::getenv("CVEST_FLAT_DATES")) {
+    if (T * Index(e) % 16 == 0) CHECK(streams.streams > 1);
+    else CHECK(streams.streams == 1);
   }
+  std::mt19937_64 rng(std::uint64_t(T * 131 + Index(e)));
+  check_flat_both_stores(m, d, cv, rng);
+}
+
+TEST_CASE("flat/left's streams: four, then two, then one, by where they fall in a page", "[flat]") {
+  if (std::getenv("CVEST_FLAT_DATES")) return cvest::test::skip_part("CVEST_FLAT_DATES caps the streams");
+  // From the L2, a work item is 64 KiB at least: room for four streams.
+  if (std::getenv("CVEST_FLAT_RUN")) return cvest::test::skip_part("CVEST_FLAT_RUN sets the work items' length");
+  const auto streams = [](std::uintptr_t d, std::uintptr_t cv, Index T, std::size_t e) {
+    return policy::flat_left_streams(reinterpret_cast<const void*>(d), reinterpret_cast<const void*>(cv), T, e);
+  };
+  const std::uintptr_t d = 1 << 20, cv = 64 << 20;
+  for (const auto& [T, e] : {std::pair<Index, std::size_t>(8, 4), std::pair<Index, std::size_t>(8, 8),
+                             std::pair<Index, std::size_t>(12, 4), std::pair<Index, std::size_t>(200, 4)}) {
+    CAPTURE(T, e);
+    const Index per = policy::flat_run_elements(e), most = (per - T + 1) / T / 4;
+    const std::size_t run = std::size_t(T) * e;
+    // discount and cv at one page offset: four streams 1 or 3 KiB apart in
+    // a page (so 2 KiB and 3 or 1 from each other), the widest such spacing
+    // a full work item holds
+    const policy::FlatStreams got = streams(d, cv, T, e);
+    CAPTURE(got.runs_apart);
+    CHECK(got.streams == 4);
+    CHECK(got.runs_apart <= most);
+    const std::size_t offset = std::size_t(got.runs_apart) * run % 4096;
+    CHECK((offset == 1024 || offset == 3072));
+    for (Index q = got.runs_apart + 1; q <= most; ++q) {
+      const std::size_t o = std::size_t(q) * run % 4096;
+      CHECK_FALSE((o == 1024 || o == 3072));
+    }
+    // cv half a KiB on: no four fit (a stream's discount would meet its
+    // neighbour's cv), two 1.5-2.5 KiB apart do
+    const policy::FlatStreams two = streams(d, cv + 512, T, e);
+    CHECK(two.streams == 2);
+    const std::size_t o2 = std::size_t(two.runs_apart) * run % 4096;
+    CHECK((o2 >= 1536 && o2 <= 2560));
+  }
+  CHECK(streams(d, cv, 5, 8).streams == 1);   // runs of 40 bytes: no shared alignment
+  CHECK(streams(d, cv, 3, 4).streams == 1);   // 12 bytes
+  CHECK(streams(d, cv, policy::flat_run_elements(8), 8).streams == 1);  // one run a work item
+  CHECK(streams(d, cv, 0, 8).streams == 1);
+  CHECK(policy::flat_streams_text(streams(d, cv, 8, 8)).find("4 streams at once") == 0);
+  CHECK(policy::flat_streams_text(streams(d, cv, 5, 8)).find("one stream") == 0);
 }
 
 TEST_CASE("flat's dates: four, then two, then one, by where the rows' streams fall in a page", "[flat]") {

@@ -69,6 +69,39 @@ void check_copy_and_read(std::size_t n, std::size_t m, roof::Stores stores, Inde
   CHECK(sink_of(past) == read);
 }
 
+// LayoutLeft's third roof (flat's walk with the multiply removed): runs of
+// T copied in the kernel's streams, each run's one multBy value read beside
+// it as the kernel reads it: once in each work item the run reaches into
+// (the fold: their XOR at element size), none past.
+template <class Scalar>
+void check_copy_in_runs(std::size_t n, Index T) {
+  CAPTURE(n, T, sizeof(Scalar));
+  Kokkos::DefaultHostExecutionSpace space;
+  std::vector<Scalar> src(n + 1), dst(n + 1, Scalar(-1));
+  for (std::size_t j = 0; j <= n; ++j) src[j] = Scalar(0.5) + Scalar(j % 1013);
+  const std::size_t values = (n + std::size_t(T) - 1) / std::size_t(T);
+  std::vector<Scalar> rows(values + 1);
+  for (std::size_t r = 0; r <= values; ++r) rows[r] = Scalar(1.0 + double(r) * 1e-3);
+  const auto sink_of = [&](const std::vector<Scalar>& r) {
+    const std::uint64_t before = roof::read_sink.load();
+    roof::copy_and_read(space, dst.data(), src.data(), Index(n), r.data(), Index(values), roof::Stores::streaming, T);
+    return before ^ roof::read_sink.load();
+  };
+  const std::uint64_t read = sink_of(rows);
+  const std::size_t per = std::size_t(policy::flat_run_elements(sizeof(Scalar)));
+  std::uint64_t want = 0;  // a run across two work items is read in each: its XOR twice, nothing
+  for (std::size_t b = 0; b < n; b += per)
+    want ^= folded_elements(rows.data() + b / std::size_t(T), (std::min(n, b + per) - 1) / std::size_t(T) - b / std::size_t(T) + 1);
+  CHECK(read == want);
+  CHECK(read != 0);
+  for (std::size_t j = 0; j < n; ++j)
+    if (dst[j] != src[j]) FAIL_CHECK("element " << j << " not copied");
+  CHECK(dst[n] == Scalar(-1));  // one past: untouched
+  std::vector<Scalar> past = rows;
+  past[values] = Scalar(-7);
+  CHECK(sink_of(past) == read);
+}
+
 }  // namespace
 
 TEST_CASE("a roof pass copies its n elements and reads its m multBy elements, exactly", "[roof]") {
@@ -80,11 +113,12 @@ TEST_CASE("a roof pass copies its n elements and reads its m multBy elements, ex
     check_copy_and_read<float>(std::size_t(5 * run + 3), std::size_t(2 * run + 1), stores);
     check_copy_and_read<double>(777, 0, stores);
   }
-  // LayoutLeft's third roof: streaming stores in runs of T (flat's walk with
-  // the multiply removed), T dividing a chunk or not, runs crossing chunks.
-  for (const Index T : {Index(1), Index(7), Index(40), Index(run - 3)}) {
-    check_copy_and_read<double>(std::size_t(3 * run + 17), 11, roof::Stores::streaming, T);
-    check_copy_and_read<float>(std::size_t(2 * run + 5), 3, roof::Stores::streaming, T);
+  // LayoutLeft's third roof: streaming stores in runs of T, T dividing a
+  // chunk or not, runs crossing chunks, one stream or several (runs of a
+  // multiple of 16 bytes: policy::flat_left_streams).
+  for (const Index T : {Index(1), Index(4), Index(7), Index(8), Index(40), Index(run - 3)}) {
+    check_copy_in_runs<double>(std::size_t(3 * run + 17), T);
+    check_copy_in_runs<float>(std::size_t(2 * run + 5), T);
   }
 }
 

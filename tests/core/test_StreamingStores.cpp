@@ -14,11 +14,16 @@ using namespace cvest;
 
 namespace {
 
-// out[j] = m[(t0 + j) / T] * d[j] (or d[j] for a copy) for j < n, checked
-// bit for bit, and the elements around it untouched.
-template <class Scalar, bool Stream, bool Copy>
-void check_runs(std::size_t T, std::size_t t0, std::size_t n, std::size_t offset) {
-  CAPTURE(sizeof(Scalar), Stream, Copy, T, t0, n, offset);
+// out[j] = m[(t0 + j) / T] * d[j] (or d[j] for a copy, and for a copy that
+// reads m beside it) for j < n, in `streams` stretches of runs at once
+// `apart` runs apart where they fit, checked bit for bit, the elements
+// around it untouched, and a reading copy's fold the XOR of each run's
+// value read once.
+enum class Runs { scale, copy, read };
+template <class Scalar, bool Stream, Runs kind>
+void check_runs(std::size_t T, std::size_t t0, std::size_t n, std::size_t offset, int streams = 1,
+                std::size_t apart = 0) {
+  CAPTURE(sizeof(Scalar), Stream, int(kind), T, t0, n, offset, streams, apart);
   const std::size_t runs = (t0 + n + T - 1) / T + 1;
   std::vector<Scalar> m(runs), d(n + 1);
   for (std::size_t r = 0; r < runs; ++r) m[r] = Scalar(1.0 + 0.37 * double(r)) / Scalar(3);
@@ -29,17 +34,28 @@ void check_runs(std::size_t T, std::size_t t0, std::size_t n, std::size_t offset
   const auto base = reinterpret_cast<std::uintptr_t>(storage.data());  // malloc's: 16-byte aligned
   Scalar* aligned = storage.data() + width + ((16 - base % 16) % 16) / sizeof(Scalar);
   Scalar* out = aligned + offset;
-  if constexpr (Copy) streaming::scaled_runs<Stream>(out, d.data(), n, T, t0, streaming::Unit{});
-  else streaming::scaled_runs<Stream>(out, d.data(), n, T, t0, m.data());
+  std::uint64_t bits = 0;
+  if constexpr (kind == Runs::copy)
+    streaming::scaled_runs<Stream>(out, d.data(), n, T, t0, streaming::Unit{}, streams, apart);
+  else if constexpr (kind == Runs::read)
+    streaming::scaled_runs<Stream>(out, d.data(), n, T, t0, streaming::ReadAlong<Scalar>{m.data(), &bits}, streams,
+                                   apart);
+  else
+    streaming::scaled_runs<Stream>(out, d.data(), n, T, t0, m.data(), streams, apart);
   streaming::fence_this_thread();
   std::size_t wrong = 0;
   for (std::size_t j = 0; j < n; ++j) {
-    const Scalar want = Copy ? d[j] : Scalar(m[(t0 + j) / T] * d[j]);
+    const Scalar want = kind != Runs::scale ? d[j] : Scalar(m[(t0 + j) / T] * d[j]);
     wrong += std::memcmp(&out[j], &want, sizeof(Scalar)) != 0;
   }
   CHECK(wrong == 0);
   CHECK(out[-1] == Scalar(-99.5));
   CHECK(out[n] == Scalar(-99.5));
+  if constexpr (kind == Runs::read) {
+    std::uint64_t want = 0;  // the runs [0, n) touches
+    for (std::size_t r = 0; n > 0 && r <= (t0 + n - 1) / T; ++r) want ^= streaming::bits_of(m[r]);
+    CHECK(bits == want);
+  }
 }
 
 template <class Scalar>
@@ -49,9 +65,17 @@ void check_all() {
       for (std::size_t n : {std::size_t(0), std::size_t(1), T - t0, 3 * T + 1, std::size_t(1000)})
         for (std::size_t offset = 0; offset < 4; ++offset) {
           if (t0 >= T) continue;
-          check_runs<Scalar, true, false>(T, t0, n, offset);
-          check_runs<Scalar, false, false>(T, t0, n, offset);
-          check_runs<Scalar, true, true>(T, t0, n, offset);
+          check_runs<Scalar, true, Runs::scale>(T, t0, n, offset);
+          check_runs<Scalar, false, Runs::scale>(T, t0, n, offset);
+          check_runs<Scalar, true, Runs::copy>(T, t0, n, offset);
+          check_runs<Scalar, true, Runs::read>(T, t0, n, offset);
+          // several stretches at once: spacings that fit once, several
+          // times, or not at all, and leave runs over
+          for (int streams : {2, 4})
+            for (std::size_t apart : {std::size_t(1), std::size_t(3), std::size_t(7), std::size_t(40)}) {
+              check_runs<Scalar, true, Runs::scale>(T, t0, n, offset, streams, apart);
+              check_runs<Scalar, true, Runs::read>(T, t0, n, offset, streams, apart);
+            }
         }
 }
 
