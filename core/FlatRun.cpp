@@ -2,6 +2,7 @@
 
 #include "core/Errors.hpp"
 #include "core/Plan.hpp"
+#include "core/StreamingStores.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -122,16 +123,18 @@ FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, In
 
 FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_t element_size) {
   const std::size_t run_bytes = std::size_t(std::max<Index>(T, 0)) * element_size;
-  if (T < 1 || run_bytes % 16 != 0) return {};  // whole runs stream only where they share an alignment
+  // Streams are the streaming-store path's (a build without SSE2 walks one),
+  // and whole runs stream only where they share an alignment.
+  if (!CVEST_HAVE_STREAMING_STORES || T < 1 || run_bytes % 16 != 0) return {};
   const Index per = flat_run_elements(element_size);
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int streams : {4, 2}) {
     if (streams > dates_cap()) continue;
     // Whole runs in any full work item (its first may be entered part way),
-    // over the streams; then nearer spacings, until the page offsets (at
-    // most 256 of 16-byte steps) have all been tried.
+    // over the streams; then nearer spacings, until the page offsets (256
+    // of 16-byte steps at most) have all been tried.
     const Index most = (per - T + 1) / T / streams;
-    for (Index q = most; q >= 1 && q > most - 512; --q)
+    for (Index q = most; q >= 1 && q > most - 256; --q)
       if (rows_apart(d_at, cv_at, std::size_t(q) * run_bytes, streams)) return {streams, q};
   }
   return {};

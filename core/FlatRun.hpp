@@ -91,13 +91,14 @@ std::string flat_dates_text(const FlatDates& dates);
 // before two, only where the streams sit at least 1 KiB apart within a 4
 // KiB page, discount's and cv's alike, and share an alignment (runs of a
 // multiple of 16 bytes); the widest such spacing a full work item holds.
+// One where the build has no streaming stores (the path that walks them).
 // CVEST_FLAT_DATES=1|2|4 caps it as it caps the dates.
 struct FlatStreams {
   int streams = 1;
   Index runs_apart = 0;
 };
 FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_t element_size);
-// "4 at once, 2000 runs apart", or why one at a time.
+// "4 streams at once, 2016 runs apart", or why one stream.
 std::string flat_streams_text(const FlatStreams& streams);
 
 // Whether a few tiles split between the threads call for groups that leave

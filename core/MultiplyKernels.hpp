@@ -178,7 +178,7 @@ struct FlatStreaming : Kernel<Scalar, Layout, MemSpace> {
       : Kernel<Scalar, Layout, MemSpace>(o), per(policy::flat_run_elements(sizeof(Scalar))) {
     if constexpr (is_right<Layout>)
       walk = policy::FlatWalk(this->T, this->N * this->K, sizeof(Scalar), o.d.data(), o.cv.data());
-    else
+    else if constexpr (Stream)  // regular stores walk one stream
       streams = policy::flat_left_streams(o.d.data(), o.cv.data(), this->T, sizeof(Scalar));
   }
   Index per;

@@ -14,6 +14,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -95,10 +97,11 @@ inline void read_here(const Scalar* p, std::size_t n) {
 // seconds. Host spaces: every thread of `space` takes contiguous runs of
 // both, as the flat kernel does: chunk c reads its share of multBy (c's
 // part of m, 16-byte bounds), then copies its run, as a kernel's chunk
-// reads the multBy of its elements. run > 0 (streaming stores; `rows` a
-// LayoutLeft multBy of n / run values): flat's LayoutLeft walk instead, in
-// runs of that many elements and the kernel's streams, each run's multBy
-// value read beside it (copy_runs_here). Where multBy goes is not neutral here: in runs of its own
+// reads the multBy of its elements. run > 0 with rows (`rows` a LayoutLeft
+// multBy of ceil(n / run) values, m of them; streaming stores whatever
+// `stores` says): flat's LayoutLeft walk instead, in runs of that many
+// elements and the kernel's streams, each run's multBy value read beside
+// it (copy_runs_here). Where multBy goes is not neutral here: in runs of its own
 // (at the end of the range, or spread through it) the double copy ran
 // 0.88-0.91 of flat's speed at 8 x 10,000,000 and the float copy 1.03-1.06;
 // with each chunk's share the other way round (1.00-1.06, 0.91-0.93; three
@@ -116,6 +119,10 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
     const Index per = policy::flat_run_elements(sizeof(Scalar)), chunks = std::max((n + per - 1) / per, Index(m > 0)),
                 align = Index(16 / sizeof(Scalar));
     const auto share = [=](Index c) { return c >= chunks ? m : c * m / chunks / align * align; };
+    if (run > 0 && rows && m * run < n)
+      throw std::invalid_argument("copy_and_read: runs of " + std::to_string(run) + " over " + std::to_string(n) +
+                                  " elements read " + std::to_string((n + run - 1) / run) + " multBy values, " +
+                                  std::to_string(m) + " given");
     const policy::FlatStreams streams =
         run > 0 && rows ? policy::flat_left_streams(src, dst, run, sizeof(Scalar)) : policy::FlatStreams{};
     Kokkos::parallel_for(label, policy::range(space, chunks), [=](Index c) {

@@ -228,6 +228,7 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
                         int streams = 1, std::size_t runs_apart = 0) {
   constexpr bool reads = reads_along<Rows>;
   constexpr bool scaled = !std::is_same_v<Rows, Unit> && !reads;
+  (void)streams, (void)runs_apart;  // the streaming path's
   std::uint64_t folded = 0;  // reads: every m[r] read
   const auto run = [&](std::size_t j, std::size_t len, std::size_t r) {
     if constexpr (scaled) {

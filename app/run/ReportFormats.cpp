@@ -217,7 +217,7 @@ nlohmann::json job_json(const RunReport& rep, const JobReport& job) {
   jj["kernel_roof_fraction_min"] = job.kernel_roof_min;
   jj["kernel_roof_fraction_max"] = job.kernel_roof_max;
   jj["roof"] = {{"copy_GBps", job.roof_GBps},
-                {"pairs", job.roof_calls.size()},
+                {"pairs", roof_pairs::kernel_fractions(job.roof_calls).size()},
                 {"kernel_calls_copied", job.stats.roof.size()},
                 {"measured", "for every other kernel call, on the thread(s) that ran it, with the same stores, its "
                              "multBy rows read: a block computed where it was read (LayoutRight on the host) has its "
@@ -300,7 +300,7 @@ std::string to_csv(const RunReport& rep) {
       << fmt::format("{:.3f}", j.roof_GBps) << ',' << rep.T << ',' << rep.N << ',' << rep.K << ','
       << plan.blocks.size() << ',' << plan.block_dates << ',' << plan.block_ids << ',' << to_string(j.pipeline) << ','
       << j.pipeline_threads << ',' << rep.ranks << ',' << j.slowest_rank() << ',' << fmt::format("{:.3f}", j.load_balance())
-      << ',' << j.kernel_ids << ',' << j.roof_calls.size() << ','
+      << ',' << j.kernel_ids << ',' << roof_pairs::kernel_fractions(j.roof_calls).size() << ','
       << (j.kernel_roof_interval.exists ? fmt::format("{:.4f},{:.4f}", j.kernel_roof_interval.low,
                                                       j.kernel_roof_interval.high)
                                         : std::string(","))

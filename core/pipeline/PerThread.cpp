@@ -127,11 +127,12 @@ class PerThread {
     // it: the pair of its next block's roof (PipelineStats::roof).
     bool fresh = false;
     double fresh_s = 0, fresh_bytes = 0;
-    // cv mapped for this run and not yet written: faulted in by its thread
-    // before its first block, or the kernel call that first wrote it paid
-    // the faults and its pair with the next block's roof read 0.17-0.26
-    // against 0.7-0.9 for the run's others (seed deck, first run).
-    bool cv_unwritten = false;
+    // cv (LayoutLeft: the tiles' cv) mapped for this run and not yet
+    // written: faulted in by its thread before its first block, or the
+    // kernel call that first wrote it paid the faults and its pair with the
+    // next block's roof read 0.17-0.26 against 0.7-0.9 for the run's others
+    // (seed deck, first run).
+    bool cv_unwritten = false, cv_compute_unwritten = false;
   };
 
   void allocate() {
@@ -151,7 +152,7 @@ class PerThread {
                      &buf.cv_unwritten);
       buf.m = alloc("cvest::per_thread::multBy" + tag, io_.multby_at ? 0 : row);
       buf.d_compute = alloc("cvest::per_thread::discount_left" + tag, right ? 0 : tile);
-      buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : tile);
+      buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : tile, &buf.cv_compute_unwritten);
       buf.m_compute = alloc("cvest::per_thread::multBy_left" + tag, right ? 0 : row);
     }
   }
@@ -168,9 +169,11 @@ class PerThread {
   void work(int w) {
     Buffers& buf = buffers_[std::size_t(w)];
     try {
-      if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible)
+      if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
         if (buf.cv_unwritten) fault_in(buf.cv.data(), buf.cv.size() * sizeof(Scalar));
-      buf.cv_unwritten = false;
+        if (buf.cv_compute_unwritten) fault_in(buf.cv_compute.data(), buf.cv_compute.size() * sizeof(Scalar));
+      }
+      buf.cv_unwritten = buf.cv_compute_unwritten = false;
       for (int b = next_++; b < nblocks_ && !failure_.failed(); b = next_++) {
         const Block& blk = plan_.blocks[b];
         const double bytes = double(blk.dates.size() * blk.ids.size() * K_) * esize;

@@ -552,6 +552,7 @@ TEST_CASE("memory faulted in ahead of its first write: resident, zero where fres
   // inside page 39 makes exactly those resident (a first write pays no fault).
   constexpr std::size_t page = 4096, pages = 64;
   const auto memory = map_bytes(pages * page);
+  ::madvise(memory.get(), pages * page, MADV_NOHUGEPAGE);  // a huge page would fault in 2 MiB at once
   const auto resident = [&] {
     std::vector<unsigned char> in(pages);
     REQUIRE(::mincore(memory.get(), pages * page, in.data()) == 0);
