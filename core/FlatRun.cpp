@@ -51,10 +51,26 @@ const FlatRun& flat_run() {
   return run;
 }
 
+int flat_dates_cap() {
+  static const int cap = [] {
+    const char* text = std::getenv("CVEST_FLAT_DATES");
+    if (!text || !*text) return 4;
+    const std::string v = text;
+    if (v != "1" && v != "2" && v != "4")
+      throw InputError("CVEST_FLAT_DATES: expected 1, 2 or 4 (dates flat takes at once at most), found '" + v + "'");
+    return std::stoi(v);
+  }();
+  return cap;
+}
+
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size) {
   const FlatRun& r = flat_run();
   const std::size_t run = std::size_t(flat_run_elements(element_size)) * element_size;
-  std::size_t tile = r.l2_share ? r.l2_share : std::size_t(1) << 20;  // the stated default, as for the runs
+  const std::size_t share = r.l2_share ? r.l2_share : std::size_t(1) << 20;  // the stated default, as for the runs
+  // The tile's multBy and the discount rows of the dates walked at once
+  // beside it fit the L2 share together, so the next group of dates reads
+  // multBy from L2 again: whole runs, one at least.
+  std::size_t tile = share / std::size_t(flat_dates_cap() + 1) / run * run;
   if (r.tile_forced > 0) tile = r.tile_forced;
   if (r.walk_forced == "storage") tile = slice_bytes;
   if (r.walk_forced == "dates") tile = run;
@@ -86,21 +102,9 @@ bool rows_apart(std::uintptr_t d, std::uintptr_t cv, std::size_t row_bytes, int 
   return true;
 }
 
-int dates_cap() {
-  static const int cap = [] {
-    const char* text = std::getenv("CVEST_FLAT_DATES");
-    if (!text || !*text) return 4;
-    const std::string v = text;
-    if (v != "1" && v != "2" && v != "4")
-      throw InputError("CVEST_FLAT_DATES: expected 1, 2 or 4 (dates flat takes at once at most), found '" + v + "'");
-    return std::stoi(v);
-  }();
-  return cap;
-}
-
 // " (CVEST_FLAT_DATES=2)" where it caps the dates and streams, else nothing.
 std::string cap_note() {
-  return dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(dates_cap()) + ")" : std::string();
+  return flat_dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(flat_dates_cap()) + ")" : std::string();
 }
 
 }  // namespace
@@ -110,7 +114,7 @@ int host_threads() { return Kokkos::DefaultHostExecutionSpace().concurrency(); }
 FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even, int most) {
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int dates : {4, 2}) {
-    if (dates > dates_cap() || dates > most) continue;
+    if (dates > flat_dates_cap() || dates > most) continue;
     for (Index step = 1; step <= 4 && Index(dates) * step <= T; ++step) {
       if (even && T % (Index(dates) * step) != 0) continue;
       const std::size_t row_bytes = std::size_t(step) * stride_bytes;
@@ -129,7 +133,7 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
   const Index per = flat_run_elements(element_size);
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int streams : {4, 2}) {
-    if (streams > dates_cap()) continue;
+    if (streams > flat_dates_cap()) continue;
     // Whole runs in any full work item (its first may be entered part way),
     // over the streams; then nearer spacings, until the page offsets (256
     // of 16-byte steps at most) have all been tried.
@@ -142,7 +146,7 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
 
 std::string flat_streams_text(const FlatStreams& streams) {
   if (streams.streams == 1)
-    return dates_cap() == 1 ? "one stream (CVEST_FLAT_DATES=1)"
+    return flat_dates_cap() == 1 ? "one stream (CVEST_FLAT_DATES=1)"
                             : "one stream (runs of T dates not a multiple of 16 bytes, or no spacing of them "
                               "1 KiB apart in a page)";
   return fmt::format("{} streams at once, {} runs apart{}", streams.streams, streams.runs_apart, cap_note());
@@ -150,7 +154,7 @@ std::string flat_streams_text(const FlatStreams& streams) {
 
 std::string flat_dates_text(const FlatDates& dates) {
   if (dates.dates == 1)
-    return dates_cap() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
+    return flat_dates_cap() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
                             : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an "
                               "alignment, leaving no dates over where a few tiles do not split into whole tiles a thread)";
   return fmt::format("{} at once, {} apart{}", dates.dates, dates.step, cap_note());
@@ -181,11 +185,14 @@ std::string walk_text() {
   if (r.tile_forced > 0)
     return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (CVEST_FLAT_TILE){}", r.tile_forced >> 10,
                        tile_walk);
-  if (r.l2_share == 0)
-    return "; LayoutRight: tiles of multBy of up to 1024 KiB (L2 size not readable: the stated default)" +
-           std::string(tile_walk);
-  return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (a thread's share of the L2){}", r.l2_share >> 10,
-                     tile_walk);
+  const std::size_t share = r.l2_share ? r.l2_share : std::size_t(1) << 20;
+  const int dates = flat_dates_cap();
+  return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (a {} of {} in whole runs, one at least, "
+                     "beside the discount of {} at once){}",
+                     flat_tile_bytes(std::size_t(1) << 40, 8) >> 10, dates == 1 ? "half" : dates == 2 ? "third" : "fifth",
+                     r.l2_share ? fmt::format("a thread's {} KiB share of the L2", share >> 10)
+                                : std::string("1024 KiB (L2 size not readable: the stated default)"),
+                     dates == 1 ? std::string("one date") : std::to_string(dates) + " dates", tile_walk);
 }
 
 std::string run_text(std::size_t element_size) {

@@ -39,20 +39,25 @@ inline Index flat_run_elements(std::size_t element_size) {
 // How a LayoutRight thread walks the cube: multBy's (N, K) slice of
 // `slice_bytes` cut into tiles of ids, and each tile walked date by date, a
 // date's part of the tile in storage order (long streams, as a copy's), so
-// the tile's multBy, read from memory once, is read again from the caches
-// for every other date (up to four dates at once: flat_dates). A tile is a
-// thread's share of the L2 (a cache no other core takes lines from; the L3
-// sysfs gives a VM's CPUs may be shared with other guests' cores), a whole
-// number of runs, at most the slice: where the slice fits, one tile holds
-// it; the tiles evened out over the slice. 2-CPU AMD VM (L2 1 MiB, L3 32 MiB shared),
-// x copy roof over 7 shapes from 100 x 400,000 to 8 x 10,000,000, double
-// and float, over 15-19 runs, medians (min-max): tiles of 1 MiB 0.93
-// (0.84-1.00), 512 KiB 0.88 (0.75-0.97), 2 MiB 0.88 (0.79-0.97), 4 MiB (a
-// quarter of a thread's L3 share, the rule before) 0.86 (0.72-0.95)
-// (docs/benchmarks.md). A tile of one run is the walk that keeps a run's
-// multBy in L2. CVEST_FLAT_WALK=storage|dates forces those two,
-// CVEST_FLAT_TILE=BYTES a tile size. Returns the tile's bytes.
+// the tile's multBy, read from memory once, is read again from L2 for every
+// other group of dates (up to four dates at once: flat_dates). A tile and
+// the discount rows of the dates walked at once beside it fill a thread's
+// share of the L2 at most (a fifth of it for four dates; a cache no other
+// core takes lines from), in whole runs, one at least, at most the slice:
+// where the slice fits, one tile holds it; the tiles evened out over the
+// slice. Tiles of the whole L2 share (the rule before, measured on an AMD
+// host with one date at a time) let the four dates' discount evict multBy,
+// read again from further out for every group: on a 2-CPU Intel VM (L2
+// 2 MiB) tiles of 128-512 KiB read 0.93-1.01 of the copy roof over five
+// shapes and two rounds, 1-2 MiB 0.89-0.95, and the kernel's GB/s rose
+// alike (docs/benchmarks.md). CVEST_FLAT_WALK=storage|dates forces storage
+// order or a tile of one run, CVEST_FLAT_TILE=BYTES a tile size. Returns the
+// tile's bytes.
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size);
+
+// The most dates flat takes at once (4; CVEST_FLAT_DATES=1|2 caps it, for
+// measuring one against another; anything else is an error).
+int flat_dates_cap();
 
 // Threads of the default host execution space (the most a kernel splits over).
 int host_threads();
@@ -177,8 +182,9 @@ struct FlatWalk {
 std::string flat_walk_dates_text(const FlatWalk& walk);
 
 // "16384 elements of double (128 KiB: an eighth of a thread's 1024 KiB of L2,
-// sysfs); LayoutRight: tiles of multBy of up to 1024 KiB (a thread's share of
-// the L2) walked date by date, ..."
+// sysfs); LayoutRight: tiles of multBy of up to 128 KiB (a fifth of a
+// thread's 1024 KiB share of the L2 in whole runs, one at least, beside the
+// discount of 4 dates at once) walked date by date, ..."
 std::string flat_run_text(std::size_t element_size);
 
 }  // namespace cvest::policy

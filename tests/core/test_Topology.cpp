@@ -132,11 +132,19 @@ TEST_CASE("flat's tile: whole runs, at most the slice, at least one run", "[topo
   CHECK(tile % run == 0);
   CHECK(tile <= big);
   if (flat_run().walk_forced.empty() && flat_run().tile_forced == 0) {
-    // a thread's share of the L2 (1 MiB where it cannot be read), evened out
-    const std::size_t most = std::max(run, flat_run().l2_share ? flat_run().l2_share : std::size_t(1) << 20);
-    CHECK(tile <= (most + run - 1) / run * run);
+    // the tile and the discount of the dates at once beside it within a
+    // thread's share of the L2 (1 MiB where it cannot be read): whole runs,
+    // one at least, evened out
+    const std::size_t share = flat_run().l2_share ? flat_run().l2_share : std::size_t(1) << 20,
+                      most = std::max(run, share / std::size_t(flat_dates_cap() + 1) / run * run);
+    CHECK(tile <= most);
     CHECK(tile >= most / 2);
+    if (most > run) CHECK(tile * std::size_t(flat_dates_cap() + 1) <= share);
+    // A slice of 3.5 runs: as few tiles as `most` allows, of whole runs
+    // (one tile of 4 runs where `most` holds 4, never a last tile of half a run).
+    const std::size_t odd = run * 7 / 2, odd_tile = flat_tile_bytes(odd, 8);
+    CHECK(odd_tile % run == 0);
+    CHECK((odd + odd_tile - 1) / odd_tile == (odd + most - 1) / most);
+    CHECK((odd + odd_tile - 1) / odd_tile * odd_tile - odd < run);
   }
-  // A slice of 3.5 runs is one tile of 4 runs: whole runs, never two tiles.
-  CHECK(flat_tile_bytes(run * 7 / 2, 8) >= run * 7 / 2);
 }
