@@ -48,7 +48,7 @@ inline Index flat_run_elements(std::size_t element_size) {
 // slice. Tiles of the whole L2 share (the rule before, measured on an AMD
 // host with one date at a time) let the four dates' discount evict multBy,
 // read again from further out for every group: on a 2-CPU Intel VM (L2
-// 2 MiB) tiles of 128-512 KiB read 0.93-1.01 of the copy roof over five
+// 2 MiB) tiles of 128-512 KiB read 0.91-1.01 of the copy roof over five
 // shapes and two rounds, 1-2 MiB 0.89-0.95, and the kernel's GB/s rose
 // alike (docs/benchmarks.md). CVEST_FLAT_WALK=storage|dates forces storage
 // order or a tile of one run, CVEST_FLAT_TILE=BYTES a tile size. Returns the

@@ -159,8 +159,9 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 // Host path: each work item owns a run of up to `per` contiguous elements
 // (policy::flat_run_elements: from a thread's L2, core/FlatRun.hpp) and
 // streams it with a vector loop.
-//  - LayoutRight: multBy's slice in tiles of `tile` elements (a thread's
-//    share of the L2: policy::flat_tile_bytes), each tile walked
+//  - LayoutRight: multBy's slice in tiles of `tile` elements (whole runs
+//    leaving room in a thread's L2 share for the dates at once:
+//    policy::flat_tile_bytes), each tile walked
 //    date by date and a date's part of it run by run, in storage order, up
 //    to four dates at once where their streams allow (policy::flat_dates):
 //    chunk c is run s of tile b in date group g, c = (b * G + g) * S + s. Threads
