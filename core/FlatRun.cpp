@@ -185,12 +185,11 @@ std::string walk_text() {
   if (r.tile_forced > 0)
     return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (CVEST_FLAT_TILE){}", r.tile_forced >> 10,
                        tile_walk);
-  const std::size_t share = r.l2_share ? r.l2_share : std::size_t(1) << 20;
   const int dates = flat_dates_cap();
   return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (a {} of {} in whole runs, one at least, "
                      "beside the discount of {} at once){}",
                      flat_tile_bytes(std::size_t(1) << 40, 8) >> 10, dates == 1 ? "half" : dates == 2 ? "third" : "fifth",
-                     r.l2_share ? fmt::format("a thread's {} KiB share of the L2", share >> 10)
+                     r.l2_share ? fmt::format("a thread's {} KiB share of the L2", r.l2_share >> 10)
                                 : std::string("1024 KiB (L2 size not readable: the stated default)"),
                      dates == 1 ? std::string("one date") : std::to_string(dates) + " dates", tile_walk);
 }
