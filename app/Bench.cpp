@@ -544,7 +544,7 @@ void print_table(const Report& report, std::ostream& out) {
     fmt::print(out, "flat's runs on the host (and the roofs'): {} (float: {} elements)\n", policy::flat_run_text(8),
                policy::flat_run_elements(4));
     const std::size_t slice = std::size_t(report.config.ids * report.config.cols) * 8,
-                      tile = policy::flat_tile_bytes(slice, 8);
+                      tile = policy::flat_tile_bytes(slice, 8, policy::flat_dates_most());
     fmt::print(out, "flat/right at this shape: {} (multBy {} MiB in double, tiles of {} KiB)\n",
                tile >= slice ? "one tile holds all of multBy" : "tiles of ids walked date by date", slice >> 20,
                tile >> 10);
@@ -602,7 +602,8 @@ nlohmann::json to_json(const Report& report) {
     j["flat_run_bytes"] = policy::flat_run().bytes;
     j["flat_dates"] = report.flat_dates;
     j["flat_streams"] = report.flat_streams;
-    j["flat_tile_bytes"] = policy::flat_tile_bytes(std::size_t(report.config.ids * report.config.cols) * 8, 8);
+    j["flat_tile_bytes"] =
+        policy::flat_tile_bytes(std::size_t(report.config.ids * report.config.cols) * 8, 8, policy::flat_dates_most());
     j["caches"] = policy::topology_text(policy::machine_topology());
   }
   j["roof"] = {{"copy_GBps", report.roof.copy_GBps},

@@ -22,6 +22,13 @@ FlatRun measure() {
   FlatRun run;
   const Topology& topology = machine_topology();
   run.l2_share = topology.l2.share();
+  run.l2_assumed = run.l2_share ? run.l2_share : std::size_t(1) << 20;  // the stated default
+  if (const char* dates = std::getenv("CVEST_FLAT_DATES"); dates && *dates) {
+    const std::string v = dates;
+    if (v != "1" && v != "2" && v != "4")
+      throw InputError("CVEST_FLAT_DATES: expected 1, 2 or 4 (dates flat takes at once at most), found '" + v + "'");
+    run.dates_forced = std::stoi(v);
+  }
   if (const char* tile = std::getenv("CVEST_FLAT_TILE"); tile && *tile) {
     try {
       run.tile_forced = parse_bytes(tile);
@@ -36,11 +43,9 @@ FlatRun measure() {
     run.source = "CVEST_FLAT_RUN";
     return run;
   }
-  const std::size_t l2 = run.l2_share;
-  run.l2_bytes = l2;
-  run.source = l2 ? topology.source : "L2 size not readable: a stated default of 1 MiB assumed";
-  run.bytes = std::clamp<std::size_t>((l2 ? l2 : std::size_t(1) << 20) / 8, std::size_t(64) << 10,
-                                      std::size_t(1) << 20);
+  run.l2_bytes = run.l2_share;
+  run.source = run.l2_share ? topology.source : "L2 size not readable: a stated default of 1 MiB assumed";
+  run.bytes = std::clamp<std::size_t>(run.l2_assumed / 8, std::size_t(64) << 10, std::size_t(1) << 20);
   return run;
 }
 
@@ -51,26 +56,23 @@ const FlatRun& flat_run() {
   return run;
 }
 
-int flat_dates_cap() {
-  static const int cap = [] {
-    const char* text = std::getenv("CVEST_FLAT_DATES");
-    if (!text || !*text) return 4;
-    const std::string v = text;
-    if (v != "1" && v != "2" && v != "4")
-      throw InputError("CVEST_FLAT_DATES: expected 1, 2 or 4 (dates flat takes at once at most), found '" + v + "'");
-    return std::stoi(v);
-  }();
-  return cap;
+int flat_dates_most() {
+  const int forced = flat_run().dates_forced;
+  return forced ? forced : 2;
 }
 
-std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size) {
+int flat_streams_most() {
+  const int forced = flat_run().dates_forced;
+  return forced ? forced : 4;
+}
+
+std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates) {
   const FlatRun& r = flat_run();
   const std::size_t run = std::size_t(flat_run_elements(element_size)) * element_size;
-  const std::size_t share = r.l2_share ? r.l2_share : std::size_t(1) << 20;  // the stated default, as for the runs
   // The tile's multBy and the discount rows of the dates walked at once
   // beside it fit the L2 share together, so the next group of dates reads
   // multBy from L2 again: whole runs, one at least.
-  std::size_t tile = share / std::size_t(flat_dates_cap() + 1) / run * run;
+  std::size_t tile = r.l2_assumed / std::size_t(std::max(dates, 1) + 1) / run * run;
   if (r.tile_forced > 0) tile = r.tile_forced;
   if (r.walk_forced == "storage") tile = slice_bytes;
   if (r.walk_forced == "dates") tile = run;
@@ -102,9 +104,10 @@ bool rows_apart(std::uintptr_t d, std::uintptr_t cv, std::size_t row_bytes, int 
   return true;
 }
 
-// " (CVEST_FLAT_DATES=2)" where it caps the dates and streams, else nothing.
+// " (CVEST_FLAT_DATES=2)" where it sets the most dates and streams, else nothing.
 std::string cap_note() {
-  return flat_dates_cap() < 4 ? " (CVEST_FLAT_DATES=" + std::to_string(flat_dates_cap()) + ")" : std::string();
+  const int forced = flat_run().dates_forced;
+  return forced ? " (CVEST_FLAT_DATES=" + std::to_string(forced) + ")" : std::string();
 }
 
 }  // namespace
@@ -114,7 +117,7 @@ int host_threads() { return Kokkos::DefaultHostExecutionSpace().concurrency(); }
 FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even, int most) {
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int dates : {4, 2}) {
-    if (dates > flat_dates_cap() || dates > most) continue;
+    if (dates > most) continue;
     for (Index step = 1; step <= 4 && Index(dates) * step <= T; ++step) {
       if (even && T % (Index(dates) * step) != 0) continue;
       const std::size_t row_bytes = std::size_t(step) * stride_bytes;
@@ -133,7 +136,7 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
   const Index per = flat_run_elements(element_size);
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int streams : {4, 2}) {
-    if (streams > flat_dates_cap()) continue;
+    if (streams > flat_streams_most()) continue;
     // Whole runs in any full work item (its first may be entered part way),
     // over the streams; then nearer spacings, until the page offsets (256
     // of 16-byte steps at most) have all been tried.
@@ -146,7 +149,7 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
 
 std::string flat_streams_text(const FlatStreams& streams) {
   if (streams.streams == 1)
-    return flat_dates_cap() == 1 ? "one stream (CVEST_FLAT_DATES=1)"
+    return flat_streams_most() == 1 ? "one stream (CVEST_FLAT_DATES=1)"
                             : "one stream (runs of T dates not a multiple of 16 bytes, or no spacing of them "
                               "1 KiB apart in a page)";
   return fmt::format("{} streams at once, {} runs apart{}", streams.streams, streams.runs_apart, cap_note());
@@ -154,7 +157,7 @@ std::string flat_streams_text(const FlatStreams& streams) {
 
 std::string flat_dates_text(const FlatDates& dates) {
   if (dates.dates == 1)
-    return flat_dates_cap() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
+    return flat_dates_most() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
                             : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an "
                               "alignment, leaving no dates over where a few tiles do not split into whole tiles a thread)";
   return fmt::format("{} at once, {} apart{}", dates.dates, dates.step, cap_note());
@@ -177,18 +180,20 @@ namespace {
 
 std::string walk_text() {
   const FlatRun& r = flat_run();
-  static constexpr const char* tile_walk =
-      " walked date by date, up to four dates at once where their rows allow, one tile where it holds all of multBy";
+  const int dates = flat_dates_most();
+  const std::string tile_walk =
+      " walked date by date, " +
+      (dates == 1 ? std::string("one at a time") : fmt::format("up to {} dates at once where their rows allow", dates)) +
+      ", one tile where it holds all of multBy";
   if (!r.walk_forced.empty())
     return "; LayoutRight walks " + std::string(r.walk_forced == "storage" ? "in storage order" : "a run's dates in turn") +
            " (CVEST_FLAT_WALK)";
   if (r.tile_forced > 0)
     return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (CVEST_FLAT_TILE){}", r.tile_forced >> 10,
                        tile_walk);
-  const int dates = flat_dates_cap();
   return fmt::format("; LayoutRight: tiles of multBy of up to {} KiB (a {} of {} in whole runs, one at least, "
                      "beside the discount of {} at once){}",
-                     flat_tile_bytes(std::size_t(1) << 40, 8) >> 10, dates == 1 ? "half" : dates == 2 ? "third" : "fifth",
+                     flat_tile_bytes(std::size_t(1) << 40, 8, dates) >> 10, dates == 1 ? "half" : dates == 2 ? "third" : "fifth",
                      r.l2_share ? fmt::format("a thread's {} KiB share of the L2", r.l2_share >> 10)
                                 : std::string("1024 KiB (L2 size not readable: the stated default)"),
                      dates == 1 ? std::string("one date") : std::to_string(dates) + " dates", tile_walk);

@@ -22,12 +22,15 @@ struct FlatRun {
   std::size_t l2_bytes = 0;  // the L2 it was derived from (0: unknown)
   std::string source;        // where l2_bytes came from, or the stated default
   std::size_t l2_share = 0;  // a thread's share of the L2 (0: unknown), for the walk below
+  std::size_t l2_assumed = 0;  // l2_share, or the stated default of 1 MiB where it is unknown
+  int dates_forced = 0;        // CVEST_FLAT_DATES: 1, 2 or 4 (0: not set)
   std::string walk_forced;   // CVEST_FLAT_WALK: "storage" or "dates" (empty: tiles from the L2)
   std::size_t tile_forced = 0;  // CVEST_FLAT_TILE, bytes (0: from the L2)
 };
 
-// Read once per process. CVEST_FLAT_RUN=BYTES (e.g. "256KiB") overrides it,
-// for measuring one length against another.
+// Read once per process, with the CVEST_FLAT_* variables below (a bad value
+// fails the first flat run or header). CVEST_FLAT_RUN=BYTES (e.g. "256KiB")
+// overrides the run, for measuring one length against another.
 const FlatRun& flat_run();
 
 // A run in elements of `element_size` bytes: a multiple of 64.
@@ -40,9 +43,9 @@ inline Index flat_run_elements(std::size_t element_size) {
 // `slice_bytes` cut into tiles of ids, and each tile walked date by date, a
 // date's part of the tile in storage order (long streams, as a copy's), so
 // the tile's multBy, read from memory once, is read again from L2 for every
-// other group of dates (up to four dates at once: flat_dates). A tile and
+// other group of dates (up to two dates at once: flat_dates_most). A tile and
 // the discount rows of the dates walked at once beside it fill a thread's
-// share of the L2 at most (a fifth of it for four dates; a cache no other
+// share of the L2 at most (a third of it for two dates; a cache no other
 // core takes lines from), in whole runs, one at least, at most the slice:
 // where the slice fits, one tile holds it; the tiles evened out over the
 // slice. Tiles of the whole L2 share (the rule before, measured on an AMD
@@ -51,13 +54,22 @@ inline Index flat_run_elements(std::size_t element_size) {
 // 2 MiB) tiles of 128-512 KiB read 0.91-1.01 of the copy roof over five
 // shapes and two rounds, 1-2 MiB 0.89-0.95, and the kernel's GB/s rose
 // alike (docs/benchmarks.md). CVEST_FLAT_WALK=storage|dates forces storage
-// order or a tile of one run, CVEST_FLAT_TILE=BYTES a tile size. Returns the
-// tile's bytes.
-std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size);
+// order or a tile of one run, CVEST_FLAT_TILE=BYTES a tile size. `dates`:
+// the most dates the walk takes at once. Returns the tile's bytes.
+std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates);
 
-// The most dates flat takes at once (4; CVEST_FLAT_DATES=1|2 caps it, for
-// measuring one against another; anything else is an error).
-int flat_dates_cap();
+// The most dates flat takes at once on LayoutRight: 2. Two dates per multBy
+// load against four, taking turns on a 2-CPU Intel Xeon VM (L2 2 MiB) at
+// the eight shapes of 400,000-10,000,000 ids, two rounds: the kernel faster
+// in all 16 pairs (34.0-36.5 GB/s against 31.0-33.5), 0.94-0.98 of the
+// copy roof against 0.86-0.99; on an AMD EPYC VM (L2 1 MiB) the two were
+// within each other's spread (docs/benchmarks.md). Each date at once adds a
+// read and a streaming-store stream a core keeps going.
+// CVEST_FLAT_DATES=1|2|4 sets it, for measuring one against another
+// (anything else is an error).
+int flat_dates_most();
+// The most streams flat/left walks at once: 4, or CVEST_FLAT_DATES.
+int flat_streams_most();
 
 // Threads of the default host execution space (the most a kernel splits over).
 int host_threads();
@@ -73,10 +85,9 @@ int host_threads();
 // before two, the nearest step first; else one date (the plain tile walk).
 // `even`: only groups that leave no dates over (a few tiles split between
 // threads by count would leave one thread the grouped chunks' work and
-// another the left-over dates'). `most`: at most this many dates (the
-// walk's second grouping, of the dates the first leaves over, takes two).
-// CVEST_FLAT_DATES=1|2|4 caps the dates (for measuring one against
-// another; anything else is an error).
+// another the left-over dates'). `most`: at most this many dates (the walk
+// passes flat_dates_most(); its second grouping, of the dates the first
+// leaves over, takes two).
 struct FlatDates {
   int dates = 1;
   Index step = 1;
@@ -97,7 +108,7 @@ std::string flat_dates_text(const FlatDates& dates);
 // KiB page, discount's and cv's alike, and share an alignment (runs of a
 // multiple of 16 bytes); the widest such spacing a full work item holds.
 // One where the build has no streaming stores (the path that walks them).
-// CVEST_FLAT_DATES=1|2|4 caps it as it caps the dates.
+// At most flat_streams_most().
 struct FlatStreams {
   int streams = 1;
   Index runs_apart = 0;
@@ -129,22 +140,25 @@ inline bool even_groups_needed(Index tiles, int threads) {
 // taken alone reloads multBy for itself). The
 // kernel (core/MultiplyKernels.hpp) and its copy roof (core/Roof.hpp) walk
 // it alike. Dates are left over only where the threads' shares even out
-// (even_groups_needed).
+// (even_groups_needed). `most`: the most dates at once (flat_dates_most()).
 struct FlatWalk {
   Index slice = 0, per = 0, tile = 0, runs = 0, tiles = 0;
   FlatDates together, rest;
   Index span = 1, full = 0, over = 0, rest_span = 1, rest_full = 0, groups = 0;  // over: dates past the spans
   FlatWalk() = default;
-  FlatWalk(Index T, Index slice_elements, std::size_t element_size, const void* d, const void* cv)
+  FlatWalk(Index T, Index slice_elements, std::size_t element_size, const void* d, const void* cv,
+           int most = flat_dates_most())
       : slice(slice_elements), per(flat_run_elements(element_size)),
-        tile(Index(flat_tile_bytes(std::size_t(slice) * element_size, element_size) / element_size)),
+        tile(Index(flat_tile_bytes(std::size_t(slice) * element_size, element_size, most) / element_size)),
         runs(tile / per), tiles((slice + tile - 1) / tile),
-        together(flat_dates(d, cv, std::size_t(slice) * element_size, T, even_groups_needed(tiles, host_threads()))),
+        together(flat_dates(d, cv, std::size_t(slice) * element_size, T, even_groups_needed(tiles, host_threads()),
+                            most)),
         span(Index(together.dates) * together.step), full(T / span) {
     over = T - full * span;
     const std::size_t row = std::size_t(slice) * element_size, skip = std::size_t(full * span) * row;
     if (over >= 2)
-      rest = flat_dates(static_cast<const char*>(d) + skip, static_cast<const char*>(cv) + skip, row, over, false, 2);
+      rest = flat_dates(static_cast<const char*>(d) + skip, static_cast<const char*>(cv) + skip, row, over, false,
+                        std::min(most, 2));
     rest_span = Index(rest.dates) * rest.step, rest_full = rest.dates > 1 ? over / rest_span : 0;
     groups = full * together.step + rest_full * rest.step + alone();
   }
@@ -182,9 +196,9 @@ struct FlatWalk {
 std::string flat_walk_dates_text(const FlatWalk& walk);
 
 // "16384 elements of double (128 KiB: an eighth of a thread's 1024 KiB of L2,
-// sysfs); LayoutRight: tiles of multBy of up to 128 KiB (a fifth of a
+// sysfs); LayoutRight: tiles of multBy of up to 256 KiB (a third of a
 // thread's 1024 KiB share of the L2 in whole runs, one at least, beside the
-// discount of 4 dates at once) walked date by date, ..."
+// discount of 2 dates at once) walked date by date, ..."
 std::string flat_run_text(std::size_t element_size);
 
 }  // namespace cvest::policy

@@ -133,7 +133,8 @@ void check_flat_both_stores(const Table& m, const Cube& d, const Cube& cv, std::
   }
 }
 
-// flat on LayoutRight takes up to four dates at once where their rows'
+// flat on LayoutRight takes up to two dates at once (four with
+// CVEST_FLAT_DATES=4: ctest's unit.flat_four_dates) where their rows'
 // streams sit apart in a page (policy::flat_dates): arrays placed in one
 // buffer at chosen page offsets, with row strides that make each grouping
 // (and the dates left over after the last whole span) happen.
@@ -144,24 +145,29 @@ TEMPLATE_TEST_CASE("every strategy equals the plain loop bit for bit with dates 
   struct Grouping {
     Index T, N, K;
     std::size_t cv_offset;  // bytes from discount's page offset
-    policy::FlatDates expected;  // with tiles enough for dates left over
-    policy::FlatDates even;      // with few tiles: no date left over
+    policy::FlatDates expected;  // four at most, with tiles enough for dates left over
+    policy::FlatDates even;      // four at most, with few tiles: no date left over
+    policy::FlatDates expected2, even2;  // the same, two at most
   };
   // Row bytes N*K*sizeof mod 4096: 1024 -> 4 dates 1 apart; 512 -> 4 dates 2
   // apart; 2048 -> 2 dates 1 apart; 0 -> one. Rows of 9 MiB: tiles enough
-  // (at a thread's 1 MiB of L2) for the dates left over after the spans.
+  // (a third of a thread's L2 share at most) for the dates left over after
+  // the spans.
+  // Two at most: two dates where four would be, the same steps.
   const std::size_t e = sizeof(Scalar);
   const Index big = Index(((std::size_t(9) << 20) + 1024) / e);
-  const Grouping g = GENERATE_COPY(Grouping{11, Index((4096 + 1024) / e), 1, 0, {4, 1}, {1, 1}},
-                                   Grouping{12, Index((4096 + 1024) / e), 1, 0, {4, 1}, {4, 1}},
-                                   Grouping{16, Index((4096 + 512) / e), 1, 0, {4, 2}, {4, 2}},
-                                   Grouping{8, Index((4096 * 3 + 2048) / e / 2), 2, 0, {2, 1}, {2, 1}},
-                                   Grouping{6, Index(8192 / e / 4), 4, 0, {1, 1}, {1, 1}},
-                                   Grouping{4, Index((4096 + 1024) / e), 1, 1024, {2, 2}, {2, 2}},
-                                   Grouping{5, big, 1, 0, {4, 1}, {1, 1}}, Grouping{9, big / 4, 4, 0, {4, 1}, {1, 1}},
-                                   // the dates over the spans two at once, then one alone (FlatWalk::rest)
-                                   Grouping{7, Index((3 * 4096 + 1024) / e), 1, 0, {4, 1}, {1, 1}},
-                                   Grouping{13, Index((3 * 4096 + 512) / e), 1, 0, {4, 2}, {1, 1}});
+  const Grouping g =
+      GENERATE_COPY(Grouping{11, Index((4096 + 1024) / e), 1, 0, {4, 1}, {1, 1}, {2, 1}, {1, 1}},
+                    Grouping{12, Index((4096 + 1024) / e), 1, 0, {4, 1}, {4, 1}, {2, 1}, {2, 1}},
+                    Grouping{16, Index((4096 + 512) / e), 1, 0, {4, 2}, {4, 2}, {2, 2}, {2, 2}},
+                    Grouping{8, Index((4096 * 3 + 2048) / e / 2), 2, 0, {2, 1}, {2, 1}, {2, 1}, {2, 1}},
+                    Grouping{6, Index(8192 / e / 4), 4, 0, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+                    Grouping{4, Index((4096 + 1024) / e), 1, 1024, {2, 2}, {2, 2}, {2, 2}, {2, 2}},
+                    Grouping{5, big, 1, 0, {4, 1}, {1, 1}, {2, 1}, {1, 1}},
+                    Grouping{9, big / 4, 4, 0, {4, 1}, {1, 1}, {2, 1}, {1, 1}},
+                    // four at most: the dates over the spans two at once, then one alone (FlatWalk::rest)
+                    Grouping{7, Index((3 * 4096 + 1024) / e), 1, 0, {4, 1}, {1, 1}, {2, 1}, {1, 1}},
+                    Grouping{13, Index((3 * 4096 + 512) / e), 1, 0, {4, 2}, {1, 1}, {2, 2}, {1, 1}});
   CAPTURE(sizeof(Scalar), g.T, g.N, g.K, g.cv_offset);
   const std::size_t cube = std::size_t(g.T * g.N * g.K), pages = (cube * e + 4095) / 4096 + 1;
   Kokkos::View<Scalar*, Mem> buffer("cvest::test::arrays", 2 * pages * 4096 / e + 4096 / e + g.N * g.K);
@@ -171,10 +177,12 @@ TEMPLATE_TEST_CASE("every strategy equals the plain loop bit for bit with dates 
   Scalar* m_at = base + 2 * pages * 4096 / e;
   Kokkos::View<Scalar***, Kokkos::LayoutRight, Mem> d(d_at, g.T, g.N, g.K), cv(cv_at, g.T, g.N, g.K);
   Kokkos::View<Scalar**, Kokkos::LayoutRight, Mem> m(m_at, g.N, g.K);
-  const policy::FlatWalk walk(g.T, g.N * g.K, e, d.data(), cv.data());
-  CAPTURE(walk.tiles);
-  if (std::getenv("CVEST_FLAT_DATES") == nullptr) {
-    const policy::FlatDates want = policy::even_groups_needed(walk.tiles, policy::host_threads()) ? g.even : g.expected;
+  const policy::FlatWalk walk(g.T, g.N * g.K, e, d.data(), cv.data());  // the kernel's own
+  const int most = policy::flat_dates_most();
+  CAPTURE(walk.tiles, most);
+  if (most > 1) {
+    const bool few = policy::even_groups_needed(walk.tiles, policy::host_threads());
+    const policy::FlatDates want = most == 4 ? (few ? g.even : g.expected) : (few ? g.even2 : g.expected2);
     CHECK(walk.together.dates == want.dates);
     CHECK(walk.together.step == want.step);
   }
@@ -204,7 +212,7 @@ TEMPLATE_TEST_CASE("flat on LayoutLeft equals the plain loop bit for bit with ru
   CAPTURE(streams.streams, streams.runs_apart);
   // Runs of whole 16-byte vectors at one page offset: four streams, or two
   // where a work item is too short for four 1 KiB apart (CVEST_FLAT_RUN=4KiB).
-  if (!std::getenv("CVEST_FLAT_DATES")) {
+  if (policy::flat_streams_most() > 1) {
     if (T * Index(e) % 16 == 0) CHECK(streams.streams > 1);
     else CHECK(streams.streams == 1);
   }
@@ -213,7 +221,7 @@ TEMPLATE_TEST_CASE("flat on LayoutLeft equals the plain loop bit for bit with ru
 }
 
 TEST_CASE("flat/left's streams: four, then two, then one, by where they fall in a page", "[flat]") {
-  if (std::getenv("CVEST_FLAT_DATES")) return cvest::test::skip_part("CVEST_FLAT_DATES caps the streams");
+  if (policy::flat_streams_most() < 4) return cvest::test::skip_part("CVEST_FLAT_DATES caps the streams");
   // From the L2, a work item is 64 KiB at least: room for four streams.
   if (std::getenv("CVEST_FLAT_RUN")) return cvest::test::skip_part("CVEST_FLAT_RUN sets the work items' length");
   const auto streams = [](std::uintptr_t d, std::uintptr_t cv, Index T, std::size_t e) {
@@ -261,7 +269,6 @@ TEST_CASE("flat's dates: four, then two, then one, by where the rows' streams fa
         policy::flat_dates(reinterpret_cast<const void*>(d), reinterpret_cast<const void*>(cv), row, T);
     return std::pair<int, Index>(got.dates, got.step);
   };
-  if (std::getenv("CVEST_FLAT_DATES")) return cvest::test::skip_part("CVEST_FLAT_DATES caps the dates");
   const std::uintptr_t d = 1 << 20, cv = 64 << 20;
   CHECK(dates(d, cv, 40 * 4096 + 1024, 100) == std::pair<int, Index>(4, 1));  // 0, 1, 2, 3 KiB
   CHECK(dates(d, cv, 40 * 4096 + 3072, 100) == std::pair<int, Index>(4, 1));  // the other way round
@@ -306,11 +313,10 @@ TEST_CASE("flat's dates: four, then two, then one, by where the rows' streams fa
 // their rows allow, before any go alone; every (date, run) of the cube is
 // walked once, and multBy's runs read in each tile's first group only. Rows
 // of 512 bytes past whole pages, long enough for 4 tiles a thread (the
-// largest tile this machine's L2 gives): dates may be left over. Only
-// addresses are looked at.
+// largest tile this machine's L2 gives): dates may be left over. Four
+// dates at most (CVEST_FLAT_DATES=4). Only addresses are looked at.
 TEST_CASE("flat's walk groups the dates its spans leave over", "[flat]") {
-  if (std::getenv("CVEST_FLAT_DATES")) return cvest::test::skip_part("CVEST_FLAT_DATES caps the dates");
-  const std::size_t e = sizeof(double), largest_tile = policy::flat_tile_bytes(std::size_t(1) << 40, e),
+  const std::size_t e = sizeof(double), largest_tile = policy::flat_tile_bytes(std::size_t(1) << 40, e, 4),
                     row = (4 * std::size_t(policy::host_threads()) * largest_tile + 4095) / 4096 * 4096 + 512;
   const Index slice = Index(row / e);
   const std::uintptr_t d = std::uintptr_t(1) << 30;
@@ -324,7 +330,7 @@ TEST_CASE("flat's walk groups the dates its spans leave over", "[flat]") {
                           Case{96, 0, 0, 0, 24, "4 at once, 2 apart"});
   CAPTURE(c.T);
   const std::uintptr_t cv = d + (std::size_t(c.T) * row + 4095) / 4096 * 4096;
-  const policy::FlatWalk walk(c.T, slice, e, reinterpret_cast<const void*>(d), reinterpret_cast<const void*>(cv));
+  const policy::FlatWalk walk(c.T, slice, e, reinterpret_cast<const void*>(d), reinterpret_cast<const void*>(cv), 4);
   if (policy::even_groups_needed(walk.tiles, policy::host_threads()))  // CVEST_FLAT_WALK=storage: one tile
     return cvest::test::skip_part("the tiles do not split into whole tiles a thread here");
   CHECK(walk.together.dates == 4);
@@ -333,7 +339,7 @@ TEST_CASE("flat's walk groups the dates its spans leave over", "[flat]") {
   CHECK(walk.rest_full == c.rest_full);
   CHECK(walk.alone() == c.alone);
   CHECK(walk.groups == c.groups);
-  CHECK(policy::flat_walk_dates_text(walk) == c.text);
+  if (!policy::flat_run().dates_forced) CHECK(policy::flat_walk_dates_text(walk) == c.text);  // no "(CVEST_FLAT_DATES=4)"
   const Index runs_per_date = (slice + walk.per - 1) / walk.per;
   std::vector<int> seen(std::size_t(c.T * runs_per_date), 0), multby(std::size_t(runs_per_date), 0);
   for (Index chunk = 0; chunk < walk.chunks(); ++chunk) {

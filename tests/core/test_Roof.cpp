@@ -125,8 +125,8 @@ TEST_CASE("a roof pass copies its n elements and reads its m multBy elements, ex
 // The walk's pieces, as the kernel and the walk copy take them: every
 // element of the cube in exactly one piece's rows, and multBy's run of each
 // piece marked `first` (where the kernel reads it from memory) covering
-// multBy exactly once, whatever the grouping (4, 2 or 1 dates, dates left
-// over). Only addresses are looked at: no arrays.
+// multBy exactly once, whatever the grouping (4, 2 or 1 dates at most, dates
+// left over). Only addresses are looked at: no arrays.
 TEMPLATE_TEST_CASE("flat's walk: each element once, multBy read in each tile's first group only", "[roof][flat]", double,
                    float) {
   const std::size_t e = sizeof(TestType);
@@ -136,10 +136,13 @@ TEMPLATE_TEST_CASE("flat's walk: each element once, multBy read in each tile's f
                                        std::pair<Index, std::size_t>{8, (std::size_t(2) << 20) + 1024},
                                        std::pair<Index, std::size_t>{10, (std::size_t(3) << 20) + 2048},
                                        std::pair<Index, std::size_t>{13, (std::size_t(5) << 20) + 512});
+  const int most = GENERATE(1, 2, 4);
   const Index slice = Index(row_bytes / e), cube = T * slice;
-  CAPTURE(e, T, slice);
+  CAPTURE(e, T, slice, most);
   const std::uintptr_t d_at = std::uintptr_t(1) << 30, cv_at = d_at + (std::size_t(cube) * e + 4095) / 4096 * 4096;
-  const policy::FlatWalk walk(T, slice, e, reinterpret_cast<const void*>(d_at), reinterpret_cast<const void*>(cv_at));
+  const policy::FlatWalk walk(T, slice, e, reinterpret_cast<const void*>(d_at), reinterpret_cast<const void*>(cv_at),
+                              most);
+  CHECK(walk.together.dates <= most);
   CAPTURE(walk.together.dates, walk.together.step, walk.tiles);
   std::vector<unsigned char> element(std::size_t(cube), 0), multby(std::size_t(slice), 0);
   for (Index c = 0; c < walk.chunks(); ++c) {
@@ -160,13 +163,13 @@ TEMPLATE_TEST_CASE("flat's walk: each element once, multBy read in each tile's f
 // LayoutRight's third roof: flat's own walk (its tiles, its dates at once)
 // with the multiply removed copies every element of the cube once and reads
 // multBy once, beside the copy (copy_piece). Arrays placed so that the
-// walk takes 4 dates 1 apart, 4 dates 2 apart (one date left over) or one
-// at a time, or (with tiles enough) groups the dates its spans leave over
-// two at once.
+// walk takes its most dates (two; four under CVEST_FLAT_DATES=4) 1 or 2
+// apart, or one at a time, or (four at most, with tiles enough) groups the
+// dates its spans leave over two at once.
 TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads multBy once", "[roof]", double, float) {
   using Scalar = TestType;
   const std::size_t e = sizeof(Scalar);
-  // rows of 2 MiB + 1 KiB: several tiles of the default tile (a thread's L2)
+  // rows of 2 MiB + 1 KiB: several tiles (a third of a thread's L2 share at most)
   const auto [T, row_bytes] = GENERATE(std::pair<Index, std::size_t>{11, 4096 + 1024},
                                        std::pair<Index, std::size_t>{9, 3 * 4096 + 512},
                                        std::pair<Index, std::size_t>{3, 2 * 4096}, std::pair<Index, std::size_t>{5, 1024},
@@ -206,13 +209,18 @@ TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads m
   CHECK(read != 0);
   m[slice] = Scalar(-7);  // one past multBy: not read
   CHECK(sink_of() == read);
-  if (!std::getenv("CVEST_FLAT_DATES")) {  // few tiles: only groups that leave no date over
-    const std::size_t mod = row_bytes % 4096;
-    const bool few_tiles = policy::even_groups_needed(walk.tiles, policy::host_threads());
+  const std::size_t mod = row_bytes % 4096;
+  const bool few_tiles = policy::even_groups_needed(walk.tiles, policy::host_threads());  // no date left over
+  if (policy::flat_dates_most() == 4) {
     const int expected = mod == 1024 ? (T % 4 == 0 || !few_tiles ? 4 : T % 2 == 0 ? 2 : 1)
                          : mod == 512 && T >= 8 ? (T % 8 == 0 || !few_tiles ? 4 : 1)
                          : mod == 2048 ? (T % 2 == 0 || !few_tiles ? 2 : 1)
                                        : 1;
+    CHECK(walk.together.dates == expected);
+  } else if (policy::flat_dates_most() == 2) {  // two dates where four would be, and where 4-at-once needed 8
+    const int expected = mod == 1024 || mod == 2048 ? (T % 2 == 0 || !few_tiles ? 2 : 1)
+                         : mod == 512 && T >= 4 ? (T % 4 == 0 || T % 6 == 0 || !few_tiles ? 2 : 1)
+                                                : 1;
     CHECK(walk.together.dates == expected);
   }
 }

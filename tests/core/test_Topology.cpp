@@ -126,23 +126,27 @@ TEST_CASE("no sysfs: sysconf where it knows, else nothing, and said", "[topology
 
 TEST_CASE("flat's tile: whole runs, at most the slice, at least one run", "[topology][flat]") {
   const std::size_t run = std::size_t(flat_run_elements(8)) * 8;
-  CHECK(flat_tile_bytes(100, 8) == run);  // a slice shorter than a run: one run
+  const int dates = GENERATE(1, 2, 4);  // the most dates the walk takes at once
+  CAPTURE(dates);
+  CHECK(flat_tile_bytes(100, 8, dates) == run);  // a slice shorter than a run: one run
   const std::size_t big = std::size_t(4) << 30;
-  const std::size_t tile = flat_tile_bytes(big, 8);
+  const std::size_t tile = flat_tile_bytes(big, 8, dates);
   CHECK(tile % run == 0);
   CHECK(tile <= big);
   if (flat_run().walk_forced.empty() && flat_run().tile_forced == 0) {
     // the tile and the discount of the dates at once beside it within a
     // thread's share of the L2 (1 MiB where it cannot be read): whole runs,
-    // one at least, evened out
+    // one at least, evened out; more dates at once, no larger a tile
     const std::size_t share = flat_run().l2_share ? flat_run().l2_share : std::size_t(1) << 20,
-                      most = std::max(run, share / std::size_t(flat_dates_cap() + 1) / run * run);
+                      most = std::max(run, share / std::size_t(dates + 1) / run * run);
+    CHECK(flat_run().l2_assumed == share);
     CHECK(tile <= most);
     CHECK(tile >= most / 2);
-    if (most > run) CHECK(tile * std::size_t(flat_dates_cap() + 1) <= share);
+    if (most > run) CHECK(tile * std::size_t(dates + 1) <= share);
+    if (dates > 1) CHECK(tile <= flat_tile_bytes(big, 8, dates / 2));
     // A slice of 3.5 runs: as few tiles as `most` allows, of whole runs
     // (one tile of 4 runs where `most` holds 4, never a last tile of half a run).
-    const std::size_t odd = run * 7 / 2, odd_tile = flat_tile_bytes(odd, 8);
+    const std::size_t odd = run * 7 / 2, odd_tile = flat_tile_bytes(odd, 8, dates);
     CHECK(odd_tile % run == 0);
     CHECK((odd + odd_tile - 1) / odd_tile == (odd + most - 1) / most);
     CHECK((odd + odd_tile - 1) / odd_tile * odd_tile - odd < run);
