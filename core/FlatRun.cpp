@@ -195,7 +195,7 @@ std::string walk_text() {
                      "beside the discount of {} at once){}",
                      flat_tile_bytes(std::size_t(1) << 40, 8, dates) >> 10, dates == 1 ? "half" : dates == 2 ? "third" : "fifth",
                      r.l2_share ? fmt::format("a thread's {} KiB share of the L2", r.l2_share >> 10)
-                                : std::string("1024 KiB (L2 size not readable: the stated default)"),
+                                : fmt::format("{} KiB (L2 size not readable: the stated default)", r.l2_assumed >> 10),
                      dates == 1 ? std::string("one date") : std::to_string(dates) + " dates", tile_walk);
 }
 

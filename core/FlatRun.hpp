@@ -28,8 +28,9 @@ struct FlatRun {
   std::size_t tile_forced = 0;  // CVEST_FLAT_TILE, bytes (0: from the L2)
 };
 
-// Read once per process, with the CVEST_FLAT_* variables below (a bad value
-// fails the first flat run or header). CVEST_FLAT_RUN=BYTES (e.g. "256KiB")
+// Read once per process, with the CVEST_FLAT_* variables below (a bad
+// CVEST_FLAT_DATES, TILE or RUN fails the first flat run or header; a
+// CVEST_FLAT_WALK other than storage or dates is ignored). CVEST_FLAT_RUN=BYTES (e.g. "256KiB")
 // overrides the run, for measuring one length against another.
 const FlatRun& flat_run();
 
@@ -100,8 +101,8 @@ std::string flat_dates_text(const FlatDates& dates);
 // How a LayoutLeft work item walks its run of elements (runs of T dates
 // of one multBy value after another: core/StreamingStores.hpp scaled_runs):
 // `streams` stretches of its whole T-runs at once, `runs_apart` runs apart,
-// so a thread keeps four reads and four writes going as LayoutRight's four
-// dates at once do. One stream at a time, flat/left ran at 31-34 GB/s
+// so a thread keeps four reads and four writes going (LayoutRight's dates
+// at once: two by default, measured apart). One stream at a time, flat/left ran at 31-34 GB/s
 // against 37 for flat/right on the same bytes (8 x 10,000,000 float, Intel
 // Xeon VM); four at once, 40-41 (docs/benchmarks.md). As flat_dates: four
 // before two, only where the streams sit at least 1 KiB apart within a 4
@@ -121,7 +122,7 @@ std::string flat_streams_text(const FlatStreams& streams);
 // no dates over: fewer than 4 tiles a thread, not a whole number a thread.
 // A thread taking whole tiles does the same work as the others whatever the
 // groups: 4 tiles on 2 threads may take 4 dates two apart at T = 100 with 4
-// dates over (float at 100 x 400,000 ran at 0.88-0.91 of its roof so, at
+// dates over (four at most, 12-04: float at 100 x 400,000 ran at 0.88-0.91 of its roof so, at
 // 0.80-0.82 taking 2 dates at once to leave none over). Whole tiles a
 // thread holds only roughly: Kokkos 3.4's OpenMP split moves a thread's
 // bounds by up to one of its power-of-two chunks of work items (a few per
@@ -191,8 +192,9 @@ struct FlatWalk {
   }
 };
 
-// "4 at once, 2 apart; the 4 dates over them 2 at once, 2 apart": the walk's
-// groups of dates.
+// "2 at once, 2 apart; the 1 date over them one at a time", or with four at
+// most (CVEST_FLAT_DATES=4) "4 at once, 2 apart; the 4 dates over them 2 at
+// once, 2 apart": the walk's groups of dates.
 std::string flat_walk_dates_text(const FlatWalk& walk);
 
 // "16384 elements of double (128 KiB: an eighth of a thread's 1024 KiB of L2,

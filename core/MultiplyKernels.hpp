@@ -163,7 +163,8 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 //    leaving room in a thread's L2 share for the dates at once:
 //    policy::flat_tile_bytes), each tile walked
 //    date by date and a date's part of it run by run, in storage order, up
-//    to four dates at once where their streams allow (policy::flat_dates):
+//    to two dates at once where their streams allow (policy::flat_dates,
+//    policy::flat_dates_most):
 //    chunk c is run s of tile b in date group g, c = (b * G + g) * S + s. Threads
 //    take contiguous ranges of chunks, so a thread streams long stretches
 //    (as a copy does) and its tiles' multBy comes from memory once, then

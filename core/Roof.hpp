@@ -195,7 +195,7 @@ inline void copy_piece(Scalar* dst, const Scalar* src, const policy::FlatWalk::P
 // `src` copied into `dst` piece by piece of `walk` (its tiles, its dates at
 // once), with streaming stores (or regular ones, as a kernel whose cv is
 // read next), multBy's rows (`rows`) read where the kernel takes them from
-// memory (copy_piece). A kernel taking four dates at once keeps more lines
+// memory (copy_piece). A kernel taking dates at once keeps more lines
 // in flight than a copy walking one stream a thread; this copy does the
 // same, so the kernel's fraction measures its multiply, not its walk.
 // Returns seconds.

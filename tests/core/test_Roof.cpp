@@ -175,7 +175,7 @@ TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads m
                                        std::pair<Index, std::size_t>{3, 2 * 4096}, std::pair<Index, std::size_t>{5, 1024},
                                        std::pair<Index, std::size_t>{8, 3 * 4096 + 2048},
                                        std::pair<Index, std::size_t>{8, (std::size_t(2) << 20) + 1024},
-                                       // dates over the spans: two at once, then one alone
+                                       // four at most: the dates over the spans two at once, then one alone
                                        std::pair<Index, std::size_t>{7, 3 * 4096 + 1024},
                                        std::pair<Index, std::size_t>{13, 3 * 4096 + 512});
   const Index slice = Index(row_bytes / e), cube = T * slice;

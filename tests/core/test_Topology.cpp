@@ -7,6 +7,7 @@
 #include "core/Topology.hpp"
 
 #include "tests/ProcessScratch.hpp"
+#include "tests/Skip.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -151,4 +152,26 @@ TEST_CASE("flat's tile: whole runs, at most the slice, at least one run", "[topo
     CHECK((odd + odd_tile - 1) / odd_tile == (odd + most - 1) / most);
     CHECK((odd + odd_tile - 1) / odd_tile * odd_tile - odd < run);
   }
+}
+
+// The bench's and run's header says which tile rule and how many dates at
+// once flat/right uses: two by default, four under CVEST_FLAT_DATES=4 (ctest
+// unit.flat_four_dates), and the groups' text names the variable that set them.
+TEST_CASE("flat's header text: the tile's share of the L2 and the dates at once", "[topology][flat]") {
+  if (!flat_run().walk_forced.empty() || flat_run().tile_forced > 0)
+    return cvest::test::skip_part("CVEST_FLAT_WALK or CVEST_FLAT_TILE sets the tiles");
+  const std::string text = flat_run_text(8);
+  CAPTURE(text);
+  const int most = flat_dates_most();
+  CHECK((most == 1 || most == 2 || most == 4));
+  if (!flat_run().dates_forced) CHECK(most == 2);
+  const std::string share = most == 1 ? "(a half of " : most == 2 ? "(a third of " : "(a fifth of ";
+  CHECK(text.find("tiles of multBy of up to " + std::to_string(flat_tile_bytes(std::size_t(1) << 40, 8, most) >> 10) +
+                  " KiB " + share) != std::string::npos);
+  CHECK(text.find(most == 1 ? "beside the discount of one date at once) walked date by date, one at a time"
+                            : "beside the discount of " + std::to_string(most) + " dates at once) walked date by date, up to " +
+                                  std::to_string(most) + " dates at once where their rows allow") != std::string::npos);
+  const std::string note = flat_run().dates_forced ? " (CVEST_FLAT_DATES=" + std::to_string(most) + ")" : "";
+  CHECK(flat_dates_text(FlatDates{2, 1}) == "2 at once, 1 apart" + note);
+  CHECK(flat_streams_text(FlatStreams{4, 7}) == "4 streams at once, 7 runs apart" + note);
 }
