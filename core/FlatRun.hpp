@@ -30,8 +30,9 @@ struct FlatRun {
 
 // Read once per process, with the CVEST_FLAT_* variables below (a bad
 // CVEST_FLAT_DATES, TILE or RUN fails the first flat run or header; a
-// CVEST_FLAT_WALK other than storage or dates is ignored). CVEST_FLAT_RUN=BYTES (e.g. "256KiB")
-// overrides the run, for measuring one length against another.
+// CVEST_FLAT_WALK other than storage or dates is ignored).
+// CVEST_FLAT_RUN=BYTES (e.g. "256KiB") overrides the run, for measuring one
+// length against another.
 const FlatRun& flat_run();
 
 // A run in elements of `element_size` bytes: a multiple of 64.
@@ -98,18 +99,18 @@ FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, In
 // "4 at once, 1 apart", or why one at a time.
 std::string flat_dates_text(const FlatDates& dates);
 
-// How a LayoutLeft work item walks its run of elements (runs of T dates
-// of one multBy value after another: core/StreamingStores.hpp scaled_runs):
+// How a LayoutLeft work item walks its run of elements (runs of T dates of
+// one multBy value after another: core/StreamingStores.hpp scaled_runs):
 // `streams` stretches of its whole T-runs at once, `runs_apart` runs apart,
-// so a thread keeps four reads and four writes going (LayoutRight's dates
-// at once: two by default, measured apart). One stream at a time, flat/left ran at 31-34 GB/s
-// against 37 for flat/right on the same bytes (8 x 10,000,000 float, Intel
-// Xeon VM); four at once, 40-41 (docs/benchmarks.md). As flat_dates: four
-// before two, only where the streams sit at least 1 KiB apart within a 4
-// KiB page, discount's and cv's alike, and share an alignment (runs of a
-// multiple of 16 bytes); the widest such spacing a full work item holds.
-// One where the build has no streaming stores (the path that walks them).
-// At most flat_streams_most().
+// so a thread keeps four reads and four writes going (LayoutRight's dates at
+// once: two by default, measured apart). One stream at a time, flat/left ran
+// at 31-34 GB/s against 37 for flat/right on the same bytes (8 x 10,000,000
+// float, Intel Xeon VM); four at once, 40-41 (docs/benchmarks.md). As
+// flat_dates: four before two, only where the streams sit at least 1 KiB
+// apart within a 4 KiB page, discount's and cv's alike, and share an
+// alignment (runs of a multiple of 16 bytes); the widest such spacing a full
+// work item holds. One where the build has no streaming stores (the path that
+// walks them). At most flat_streams_most().
 struct FlatStreams {
   int streams = 1;
   Index runs_apart = 0;
@@ -118,16 +119,16 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
 // "4 streams at once, 2016 runs apart", or why one stream.
 std::string flat_streams_text(const FlatStreams& streams);
 
-// Whether a few tiles split between the threads call for groups that leave
-// no dates over: fewer than 4 tiles a thread, not a whole number a thread.
-// A thread taking whole tiles does the same work as the others whatever the
+// Whether a few tiles split between the threads call for groups that leave no
+// dates over: fewer than 4 tiles a thread, not a whole number a thread. A
+// thread taking whole tiles does the same work as the others whatever the
 // groups: 4 tiles on 2 threads may take 4 dates two apart at T = 100 with 4
-// dates over (four at most, 12-04: float at 100 x 400,000 ran at 0.88-0.91 of its roof so, at
-// 0.80-0.82 taking 2 dates at once to leave none over). Whole tiles a
-// thread holds only roughly: Kokkos 3.4's OpenMP split moves a thread's
-// bounds by up to one of its power-of-two chunks of work items (a few per
-// cent of a share), a schedule dealing chunks round-robin owns no whole
-// tile, and the last tile may be short.
+// dates over (four at most, 12-04: float at 100 x 400,000 ran at 0.88-0.91 of
+// its roof so, at 0.80-0.82 taking 2 dates at once to leave none over). Whole
+// tiles a thread holds only roughly: Kokkos 3.4's OpenMP split moves a
+// thread's bounds by up to one of its power-of-two chunks of work items (a
+// few per cent of a share), a schedule dealing chunks round-robin owns no
+// whole tile, and the last tile may be short.
 inline bool even_groups_needed(Index tiles, int threads) {
   return tiles < 4 * Index(threads) && tiles % Index(threads) != 0;
 }
