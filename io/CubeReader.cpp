@@ -96,6 +96,11 @@ std::string CubeReader::reads_text(Precision precision) const {
   return "through the page cache, by HDF5";
 }
 
+bool CubeReader::reads_direct(Precision precision) const {
+  const auto& raw = raw_[precision == Precision::f64 ? 0 : 1];
+  return raw && raw->reader()->direct();
+}
+
 void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   const int k = precision == Precision::f64 ? 0 : 1;
   if (raw_[k] && raw_[k]->read(b, buffer)) return;

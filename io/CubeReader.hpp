@@ -50,6 +50,9 @@ class CubeReader {
   CubeStorage storage(Precision precision) const;
   // How its bytes were read: DirectReader::text, or the page cache's path.
   std::string reads_text(Precision precision) const;
+  // Whether its bytes are read past the page cache (each read then waits on
+  // the device).
+  bool reads_direct(Precision precision) const;
 
  private:
   const Dataset& ds_;

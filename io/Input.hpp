@@ -48,6 +48,7 @@ class InputFile {
   CubeStorage multby_storage(Precision precision) const { return multby_reader_->storage(precision); }
   // How discount's bytes were read (CubeReader::reads_text).
   std::string reads_text(Precision precision) const { return discount_reader_->reads_text(precision); }
+  bool reads_direct(Precision precision) const { return discount_reader_->reads_direct(precision); }
   // The read mode it was opened with, and why (to open it again alike).
   DirectMode reads() const { return reads_; }
   const std::string& reads_because() const { return reads_because_; }

@@ -34,7 +34,8 @@ void JobRunner::free_buffers() {
 // blocks as large as the budget allows are made anew.
 void JobRunner::keep_buffers_within_budget(const JobPlan& job, const BlockPlan& mine) {
   const double copies = std::max(job.pipeline_threads, 1);
-  const double need = std::max(double(mine.buffer_bytes), copies * per_thread_buffer_bytes(mine, job.layout));
+  const double each = per_thread_buffer_bytes(mine, job.layout) + (job.read_ahead ? per_thread_read_ahead_bytes(mine) : 0.0);
+  const double need = std::max(double(mine.buffer_bytes), copies * each);
   if (double(buffers_.kept_bytes() + check_buffers_.kept_bytes()) + need > double(deck_.run.memory_budget))
     free_buffers();
 }
@@ -47,6 +48,7 @@ JobReport planned_job_report(const JobPlan& job, const RunPlan& plan, int repeat
   report.runs = repeats;
   report.pipeline = job.pipeline;
   report.pipeline_threads = job.pipeline_threads;
+  report.read_ahead = job.read_ahead;
   return report;
 }
 
@@ -146,6 +148,7 @@ PipelineStats JobRunner::run_once(const JobPlan& job, const BlockPlan& mine, Job
   options.strategy = job.strategy;
   options.label = fmt::format("{}/{}", to_string(job.strategy), to_string(job.layout));
   options.threads = job.pipeline_threads;
+  options.read_ahead = job.read_ahead;
   ranks_.barrier();  // the ranks start together: their times compare
   PipelineStats stats;
   ranks_.together([&] {

@@ -103,6 +103,9 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
              rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
   fmt::print(out, "input: {}\n", to_text(rep.input_storage));
   if (!rep.input_reads.empty()) fmt::print(out, "input: read {}\n", rep.input_reads);
+  if (std::any_of(rep.jobs.begin(), rep.jobs.end(), [](const JobReport& j) { return j.read_ahead; }))
+    fmt::print(out, "input: each per-thread pipeline thread reads its next block ahead, on a helper, while it "
+                    "computes and writes the one before (two requests at the disk a thread; CVEST_READ_AHEAD=0: one)\n");
   if (!rep.output_writes.empty()) fmt::print(out, "output: written {}\n", rep.output_writes);
   if (policy::on_host<Kokkos::DefaultExecutionSpace>)
     fmt::print(out, "flat's runs on the host: {}\n", policy::flat_run_text(8));
@@ -158,8 +161,12 @@ void print_plan(const RunReport& rep, std::ostream& out) {
     }
   for (const auto& j : rep.jobs)
     fmt::print(out, "job     {}/{} {}: {}\n", to_string(j.strategy), to_string(j.layout), to_string(j.precision),
-               j.pipeline == PipelineKind::per_thread ? fmt::format("per_thread pipeline, {} threads", j.pipeline_threads)
-                                                      : std::string("overlapped pipeline"));
+               j.pipeline == PipelineKind::per_thread
+                   ? fmt::format("per_thread pipeline, {} threads{}", j.pipeline_threads,
+                                 j.read_ahead ? ", each reading its next block ahead (the input is read past the "
+                                                "page cache)"
+                                              : "")
+                   : std::string("overlapped pipeline"));
 }
 
 namespace {
@@ -209,6 +216,7 @@ nlohmann::json job_json(const RunReport& rep, const JobReport& job) {
   jj["runs"] = job.runs;
   jj["pipeline"] = to_string(job.pipeline);
   jj["pipeline_threads"] = job.pipeline_threads;
+  jj["read_ahead"] = job.read_ahead;
   jj["peak_rss_bytes"] = job.peak_rss_bytes;
   jj["kernel_roof_fraction"] = job.kernel_roof_fraction;
   jj["kernel_roof_interval"] = job.kernel_roof_interval.exists

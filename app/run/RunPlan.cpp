@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <ostream>
 #include <utility>
@@ -196,20 +197,34 @@ io::OutputSpec output_spec(const Deck& deck, const RunPlan& plan, Index chunk_id
   return out;
 }
 
+// CVEST_READ_AHEAD=0 turns reading ahead off (to measure what it gives).
+bool read_ahead_allowed() {
+  const char* value = std::getenv("CVEST_READ_AHEAD");
+  if (!value || !*value) return true;
+  const std::string v = value;
+  if (v != "0" && v != "1") throw InputError("CVEST_READ_AHEAD: expected 0 or 1, found '" + v + "'");
+  return v == "1";
+}
+
 // Each job's pipeline, decided once: per_thread where the deck asks for it
-// or it applies (auto), else overlapped.
+// or it applies (auto), else overlapped. The per-thread pipeline's threads
+// read ahead where the input is read past the page cache (each read waits
+// on the device) and the budget holds the second buffers for as many threads.
 JobPlan job_plan(const Deck& deck, const RunPlan& plan, Strategy strategy, LayoutKind layout) {
   JobPlan job;
   job.strategy = strategy;
   job.layout = layout;
   std::string why_not;
-  const int threads =
-      per_thread_threads(plan.plan(layout), deck.run.memory_budget - plan.reserved_memory(), strategy, layout, true, why_not);
+  const std::size_t budget = deck.run.memory_budget - plan.reserved_memory();
+  const int threads = per_thread_threads(plan.plan(layout), budget, strategy, layout, true, why_not);
   if (deck.run.pipeline == PipelineKind::per_thread && threads == 0)
     throw InputError(fmt::format("{}: [run] pipeline = \"per_thread\" does not apply to {}/{}: {}", deck.path,
                                  to_string(strategy), to_string(layout), why_not));
   job.pipeline_threads = deck.run.pipeline == PipelineKind::overlapped ? 0 : threads;
   job.pipeline = job.pipeline_threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
+  job.read_ahead = read_ahead_allowed() /* a bad value fails every run */ && job.pipeline_threads > 0 &&
+                   plan.input && plan.input->reads_direct(plan.precision) &&
+                   per_thread_threads(plan.plan(layout), budget, strategy, layout, true, why_not, true) == threads;
   return job;
 }
 

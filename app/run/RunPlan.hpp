@@ -21,6 +21,7 @@ struct JobPlan {
   LayoutKind layout = LayoutKind::right;
   PipelineKind pipeline = PipelineKind::overlapped;  // the one it takes (never automatic)
   int pipeline_threads = 0;                          // per_thread: how many
+  bool read_ahead = false;                           // per_thread: each thread reads its next block ahead
 };
 
 struct RunPlan {

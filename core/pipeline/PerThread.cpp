@@ -4,6 +4,7 @@
 #include "core/Multiply.hpp"
 #include "core/Policies.hpp"
 #include "core/pipeline/Channel.hpp"
+#include "core/pipeline/ReadAhead.hpp"
 #include "core/Roof.hpp"
 #include "core/pipeline/Recording.hpp"
 #include "core/pipeline/Staging.hpp"
@@ -13,7 +14,9 @@
 
 #include <atomic>
 #include <exception>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <ostream>
 #include <thread>
 #include <utility>
@@ -31,6 +34,10 @@ Index kernel_ids(const BlockPlan& plan, LayoutKind layout, int per_thread_thread
   return std::min(ids, plan.block_ids);
 }
 
+double per_thread_read_ahead_bytes(const BlockPlan& plan) {
+  return double((plan.block_dates + 1) * plan.block_ids * plan.K) * double(plan.element_size);
+}
+
 double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
   const double element = double(plan.element_size);
   const double block = double(plan.block_dates * plan.block_ids * plan.K) * element;
@@ -43,7 +50,7 @@ double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
 }
 
 int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy strategy, LayoutKind layout,
-                       bool concurrent_io, std::string& why_not) {
+                       bool concurrent_io, std::string& why_not, bool read_ahead) {
 #ifdef KOKKOS_ENABLE_OPENMP
   if (!std::is_same_v<ExecSpace, Kokkos::OpenMP>) {
 #else
@@ -61,7 +68,8 @@ int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy
     return 0;
   }
   const double resident = plan.multby_resident ? 2.0 * double(plan.N * plan.K) * double(plan.element_size) : 0.0;
-  const int fit = int(std::max(0.0, double(budget_bytes) - resident) / per_thread_buffer_bytes(plan, layout));
+  const double each = per_thread_buffer_bytes(plan, layout) + (read_ahead ? per_thread_read_ahead_bytes(plan) : 0.0);
+  const int fit = int(std::max(0.0, double(budget_bytes) - resident) / each);
   const int threads = std::min(ExecSpace().concurrency(), fit);
   if (threads < 2) {
     why_not = threads == ExecSpace().concurrency() ? "one thread: no block runs beside another"
@@ -95,6 +103,8 @@ class PerThread {
         // the buffer it was read into (free once transposed in): one block
         // buffer less per thread, and one less for the caches to hold.
         transpose_out_to_read_buffer_(!right && !io.discount_at && !io.cv_at),
+        // Only where there is a next block to read (more blocks than threads).
+        reads_ahead_(options.read_ahead && !io.discount_at && nblocks_ > threads_),
         progress_(plan, options, rec_, out, esize),
         // Kokkos Tools expect one kernel at a time (the kernel timer keeps
         // the running kernel in a global, space-time-stack one stack of
@@ -120,9 +130,18 @@ class PerThread {
 
   // One thread's; allocated before the parallel region (no allocation inside
   // it) and reused for every block it takes.
+  // What a block is read into: its discount and its id range's multBy
+  // rows (m_ids: their first id; -1: none yet).
+  struct Reads {
+    Flat d, m;
+    Index m_ids = -1;
+  };
   struct Buffers {
-    Flat d, cv, m, d_compute, cv_compute, m_compute;
-    Index m_ids = -1, m_compute_ids = -1;
+    // `in`: the block being computed; `ahead`: the next block's, read
+    // meanwhile (options.read_ahead; swapped with `in` once read).
+    Reads in, ahead;
+    Flat cv, d_compute, cv_compute, m_compute;
+    Index m_compute_ids = -1;
     // The kernel call of this thread's last block, where no roof preceded
     // it: the pair of its next block's roof (PipelineStats::roof).
     bool fresh = false;
@@ -147,10 +166,12 @@ class PerThread {
     for (int w = 0; w < threads_; ++w) {
       const std::string tag = std::to_string(w);
       Buffers& buf = buffers_[std::size_t(w)];
-      buf.d = alloc("cvest::per_thread::discount" + tag, io_.discount_at ? 0 : cube);
+      buf.in.d = alloc("cvest::per_thread::discount" + tag, io_.discount_at ? 0 : cube);
       buf.cv = alloc("cvest::per_thread::cv" + tag, io_.cv_at || transpose_out_to_read_buffer_ ? 0 : cube,
                      &buf.cv_unwritten);
-      buf.m = alloc("cvest::per_thread::multBy" + tag, io_.multby_at ? 0 : row);
+      buf.in.m = alloc("cvest::per_thread::multBy" + tag, io_.multby_at ? 0 : row);
+      buf.ahead.d = alloc("cvest::per_thread::discount_ahead" + tag, reads_ahead_ ? cube : 0);
+      buf.ahead.m = alloc("cvest::per_thread::multBy_ahead" + tag, reads_ahead_ && !io_.multby_at ? row : 0);
       buf.d_compute = alloc("cvest::per_thread::discount_left" + tag, right ? 0 : tile);
       buf.cv_compute = alloc("cvest::per_thread::cv_left" + tag, right ? 0 : tile, &buf.cv_compute_unwritten);
       buf.m_compute = alloc("cvest::per_thread::multBy_left" + tag, right ? 0 : row);
@@ -165,7 +186,9 @@ class PerThread {
   }
 
   // Thread w's loop: the next block read, computed and written, until none
-  // is left or another thread failed.
+  // is left or another thread failed. Reading ahead, the block after is
+  // taken and read by the thread's helper while this one is computed and
+  // written.
   void work(int w) {
     Buffers& buf = buffers_[std::size_t(w)];
     try {
@@ -174,13 +197,26 @@ class PerThread {
         if (buf.cv_compute_unwritten) fault_in(buf.cv_compute.data(), buf.cv_compute.size() * sizeof(Scalar));
       }
       buf.cv_unwritten = buf.cv_compute_unwritten = false;
-      for (int b = next_++; b < nblocks_ && !failure_.failed(); b = next_++) {
+      std::optional<ReadAhead> helper;  // on leaving, waits for its read under way
+      if (reads_ahead_) helper.emplace();
+      const auto read_ahead = [&](int b) {
+        if (b < nblocks_ && !failure_.failed()) helper->start([this, b, &buf] { read(b, buf.ahead, &buf.in); });
+      };
+      int b = next_++, after = -1;
+      if (helper) read_ahead(b);
+      for (; b < nblocks_ && !failure_.failed(); b = helper ? after : next_++) {
         const Block& blk = plan_.blocks[b];
         const double bytes = double(blk.dates.size() * blk.ids.size() * K_) * esize;
-        read(b, buf);
-        const Scalar* m = io_.multby_at ? io_.multby_at(blk.ids) : buf.m.data();
-        const Scalar* d = io_.discount_at ? io_.discount_at(blk) : buf.d.data();
-        Scalar* cv = io_.cv_at ? io_.cv_at(blk) : transpose_out_to_read_buffer_ ? buf.d.data() : buf.cv.data();
+        if (helper) {
+          helper->wait();
+          std::swap(buf.in, buf.ahead);
+          read_ahead(after = next_++);
+        } else {
+          read(b, buf.in, nullptr);
+        }
+        const Scalar* m = io_.multby_at ? io_.multby_at(blk.ids) : buf.in.m.data();
+        const Scalar* d = io_.discount_at ? io_.discount_at(blk) : buf.in.d.data();
+        Scalar* cv = io_.cv_at ? io_.cv_at(blk) : transpose_out_to_read_buffer_ ? buf.in.d.data() : buf.cv.data();
         if constexpr (right) compute_in_place(b, buf, m, d, cv);
         else compute_in_tiles(b, buf, m, d, cv);
         if (options_.before_io) options_.before_io(Phase::write, b);
@@ -192,18 +228,21 @@ class PerThread {
     }
   }
 
-  void read(int b, Buffers& buf) {
+  // Block b's discount and multBy rows into `into`. `beside`: the reads of
+  // the block being computed meanwhile (read ahead), whose multBy rows are
+  // copied where they are the ones b needs (a copy from memory, not the disk).
+  void read(int b, Reads& into, const Reads* beside) {
     const Block& blk = plan_.blocks[b];
     const Index nb = blk.ids.size();
     if (options_.before_io) options_.before_io(Phase::read, b);
-    const bool read_m = !io_.multby_at && buf.m_ids != blk.ids.begin;
+    const bool read_m = !io_.multby_at && into.m_ids != blk.ids.begin;
+    const bool copy_m = read_m && beside && beside->m_ids == blk.ids.begin;
     const double bytes = io_.discount_at ? 0.0 : double(blk.dates.size() * nb * K_) * esize;
-    rec_.time(b, Phase::read, bytes + (read_m ? double(nb * K_) * esize : 0.0), [&] {
-      if (read_m) {
-        io_.read_multby(blk.ids, buf.m.data());
-        buf.m_ids = blk.ids.begin;
-      }
-      if (!io_.discount_at) io_.read_discount(blk, buf.d.data());
+    rec_.time(b, Phase::read, bytes + (read_m && !copy_m ? double(nb * K_) * esize : 0.0), [&] {
+      if (copy_m) std::memcpy(into.m.data(), beside->m.data(), std::size_t(nb * K_) * sizeof(Scalar));
+      else if (read_m) io_.read_multby(blk.ids, into.m.data());
+      if (read_m) into.m_ids = blk.ids.begin;
+      if (!io_.discount_at) io_.read_discount(blk, into.d.data());
     });
   }
 
@@ -237,8 +276,8 @@ class PerThread {
       buf.fresh_bytes = kernel_bytes;
       if (few && roof_sampled(b, nblocks_) && !io_.discount_at)
         rec_.roof(kernel_bytes, kernel_end - kernel_begin, [&] {
-          const policy::FlatWalk walk(tb, nb * K_, sizeof(Scalar), cv, buf.d.data());
-          roof::copy_in_walk_here(buf.d.data(), cv, walk, m, stores);
+          const policy::FlatWalk walk(tb, nb * K_, sizeof(Scalar), cv, buf.in.d.data());
+          roof::copy_in_walk_here(buf.in.d.data(), cv, walk, m, stores);
         });
     });
     rec_.nothing(b, Phase::d2h);
@@ -326,6 +365,7 @@ class PerThread {
   const int threads_;
   const Index tile_;
   const bool transpose_out_to_read_buffer_;
+  const bool reads_ahead_;
   PipelineStats stats_;
   Recorder rec_{stats_};  // the run's clock: from here
   ProgressLine progress_;

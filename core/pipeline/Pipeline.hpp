@@ -206,6 +206,12 @@ struct PipelineOptions {
   // kernel could work in the staging slots, so the device path's staging
   // is exercised (and tested) on machines without a device.
   bool force_staging = false;
+  // The per-thread pipeline: each thread reads its next block on a helper
+  // thread while it computes and writes the one before (core/pipeline/
+  // ReadAhead.hpp), two requests at the disk a thread instead of one; for
+  // inputs read past the page cache, whose reads wait on the device. Holds
+  // per_thread_read_ahead_bytes more a thread. Ignored elsewhere.
+  bool read_ahead = false;
   // Where buffers come from: kept from the last run (see BufferCache), or,
   // when null, allocated for this run alone.
   BufferCache* buffers = nullptr;
@@ -220,6 +226,9 @@ struct PipelineOptions {
 // where its blocks are checked against an earlier job's output, and its
 // multBy rows (twice for LayoutLeft).
 double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout);
+// What reading ahead (PipelineOptions::read_ahead) adds a thread: a second
+// discount block and multBy rows to read them into.
+double per_thread_read_ahead_bytes(const BlockPlan& plan);
 
 // A LayoutLeft block in the per-thread pipeline is transposed in, computed
 // and transposed out tile by tile, so a tile's two compute cubes stay in the
@@ -241,9 +250,10 @@ Index kernel_ids(const BlockPlan& plan, LayoutKind layout, int per_thread_thread
 // block buffers beside a resident multBy. 0, with the reason in `why_not`,
 // where it does not apply: another execution space, the `team` strategy
 // (teams cannot launch inside a thread's block), BlockIO calls that are not
-// `concurrent`, or fewer than two threads.
+// `concurrent`, or fewer than two threads. `read_ahead`: each thread's
+// buffers include what reading ahead adds (per_thread_read_ahead_bytes).
 int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy strategy, LayoutKind layout,
-                       bool concurrent_io, std::string& why_not);
+                       bool concurrent_io, std::string& why_not, bool read_ahead = false);
 
 // Runs the plan. Throws whatever BlockIO throws (from any thread), after the
 // other threads have stopped.

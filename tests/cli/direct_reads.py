@@ -14,7 +14,8 @@ nothing direct. `[input] direct = false`: no O_DIRECT descriptor. A file
 system that refuses O_DIRECT (the direct_refused fault; a ramfs where root
 may mount one): auto reads through the cache and the table says why; `true`
 exits 3 with one line naming the input. cvest tune records reads too, and
-auto then says so.
+auto then says so. Read direct, the per-thread pipeline's threads read
+their next block ahead and the table says so; CVEST_READ_AHEAD=0 turns it off.
 """
 import os
 import re
@@ -28,8 +29,8 @@ from strace_direct import direct_io
 cvest = sys.argv[1]
 
 
-def run(*args, fault=None, cache_dir=None):
-    env = dict(os.environ, **({"CVEST_FAULT": fault} if fault else {}))
+def run(*args, fault=None, cache_dir=None, extra=None):
+    env = dict(os.environ, **({"CVEST_FAULT": fault} if fault else {}), **(extra or {}))
     env["CVEST_CACHE_DIR"] = cache_dir or os.path.join(os.getcwd(), "no-records")  # auto's stated default
     return subprocess.run([cvest, *args], env=env, capture_output=True, text=True, timeout=300)
 
@@ -84,6 +85,13 @@ def input_line(stdout):
     return next((l for l in stdout.splitlines() if l.startswith("input: read")), "")
 
 
+AHEAD = "each per-thread pipeline thread reads its next block ahead"
+
+
+def per_thread(stdout):
+    return re.search(r"\sper_thread:\d+\s", stdout) is not None
+
+
 have_strace = shutil.which("strace") is not None
 with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) as work:
     os.chdir(work)
@@ -117,6 +125,9 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
               f"{r.stderr.strip()[-300:]})")
         check(share is not None and float(share.group(1)) >= 99.0,
               f"{inp}, cold: the table says discount was read past the page cache ({line})")
+        check(AHEAD in r.stdout if per_thread(r.stdout) else AHEAD not in r.stdout,
+              f"{inp}, cold: the per-thread pipeline's threads read ahead and the table says so "
+              f"({'per-thread' if per_thread(r.stdout) else 'overlapped'} pipeline)")
         if direct_bytes is not None:
             check(direct_bytes >= 0.99 * discount_bytes,
                   f"{inp}, cold: {direct_bytes} of discount's {discount_bytes} bytes pread through an O_DIRECT "
@@ -129,6 +140,19 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
     line = input_line(r.stdout)
     check(r.returncode == 0 and "through the page cache: the page cache held 100% of the file" in line
           and direct_bytes == 0, f"odd64.h5, cached: every byte from the page cache ({direct_bytes} direct; {line})")
+    check(AHEAD not in r.stdout, "odd64.h5, cached: no reading ahead (no read waits on the device)")
+
+    # CVEST_READ_AHEAD=0: a cold input read direct, one block at a time a thread; a bad value is one line.
+    deck("deck.toml", "odd64.h5")
+    drop("odd64.h5")
+    r = run("run", "deck.toml", extra={"CVEST_READ_AHEAD": "0"})
+    check(r.returncode == 0 and numpy_equal("odd64.h5", "cv.h5") and AHEAD not in r.stdout
+          and "O_DIRECT" in input_line(r.stdout),
+          f"CVEST_READ_AHEAD=0: read direct, not ahead, the same output ({r.returncode}, {input_line(r.stdout)})")
+    r = run("run", "deck.toml", extra={"CVEST_READ_AHEAD": "yes"})
+    errors = [l for l in r.stderr.splitlines() if "error" in l]
+    check(r.returncode == 2 and len(errors) == 1 and "CVEST_READ_AHEAD" in errors[0] and "'yes'" in errors[0],
+          f"CVEST_READ_AHEAD=yes: exit 2, one line ({r.returncode}, {errors})")
 
     # gzip: cvest's threads decode its chunks, as before; nothing direct.
     deck("deck.toml", "gzip.h5")

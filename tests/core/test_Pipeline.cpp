@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
@@ -278,11 +279,11 @@ constexpr int test_threads = 3;
 TEST_CASE("the per-thread pipeline writes every block once, bit-identical", "[pipeline][per_thread]") {
   if (!per_thread_space()) return cvest::test::skip_part("no per-thread execution space in this build");
   const auto check = [](auto scalar, auto layout, Index T, Index N, Index K, std::size_t budget, Strategy strategy,
-                        bool slow, bool multby_in_place) {
+                        bool slow, bool multby_in_place, bool read_ahead) {
     using Scalar = decltype(scalar);
     using Layout = decltype(layout);
     CAPTURE(T, N, K, budget, sizeof(Scalar), to_string(layout_kind<Layout>()), to_string(strategy), slow,
-            multby_in_place);
+            multby_in_place, read_ahead);
     MemoryFiles<Scalar> files(T, N, K);
     const auto plan = plan_blocks(T, N, K, sizeof(Scalar), budget, {1, 3});
     std::mutex m;
@@ -295,6 +296,7 @@ TEST_CASE("the per-thread pipeline writes every block once, bit-identical", "[pi
     options.strategy = strategy;
     options.progress = false;
     options.threads = test_threads;
+    options.read_ahead = read_ahead;
     if (slow)  // uneven delays: threads finish blocks out of order
       options.before_io = [](Phase phase, int block) {
         if ((block + int(phase)) % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -311,15 +313,16 @@ TEST_CASE("the per-thread pipeline writes every block once, bit-identical", "[pi
     CHECK(stats.total_s > 0);
   };
   for (bool slow : {false, true})
-    for (bool in_place : {false, true}) {
-      check(double{}, Kokkos::LayoutRight{}, 20, 500, 5, 1 << 20, Strategy::flat, slow, in_place);
-      check(double{}, Kokkos::LayoutLeft{}, 20, 500, 5, 1 << 20, Strategy::flat, slow, in_place);
-      check(float{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, Strategy::per_date, slow, in_place);
-      check(float{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, Strategy::per_id, slow, in_place);
-      check(double{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, Strategy::elementwise, slow, in_place);
-      check(double{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, Strategy::kokkos_kernels, slow, in_place);
-      check(float{}, Kokkos::LayoutRight{}, 3, 50, 2, 1 << 12, Strategy::one_worker, slow, in_place);
-    }
+    for (bool in_place : {false, true})
+      for (bool ahead : {false, true}) {
+        check(double{}, Kokkos::LayoutRight{}, 20, 500, 5, 1 << 20, Strategy::flat, slow, in_place, ahead);
+        check(double{}, Kokkos::LayoutLeft{}, 20, 500, 5, 1 << 20, Strategy::flat, slow, in_place, ahead);
+        check(float{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, Strategy::per_date, slow, in_place, ahead);
+        check(float{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, Strategy::per_id, slow, in_place, ahead);
+        check(double{}, Kokkos::LayoutRight{}, 7, 1001, 3, 1 << 16, Strategy::elementwise, slow, in_place, ahead);
+        check(double{}, Kokkos::LayoutLeft{}, 7, 1001, 3, 1 << 16, Strategy::kokkos_kernels, slow, in_place, ahead);
+        check(float{}, Kokkos::LayoutRight{}, 3, 50, 2, 1 << 12, Strategy::one_worker, slow, in_place, ahead);
+      }
 }
 
 TEST_CASE("the per-thread pipeline computes LayoutLeft blocks tile by tile, bit-identical", "[pipeline][per_thread]") {
@@ -328,9 +331,10 @@ TEST_CASE("the per-thread pipeline computes LayoutLeft blocks tile by tile, bit-
   // date block shorter than the rest (their tiles must line up with the
   // multBy tiles kept from the id range's first block), both precisions,
   // multBy read or in place.
-  const auto check = [](auto scalar, Index T, Index N, Index K, bool multby_in_place, Strategy strategy) {
+  const auto check = [](auto scalar, Index T, Index N, Index K, bool multby_in_place, Strategy strategy,
+                        bool read_ahead) {
     using Scalar = decltype(scalar);
-    CAPTURE(T, N, K, sizeof(Scalar), multby_in_place, to_string(strategy));
+    CAPTURE(T, N, K, sizeof(Scalar), multby_in_place, to_string(strategy), read_ahead);
     MemoryFiles<Scalar> files(T, N, K);
     const auto plan = plan_blocks(T, N, K, sizeof(Scalar), std::size_t(1) << 30, {}, std::size_t(2) << 20,
                                   LayoutKind::left);
@@ -348,6 +352,7 @@ TEST_CASE("the per-thread pipeline computes LayoutLeft blocks tile by tile, bit-
     options.strategy = strategy;
     options.progress = false;
     options.threads = test_threads;
+    options.read_ahead = read_ahead;
     std::ostringstream progress;
     const auto stats = run_pipeline<Scalar, Kokkos::LayoutLeft>(plan, io, options, progress);
     CHECK(files.mismatches() == 0);
@@ -355,10 +360,91 @@ TEST_CASE("the per-thread pipeline computes LayoutLeft blocks tile by tile, bit-
     CHECK(stats.timeline.size() == 5 * plan.blocks.size());  // a span per phase and block, tiles summed
     CHECK(stats.bytes[int(Phase::d2h)] == double(T * N * K * Index(sizeof(Scalar))));
   };
-  for (bool in_place : {false, true}) {
-    check(double{}, 29, 10000, 5, in_place, Strategy::flat);
-    check(float{}, 29, 20000, 5, in_place, Strategy::per_id);
-    check(double{}, 31, 9000, 7, in_place, Strategy::per_date);
+  for (bool in_place : {false, true})
+    for (bool ahead : {false, true}) {
+      check(double{}, 29, 10000, 5, in_place, Strategy::flat, ahead);
+      check(float{}, 29, 20000, 5, in_place, Strategy::per_id, ahead);
+      check(double{}, 31, 9000, 7, in_place, Strategy::per_date, ahead);
+    }
+}
+
+TEST_CASE("reading ahead: a thread's next block is read while it writes the one before, multBy read once a range",
+          "[pipeline][per_thread]") {
+  if (!per_thread_space()) return cvest::test::skip_part("no per-thread execution space in this build");
+  // One thread, so its blocks come in the plan's order; multBy too large to
+  // keep whole, so id ranges are outermost, each over several date blocks.
+  MemoryFiles<double> files(12, 4000, 3);
+  const auto plan = plan_blocks(12, 4000, 3, 8, 1 << 16);
+  REQUIRE_FALSE(plan.multby_resident);
+  REQUIRE(plan.blocks.size() > 8);
+  int ranges = 0;
+  for (std::size_t i = 0; i < plan.blocks.size(); ++i)
+    ranges += i == 0 || plan.blocks[i].ids.begin != plan.blocks[i - 1].ids.begin;
+  REQUIRE(ranges > 1);
+  REQUIRE(ranges < int(plan.blocks.size()));
+  for (const bool ahead : {false, true}) {
+    CAPTURE(ahead);
+    std::mutex m;
+    auto io = concurrent_io(files, plan, m);
+    std::atomic<int> multby_reads{0};
+    const auto read_multby = io.read_multby;
+    io.read_multby = [&](Range ids, double* out) {
+      ++multby_reads;
+      read_multby(ids, out);
+    };
+    // Block b's write waits (up to 60 s) for block b + 1's read to start:
+    // reading ahead, it has; otherwise it cannot until the write returns.
+    std::mutex step;
+    std::condition_variable started;
+    int last_read = -1;
+    std::vector<int> overlapped;
+    PipelineOptions options;
+    options.progress = false;
+    options.threads = 1;
+    options.read_ahead = ahead;
+    options.before_io = [&](Phase phase, int b) {
+      std::unique_lock lock(step);
+      if (phase == Phase::read) {
+        last_read = b;
+        started.notify_all();
+      } else if (phase == Phase::write && b + 1 < int(plan.blocks.size())) {
+        if (ahead) started.wait_for(lock, std::chrono::seconds(60), [&] { return last_read > b; });
+        if (last_read > b) overlapped.push_back(b);
+      }
+    };
+    std::ostringstream progress;
+    run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress);
+    CHECK(files.mismatches() == 0);
+    CHECK(files.written_order.size() == plan.blocks.size());
+    CHECK(overlapped.size() == (ahead ? plan.blocks.size() - 1 : 0));
+    CHECK(multby_reads == ranges);  // the read-ahead buffers copy the rows the block before holds
+    files.written_order.clear();
+  }
+}
+
+TEST_CASE("a failing read ahead stops every thread and reaches the caller", "[pipeline][per_thread]") {
+  if (!per_thread_space()) return cvest::test::skip_part("no per-thread execution space in this build");
+  MemoryFiles<double> files(10, 100, 5);
+  const auto plan = plan_blocks(10, 100, 5, 8, 1 << 14);
+  REQUIRE(plan.blocks.size() > 6);
+  for (const int failing : {0, 4}) {  // the first read (before any block is computed) or a later one
+    CAPTURE(failing);
+    std::mutex m;
+    auto io = concurrent_io(files, plan, m);
+    std::atomic<int> reads{0};
+    const auto read = io.read_discount;
+    io.read_discount = [&, failing](const Block& b, double* out) {
+      if (reads++ == failing) throw std::runtime_error("unreadable sector");
+      read(b, out);
+    };
+    PipelineOptions options;
+    options.progress = false;
+    options.threads = test_threads;
+    options.read_ahead = true;
+    std::ostringstream progress;
+    CHECK_THROWS_WITH((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), "unreadable sector");
+    CHECK(files.written_order.size() < plan.blocks.size());
+    files.written_order.clear();
   }
 }
 
@@ -399,6 +485,18 @@ TEST_CASE("the per-thread pipeline refuses what it cannot run", "[pipeline][per_
   why_not.clear();
   CHECK(per_thread_threads(big, multby + 3 * block, Strategy::flat, LayoutKind::right, true, why_not) == 0);
   CHECK(!why_not.empty());
+  // Reading ahead, each thread holds a second discount block and multBy rows.
+  const std::size_t each = std::size_t(per_thread_buffer_bytes(big, LayoutKind::right));
+  const std::size_t ahead = std::size_t(per_thread_read_ahead_bytes(big));
+  CHECK(ahead == std::size_t((big.block_dates + 1) * big.block_ids * 5 * 8));
+  if (per_thread_space() && ExecSpace().concurrency() == 2) {
+    const std::size_t resident = 2 * multby;  // counted twice (per_thread_threads)
+    why_not.clear();
+    CHECK(per_thread_threads(big, resident + 2 * each, Strategy::flat, LayoutKind::right, true, why_not) == 2);
+    CHECK(per_thread_threads(big, resident + 2 * each, Strategy::flat, LayoutKind::right, true, why_not, true) == 0);
+    CHECK(per_thread_threads(big, resident + 2 * (each + ahead), Strategy::flat, LayoutKind::right, true, why_not,
+                             true) == 2);
+  }
 
   MemoryFiles<double> files(10, 100, 5);
   PipelineOptions options;
