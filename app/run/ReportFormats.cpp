@@ -103,9 +103,13 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
              rep.K, rep.build.backend, rep.build.threads, format_bytes(double(rep.memory_budget)));
   fmt::print(out, "input: {}\n", to_text(rep.input_storage));
   if (!rep.input_reads.empty()) fmt::print(out, "input: read {}\n", rep.input_reads);
-  if (std::any_of(rep.jobs.begin(), rep.jobs.end(), [](const JobReport& j) { return j.read_ahead; }))
+  std::string ahead;  // the jobs whose threads read ahead
+  for (const auto& j : rep.jobs)
+    if (j.read_ahead) ahead += fmt::format("{}{}/{}", ahead.empty() ? "" : ", ", to_string(j.strategy), to_string(j.layout));
+  if (!ahead.empty())
     fmt::print(out, "input: each per-thread pipeline thread reads its next block ahead, on a helper, while it "
-                    "computes and writes the one before (two requests at the disk a thread; CVEST_READ_AHEAD=0: one)\n");
+                    "computes and writes the one before (two requests at the disk a thread; CVEST_READ_AHEAD=0: "
+                    "one): {}\n", ahead);
   if (!rep.output_writes.empty()) fmt::print(out, "output: written {}\n", rep.output_writes);
   if (policy::on_host<Kokkos::DefaultExecutionSpace>)
     fmt::print(out, "flat's runs on the host: {}\n", policy::flat_run_text(8));

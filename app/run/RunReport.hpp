@@ -23,7 +23,7 @@ struct JobReport {
   int runs = 1;
   PipelineKind pipeline = PipelineKind::overlapped;  // the one it ran (never automatic)
   int pipeline_threads = 0;                          // per_thread: how many
-  bool read_ahead = false;                           // per_thread: each thread read its next block ahead
+  bool read_ahead = false;  // per_thread: each thread reads its next block ahead (planned; as run once it ran)
   Index kernel_ids = 0;  // ids per kernel call: the plan's block ids, or a LayoutLeft per-thread tile's
   PipelineStats stats;        // the median run by total time
   double peak_rss_bytes = 0;

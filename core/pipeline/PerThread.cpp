@@ -13,11 +13,12 @@
 #include <fmt/ostream.h>
 
 #include <atomic>
-#include <exception>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <ostream>
+#include <system_error>
 #include <thread>
 #include <utility>
 #ifdef KOKKOS_ENABLE_OPENMP
@@ -35,7 +36,8 @@ Index kernel_ids(const BlockPlan& plan, LayoutKind layout, int per_thread_thread
 }
 
 double per_thread_read_ahead_bytes(const BlockPlan& plan) {
-  return double((plan.block_dates + 1) * plan.block_ids * plan.K) * double(plan.element_size);
+  const Index rows = plan.multby_resident ? 0 : 1;  // a resident multBy is not read
+  return double((plan.block_dates + rows) * plan.block_ids * plan.K) * double(plan.element_size);
 }
 
 double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
@@ -122,6 +124,7 @@ class PerThread {
 #else
     work(0);
 #endif
+    stats_.read_ahead = reads_ahead_ && !helper_refused_;
     return finish_run(progress_, stats_, rec_, failure_);
   }
 
@@ -191,14 +194,16 @@ class PerThread {
   // written.
   void work(int w) {
     Buffers& buf = buffers_[std::size_t(w)];
+    // Outside the try: a failure is set before the helper's read under way
+    // is waited for, so the other threads stop taking blocks at once.
+    std::optional<ReadAhead> helper;
     try {
       if constexpr (Kokkos::SpaceAccessibility<Kokkos::HostSpace, Mem>::accessible) {
         if (buf.cv_unwritten) fault_in(buf.cv.data(), buf.cv.size() * sizeof(Scalar));
         if (buf.cv_compute_unwritten) fault_in(buf.cv_compute.data(), buf.cv_compute.size() * sizeof(Scalar));
       }
       buf.cv_unwritten = buf.cv_compute_unwritten = false;
-      std::optional<ReadAhead> helper;  // on leaving, waits for its read under way
-      if (reads_ahead_) helper.emplace();
+      if (reads_ahead_) start_helper(helper);
       const auto read_ahead = [&](int b) {
         if (b < nblocks_ && !failure_.failed()) helper->start([this, b, &buf] { read(b, buf.ahead, &buf.in); });
       };
@@ -225,6 +230,16 @@ class PerThread {
       }
     } catch (...) {
       failure_.set(std::current_exception());
+    }
+  }
+
+  // A thread the system refuses (a process or cgroup thread limit): this
+  // thread reads its blocks itself, and the run says not every thread read ahead.
+  void start_helper(std::optional<ReadAhead>& helper) {
+    try {
+      helper.emplace();
+    } catch (const std::system_error&) {
+      helper_refused_ = true;
     }
   }
 
@@ -371,6 +386,7 @@ class PerThread {
   ProgressLine progress_;
   Failure failure_;
   std::atomic<int> next_{0}, done_{0};
+  std::atomic<bool> helper_refused_{false};
   std::mutex launch_mutex_;
   const bool one_launch_at_a_time_;
   std::vector<Buffers> buffers_;

@@ -167,6 +167,10 @@ struct PipelineStats {
   // busy 1.72 s as run, 2.6-2.7 s before the copy moved). Counted in
   // seconds[kernel] and bytes[kernel] as they ran, and here.
   double kernel_after_roof_s = 0, kernel_after_roof_bytes = 0;
+  // Every thread read its next block ahead (PipelineOptions::read_ahead:
+  // asked for, more blocks than threads, discount read from the file, a
+  // helper thread for each).
+  bool read_ahead = false;
   // The kernel's busy seconds had every call run as those no roof copy
   // preceded (their seconds per byte over all its bytes); seconds[kernel]
   // where there are none of one kind or the other.
@@ -227,7 +231,7 @@ struct PipelineOptions {
 // multBy rows (twice for LayoutLeft).
 double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout);
 // What reading ahead (PipelineOptions::read_ahead) adds a thread: a second
-// discount block and multBy rows to read them into.
+// discount block and, unless multBy is resident, multBy rows.
 double per_thread_read_ahead_bytes(const BlockPlan& plan);
 
 // A LayoutLeft block in the per-thread pipeline is transposed in, computed

@@ -3,17 +3,22 @@
 // thread: its next block's read, while the pipeline thread computes and
 // writes the block before. A thread that reads, computes and writes in turn
 // keeps one request at the disk at a time; a cold 24 GB input read past the
-// page cache ran 9-10% faster with twice the requests in flight
-// (docs/benchmarks.md, "More requests in flight"). The helper is started by
-// its pipeline thread and inherits its CPU binding: it waits on the disk
-// nearly all the time, and the little it computes (copying a misaligned
-// read into place) lands in that core's caches.
+// page cache ran 12-26% faster reading ahead (docs/benchmarks.md, "Reading
+// ahead"). The helper is started by its pipeline thread and inherits its
+// CPU binding: it waits on the disk nearly all the time, and the little it
+// computes (copying a misaligned read into place) lands in that core's
+// caches. It decodes on its own thread: outside a parallel region a reader
+// would otherwise start an OpenMP team (io/ChunkedCube.cpp), one per helper
+// beside the computing threads.
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace cvest::pipeline_detail {
 
@@ -52,6 +57,9 @@ class ReadAhead {
 
  private:
   void loop() {
+#ifdef _OPENMP
+    omp_set_num_threads(1);  // this thread's own setting
+#endif
     std::unique_lock lock(m_);
     for (;;) {
       wake_.wait(lock, [&] { return stop_ || task_; });

@@ -311,6 +311,8 @@ TEST_CASE("the per-thread pipeline writes every block once, bit-identical", "[pi
     CHECK(stats.bytes[int(Phase::write)] == double(T * N * K * Index(sizeof(Scalar))));
     CHECK(stats.timeline.size() == 5 * plan.blocks.size());
     CHECK(stats.total_s > 0);
+    // Read ahead where asked, unless no thread has a next block.
+    CHECK(stats.read_ahead == (read_ahead && plan.blocks.size() > std::size_t(test_threads)));
   };
   for (bool slow : {false, true})
     for (bool in_place : {false, true})
@@ -422,52 +424,43 @@ TEST_CASE("reading ahead: a thread's next block is read while it writes the one 
   }
 }
 
-TEST_CASE("a failing read ahead stops every thread and reaches the caller", "[pipeline][per_thread]") {
+TEST_CASE("a failing read (read ahead or not) or write in the per-thread pipeline stops every thread and reaches "
+          "the caller", "[pipeline][per_thread]") {
   if (!per_thread_space()) return cvest::test::skip_part("no per-thread execution space in this build");
   MemoryFiles<double> files(10, 100, 5);
   const auto plan = plan_blocks(10, 100, 5, 8, 1 << 14);
   REQUIRE(plan.blocks.size() > 6);
-  for (const int failing : {0, 4}) {  // the first read (before any block is computed) or a later one
-    CAPTURE(failing);
-    std::mutex m;
-    auto io = concurrent_io(files, plan, m);
-    std::atomic<int> reads{0};
-    const auto read = io.read_discount;
-    io.read_discount = [&, failing](const Block& b, double* out) {
-      if (reads++ == failing) throw std::runtime_error("unreadable sector");
-      read(b, out);
-    };
-    PipelineOptions options;
-    options.progress = false;
-    options.threads = test_threads;
-    options.read_ahead = true;
-    std::ostringstream progress;
-    CHECK_THROWS_WITH((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), "unreadable sector");
-    CHECK(files.written_order.size() < plan.blocks.size());
-    files.written_order.clear();
-  }
-}
-
-TEST_CASE("a failing write in the per-thread pipeline stops every thread and reaches the caller",
-          "[pipeline][per_thread]") {
-  if (!per_thread_space()) return cvest::test::skip_part("no per-thread execution space in this build");
-  MemoryFiles<double> files(10, 100, 5);
-  const auto plan = plan_blocks(10, 100, 5, 8, 1 << 14);
-  REQUIRE(plan.blocks.size() > 6);
-  std::mutex m;
-  auto io = concurrent_io(files, plan, m);
-  std::atomic<int> writes{0};
-  const auto write = io.write_cv;
-  io.write_cv = [&](const Block& b, const double* in) {
-    if (++writes == 3) throw std::runtime_error("no space");
-    write(b, in);
-  };
-  PipelineOptions options;
-  options.progress = false;
-  options.threads = test_threads;
-  std::ostringstream progress;
-  CHECK_THROWS_WITH((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)), "no space");
-  CHECK(files.written_order.size() < plan.blocks.size());
+  // Call `failing` of the read (or write) fails; with reading ahead, reads
+  // fail on the helpers and writes fail with the helpers' reads under way.
+  for (const bool ahead : {false, true})
+    for (const bool reads : {false, true})
+      for (const int failing : {0, 4}) {
+        CAPTURE(ahead, reads, failing);
+        std::mutex m;
+        auto io = concurrent_io(files, plan, m);
+        std::atomic<int> calls{0};
+        const auto read = io.read_discount;
+        const auto write = io.write_cv;
+        if (reads)
+          io.read_discount = [&, failing](const Block& b, double* out) {
+            if (calls++ == failing) throw std::runtime_error("unreadable sector");
+            read(b, out);
+          };
+        else
+          io.write_cv = [&, failing](const Block& b, const double* in) {
+            if (calls++ == failing) throw std::runtime_error("no space");
+            write(b, in);
+          };
+        PipelineOptions options;
+        options.progress = false;
+        options.threads = test_threads;
+        options.read_ahead = ahead;
+        std::ostringstream progress;
+        CHECK_THROWS_WITH((run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress)),
+                          reads ? "unreadable sector" : "no space");
+        CHECK(files.written_order.size() < plan.blocks.size());
+        files.written_order.clear();
+      }
 }
 
 TEST_CASE("the per-thread pipeline refuses what it cannot run", "[pipeline][per_thread]") {
@@ -488,8 +481,11 @@ TEST_CASE("the per-thread pipeline refuses what it cannot run", "[pipeline][per_
   // Reading ahead, each thread holds a second discount block and multBy rows.
   const std::size_t each = std::size_t(per_thread_buffer_bytes(big, LayoutKind::right));
   const std::size_t ahead = std::size_t(per_thread_read_ahead_bytes(big));
-  CHECK(ahead == std::size_t((big.block_dates + 1) * big.block_ids * 5 * 8));
-  if (per_thread_space() && ExecSpace().concurrency() == 2) {
+  CHECK(ahead == std::size_t((big.block_dates + (big.multby_resident ? 0 : 1)) * big.block_ids * 5 * 8));
+  const auto small = plan_blocks(12, 4000, 3, 8, 1 << 16);  // multBy not kept whole: its rows read ahead too
+  REQUIRE_FALSE(small.multby_resident);
+  CHECK(per_thread_read_ahead_bytes(small) == double((small.block_dates + 1) * small.block_ids * 3 * 8));
+  if (per_thread_space() && ExecSpace().concurrency() >= 2) {
     const std::size_t resident = 2 * multby;  // counted twice (per_thread_threads)
     why_not.clear();
     CHECK(per_thread_threads(big, resident + 2 * each, Strategy::flat, LayoutKind::right, true, why_not) == 2);
