@@ -105,7 +105,8 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
   if (!rep.input_reads.empty()) fmt::print(out, "input: read {}\n", rep.input_reads);
   std::string ahead;  // the jobs whose threads read ahead
   for (const auto& j : rep.jobs)
-    if (j.read_ahead) ahead += fmt::format("{}{}/{}", ahead.empty() ? "" : ", ", to_string(j.strategy), to_string(j.layout));
+    if (j.read_ahead)
+      ahead += fmt::format("{}{}/{}", ahead.empty() ? "" : ", ", to_string(j.strategy), to_string(j.layout));
   if (!ahead.empty())
     fmt::print(out, "input: each per-thread pipeline thread reads its next block ahead, on a helper, while it "
                     "computes and writes the one before (two requests at the disk a thread; CVEST_READ_AHEAD=0: "

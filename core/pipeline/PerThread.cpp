@@ -131,14 +131,14 @@ class PerThread {
  private:
   static constexpr double esize = sizeof(Scalar);
 
-  // One thread's; allocated before the parallel region (no allocation inside
-  // it) and reused for every block it takes.
   // What a block is read into: its discount and its id range's multBy
   // rows (m_ids: their first id; -1: none yet).
   struct Reads {
     Flat d, m;
     Index m_ids = -1;
   };
+  // One thread's; allocated before the parallel region (no allocation inside
+  // it) and reused for every block it takes.
   struct Buffers {
     // `in`: the block being computed; `ahead`: the next block's, read
     // meanwhile (options.read_ahead; swapped with `in` once read).
