@@ -97,8 +97,8 @@ std::string CubeReader::reads_text(Precision precision) const {
 }
 
 bool CubeReader::reads_direct(Precision precision) const {
-  const auto& raw = raw_[precision == Precision::f64 ? 0 : 1];
-  return raw && raw->reader()->direct();
+  const int k = precision == Precision::f64 ? 0 : 1;
+  return raw_[k] && raw_[k]->reader()->direct();
 }
 
 void CubeReader::read(const Block& b, Precision precision, void* buffer) const {

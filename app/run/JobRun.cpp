@@ -34,9 +34,8 @@ void JobRunner::free_buffers() {
 // blocks as large as the budget allows are made anew.
 void JobRunner::keep_buffers_within_budget(const JobPlan& job, const BlockPlan& mine) {
   const double copies = std::max(job.pipeline_threads, 1);
-  const double each =
-      per_thread_buffer_bytes(mine, job.layout) + (job.read_ahead ? per_thread_read_ahead_bytes(mine) : 0.0);
-  const double need = std::max(double(mine.buffer_bytes), copies * each);
+  const double need =
+      std::max(double(mine.buffer_bytes), copies * per_thread_buffer_bytes(mine, job.layout, job.read_ahead));
   if (double(buffers_.kept_bytes() + check_buffers_.kept_bytes()) + need > double(deck_.run.memory_budget))
     free_buffers();
 }

@@ -209,8 +209,9 @@ bool read_ahead_allowed() {
 // Each job's pipeline, decided once: per_thread where the deck asks for it
 // or it applies (auto), else overlapped. The per-thread pipeline's threads
 // read ahead where the input is read past the page cache (each read waits
-// on the device) and the budget holds the second buffers for as many threads.
-JobPlan job_plan(const Deck& deck, const RunPlan& plan, Strategy strategy, LayoutKind layout) {
+// on the device) and the budget holds the second buffers for as many threads
+// (`may_read_ahead`: CVEST_READ_AHEAD's answer).
+JobPlan job_plan(const Deck& deck, const RunPlan& plan, Strategy strategy, LayoutKind layout, bool may_read_ahead) {
   JobPlan job;
   job.strategy = strategy;
   job.layout = layout;
@@ -222,8 +223,8 @@ JobPlan job_plan(const Deck& deck, const RunPlan& plan, Strategy strategy, Layou
                                  to_string(strategy), to_string(layout), why_not));
   job.pipeline_threads = deck.run.pipeline == PipelineKind::overlapped ? 0 : threads;
   job.pipeline = job.pipeline_threads > 0 ? PipelineKind::per_thread : PipelineKind::overlapped;
-  job.read_ahead = read_ahead_allowed() /* a bad value fails every run */ && job.pipeline_threads > 0 &&
-                   plan.input && plan.input->reads_direct(plan.precision) &&
+  job.read_ahead = may_read_ahead && job.pipeline_threads > 0 && plan.input &&
+                   plan.input->reads_direct(plan.precision) &&
                    per_thread_threads(plan.plan(layout), budget, strategy, layout, true, why_not, true) == threads;
   return job;
 }
@@ -264,8 +265,10 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     warn_tiny_blocks(deck, plan, progress);
     share_among_ranks(ranks, chunk_ids, plan, progress);
     plan.output = output_spec(deck, plan, chunk_ids, ranks);
+    const bool ahead = read_ahead_allowed();  // a bad value fails every run, read ahead or not
     for (const Strategy strategy : deck.run.strategies)
-      for (const LayoutKind layout : deck.run.layouts) plan.jobs.push_back(job_plan(deck, plan, strategy, layout));
+      for (const LayoutKind layout : deck.run.layouts)
+        plan.jobs.push_back(job_plan(deck, plan, strategy, layout, ahead));
   });
   return plan;
 }

@@ -40,15 +40,16 @@ double per_thread_read_ahead_bytes(const BlockPlan& plan) {
   return double((plan.block_dates + rows) * plan.block_ids * plan.K) * double(plan.element_size);
 }
 
-double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout) {
+double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout, bool read_ahead) {
   const double element = double(plan.element_size);
   const double block = double(plan.block_dates * plan.block_ids * plan.K) * element;
   const double row = double(plan.block_ids * plan.K) * element;
-  if (layout == LayoutKind::right) return 3 * block + row;
+  const double ahead = read_ahead ? per_thread_read_ahead_bytes(plan) : 0.0;
+  if (layout == LayoutKind::right) return 3 * block + row + ahead;
   // LayoutLeft: the transposed-back result goes where the block was read;
   // the compute cubes hold one tile each.
   const double tile = double(plan.block_dates * kernel_ids(plan, layout, 1) * plan.K) * element;
-  return 2 * block + 2 * tile + 2 * row;
+  return 2 * block + 2 * tile + 2 * row + ahead;
 }
 
 int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy strategy, LayoutKind layout,
@@ -70,8 +71,8 @@ int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy
     return 0;
   }
   const double resident = plan.multby_resident ? 2.0 * double(plan.N * plan.K) * double(plan.element_size) : 0.0;
-  const double each = per_thread_buffer_bytes(plan, layout) + (read_ahead ? per_thread_read_ahead_bytes(plan) : 0.0);
-  const int fit = int(std::max(0.0, double(budget_bytes) - resident) / each);
+  const int fit =
+      int(std::max(0.0, double(budget_bytes) - resident) / per_thread_buffer_bytes(plan, layout, read_ahead));
   const int threads = std::min(ExecSpace().concurrency(), fit);
   if (threads < 2) {
     why_not = threads == ExecSpace().concurrency() ? "one thread: no block runs beside another"

@@ -228,8 +228,8 @@ struct PipelineOptions {
 // and a cv block (LayoutLeft: the discount's read buffer, which the cv is
 // transposed back into, and two compute cubes of a tile each), one more
 // where its blocks are checked against an earlier job's output, and its
-// multBy rows (twice for LayoutLeft).
-double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout);
+// multBy rows (twice for LayoutLeft); reading ahead, what that adds.
+double per_thread_buffer_bytes(const BlockPlan& plan, LayoutKind layout, bool read_ahead = false);
 // What reading ahead (PipelineOptions::read_ahead) adds a thread: a second
 // discount block and, unless multBy is resident, multBy rows.
 double per_thread_read_ahead_bytes(const BlockPlan& plan);
