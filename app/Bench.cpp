@@ -411,6 +411,11 @@ void result_figures(const Timings& t, const Config& config, const std::vector<Va
   }
 }
 
+Arrays arrays(const Config& config, LayoutKind layout, Precision precision) {
+  const detail::Variant v = detail::make_variant(Kokkos::DefaultExecutionSpace(), config, layout, precision);
+  return {v.time_once, v.mismatches};
+}
+
 Report run(const Config& config_in, std::ostream& progress) {
   const Config config = completed(config_in);
   Space space;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <stdexcept>
@@ -130,6 +131,16 @@ double bytes_moved(Index T, Index N, Index K, Precision precision);
 // Throws std::invalid_argument on a bad configuration and std::runtime_error
 // when a strategy's output differs from m * d anywhere.
 Report run(const Config& config, std::ostream& progress);
+
+// One layout and precision's arrays at config's shape (on huge pages, filled
+// and first touched as the benchmark's are): `pass(s)` times one fenced pass
+// of strategy s over them, `mismatches()` counts cv's elements other than
+// multBy * discount after it (cvest tune's walks, app/TuneWalks.hpp).
+struct Arrays {
+  std::function<double(Strategy)> pass;
+  std::function<Index()> mismatches;
+};
+Arrays arrays(const Config& config, LayoutKind layout, Precision precision);
 
 // The benchmark as a server, for bench/compare to interleave cvest with
 // programs in other processes repeat by repeat: allocates and checks every

@@ -128,10 +128,14 @@ void CommandLine::add_verify() {
 
 void CommandLine::add_tune() {
   auto* cmd = tune_cmd_ = app_.add_subcommand(
-      "tune", "measure writing past the page cache (O_DIRECT) and through it here; [output] direct = \"auto\" takes the faster");
+      "tune", "measure writing past the page cache (O_DIRECT) and through it here, and flat's walks in memory; "
+              "[output] direct = \"auto\" and flat take the faster");
   cmd->add_option("folder", tune_.folder, "a folder on the file system outputs go to")->capture_default_str();
   cmd->add_option("--size", tune_.size, "bytes each pass writes (e.g. 1600MB, 6.5GB)")->capture_default_str();
   cmd->add_option("--repeats", tune_.repeats, "passes each way, interleaved")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--walk-size", tune_.walk_size, "discount bytes at each shape of flat's walks in memory")
+      ->capture_default_str();
+  cmd->add_flag("--walks-only", tune_.walks_only, "measure only flat's walks in memory (no folder, no disk)");
 }
 
 std::string CommandLine::unknown_command(const std::vector<char*>& args) const {

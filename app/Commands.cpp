@@ -16,6 +16,11 @@
 #include "io/Disk.hpp"
 #include "io/WriteModes.hpp"
 #include "app/TuneReads.hpp"
+#include "app/TuneWalks.hpp"
+#include "core/FlatRun.hpp"
+#include "core/Policies.hpp"
+#include "io/WalkRecords.hpp"
+#include <Kokkos_Core.hpp>
 #include "core/Errors.hpp"
 
 #include <fmt/format.h>
@@ -123,10 +128,40 @@ std::string info_command() {
     text += fmt::format("  {}: writes {}; {}; reads {}; {}\n", r.key, r.direct() ? "direct" : "through the page cache",
                         r.text(), r.reads_measured() ? (r.read_direct() ? "direct" : "through the page cache") : "-",
                         r.read_text());
+  const auto walks = io::read_walk_records(problem);
+  text += fmt::format("flat/left streams measured (cvest tune, {}): {}\n", io::walk_records_path(),
+                      !problem.empty() ? problem : walks.empty() ? "none" : std::to_string(walks.size()));
+  for (const auto& r : walks) text += fmt::format("  {}: {}\n", r.key, r.text());
+  const std::string source = policy::flat_streams_source();
+  text += fmt::format("flat/left streams at once, at most: {} ({})\n", policy::flat_streams_most(),
+                      source.empty() ? "the stated default; cvest tune measures it here" : source);
   return text;
 }
 
+namespace {
+
+// flat/left's streams measured in memory and recorded; what the next runs take.
+void tune_walks(const TuneArgs& args, std::ostream& progress, std::ostream& out_text) {
+  if (!policy::on_host<Kokkos::DefaultExecutionSpace>) {
+    fmt::print(out_text, "flat's walks: not measured (the kernels run on {}, not the host)\n",
+               build_facts().backend);
+    return;
+  }
+  const double bytes = double(parse_bytes(args.walk_size));
+  fmt::print(progress, "cvest tune: flat/left with at most 1, 2 and 4 streams at once, {:.2f} GB of discount at each "
+                       "of two shapes, {} threads, interleaved\n", bytes / 1e9, policy::host_threads());
+  const io::WalkRecord record = measure_walks(bytes, args.repeats + 3, 2.0, progress);
+  io::save_walk_record(record);
+  policy::set_flat_streams_measured(record.best(), "measured here by cvest tune on " + record.date);
+  fmt::print(out_text, "flat/left now walks at most {} stream{} at once on this machine with {} threads\n{}\n"
+                       "recorded in {}\n", record.best(), record.best() == 1 ? "" : "s", policy::host_threads(),
+             record.text(), io::walk_records_path());
+}
+
+}  // namespace
+
 void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& out_text) {
+  if (args.walks_only) return tune_walks(args, progress, out_text);
   // Whole pages: O_DIRECT writes nothing else (1GB is not a multiple of 4096).
   const std::size_t asked = parse_bytes(args.size);
   const double bytes = double(asked / io::direct_alignment * io::direct_alignment);
@@ -157,6 +192,7 @@ void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& ou
              args.folder, record.direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.text(),
              record.read_direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.read_text(),
              io::write_mode_records_path());
+  tune_walks(args, progress, out_text);
 }
 
 }  // namespace cvest::app

@@ -77,6 +77,8 @@ struct TuneArgs {
   std::string folder = ".";
   std::string size = "1600MB";  // written by each pass
   int repeats = 6;              // passes each way (even: each way follows each equally often)
+  std::string walk_size = "800MB";  // discount at each shape of the in-memory walks
+  bool walks_only = false;          // flat's walks in memory, no folder
 };
 // Measures writing past the page cache and through it in `folder`
 // (io/WriteModes.hpp), records the result for [output] direct = "auto" and

@@ -3,6 +3,7 @@
 // success, 2 bad input, deck or usage, 3 I/O failure, 4 verification
 // mismatch, 1 anything else.
 #include "app/CommandLine.hpp"
+#include "app/TuneWalks.hpp"
 #include "app/Ranks.hpp"
 #include "app/ThreadPlacement.hpp"
 #include "core/Errors.hpp"
@@ -116,6 +117,7 @@ int main(int argc, char* argv[]) {
   int kokkos_argc = int(kokkos_args.size());
   Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
   try {
+    cvest::app::apply_walk_record();
     command_line.call(*ranks);
   } catch (const cvest::VerifyError& e) {
     return report(*ranks, "mismatch: ", e, 4);

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 
 namespace cvest::policy {
@@ -61,9 +63,50 @@ int flat_dates_most() {
   return forced ? forced : 2;
 }
 
+namespace {
+
+struct StreamsChoice {
+  std::mutex lock;
+  int measured = 0, trial = 0;
+  std::string source;  // the measured count's
+};
+StreamsChoice& streams_choice() {
+  static StreamsChoice choice;
+  return choice;
+}
+
+}  // namespace
+
 int flat_streams_most() {
+  StreamsChoice& c = streams_choice();
+  std::lock_guard<std::mutex> hold(c.lock);
+  if (c.trial) return c.trial;
   const int forced = flat_run().dates_forced;
-  return forced ? forced : 4;
+  return forced ? forced : c.measured ? c.measured : 4;
+}
+
+std::string flat_streams_source() {
+  StreamsChoice& c = streams_choice();
+  std::lock_guard<std::mutex> hold(c.lock);
+  if (c.trial) return fmt::format("cvest tune's trial of {}", c.trial);
+  if (flat_run().dates_forced) return "CVEST_FLAT_DATES=" + std::to_string(flat_run().dates_forced);
+  return c.measured ? c.source : std::string();
+}
+
+void set_flat_streams_measured(int most, const std::string& source) {
+  if (most != 0 && most != 1 && most != 2 && most != 4)
+    throw std::invalid_argument("flat's streams: 1, 2 or 4, not " + std::to_string(most));
+  StreamsChoice& c = streams_choice();
+  std::lock_guard<std::mutex> hold(c.lock);
+  c.measured = most, c.source = most ? source : std::string();
+}
+
+void set_flat_streams_trial(int most) {
+  if (most != 0 && most != 1 && most != 2 && most != 4)
+    throw std::invalid_argument("flat's streams: 1, 2 or 4, not " + std::to_string(most));
+  StreamsChoice& c = streams_choice();
+  std::lock_guard<std::mutex> hold(c.lock);
+  c.trial = most;
 }
 
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates) {
@@ -148,11 +191,13 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
 }
 
 std::string flat_streams_text(const FlatStreams& streams) {
+  const std::string source = flat_streams_source();
   if (streams.streams == 1)
-    return flat_streams_most() == 1 ? "one stream (CVEST_FLAT_DATES=1)"
+    return flat_streams_most() == 1 ? "one stream (" + (source.empty() ? std::string("at most one") : source) + ")"
                             : "one stream (runs of T dates not a multiple of 16 bytes, or no spacing of them "
                               "1 KiB apart in a page)";
-  return fmt::format("{} streams at once, {} runs apart{}", streams.streams, streams.runs_apart, cap_note());
+  return fmt::format("{} streams at once, {} runs apart{}", streams.streams, streams.runs_apart,
+                     source.empty() ? std::string() : " (" + source + ")");
 }
 
 std::string flat_dates_text(const FlatDates& dates) {

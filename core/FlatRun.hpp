@@ -70,8 +70,22 @@ std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, i
 // CVEST_FLAT_DATES=1|2|4 sets it, for measuring one against another
 // (anything else is an error).
 int flat_dates_most();
-// The most streams flat/left walks at once: 4, or CVEST_FLAT_DATES.
+// The most streams flat/left walks at once (flat_left_streams): 1, 2 or 4.
+// CVEST_FLAT_DATES where set; else what `cvest tune` measured on this CPU
+// model with this many threads (set_flat_streams_measured: the app reads the
+// record, app/TuneWalks.hpp); else the stated default, 4 (a 2-CPU Intel Xeon
+// VM: one stream 31-34 GB/s, four 40-41 at 8 x 10,000,000 float). The best
+// count is the host's: on a 2-CPU AMD EPYC VM (Zen 5) one stream ran at
+// 0.94-1.07 of the copy roof where four ran at 0.62-0.86 (T = 80-200; at
+// T = 8 the two tied; docs/benchmarks.md).
 int flat_streams_most();
+// Where flat_streams_most() comes from, for the headers: "" (the stated
+// default), "CVEST_FLAT_DATES=2", "measured by cvest tune on DATE: ...".
+std::string flat_streams_source();
+// The app's, at start: the count `cvest tune` measured here and its text.
+void set_flat_streams_measured(int most, const std::string& source);
+// cvest tune's trials: `most` streams whatever else says (0: the rule above).
+void set_flat_streams_trial(int most);
 
 // Threads of the default host execution space (the most a kernel splits over).
 int host_threads();

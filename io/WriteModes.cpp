@@ -8,6 +8,7 @@
 #include "io/Disk.hpp"
 #include "io/Faults.hpp"
 #include "io/TempFiles.hpp"
+#include "io/RecordFile.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -100,15 +101,6 @@ void wait_until_idle_number(const std::string& number) {
     if (now == last) return;
     last = now;
   }
-}
-
-std::string today() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm {};
-  ::localtime_r(&now, &tm);
-  char text[16];
-  std::strftime(text, sizeof text, "%Y-%m-%d", &tm);
-  return text;
 }
 
 struct AlignedFree {
@@ -241,52 +233,56 @@ std::string write_mode_key(const std::string& folder) {
                      fs.empty() ? "unknown" : fs);
 }
 
-std::string write_mode_records_path() {
+std::string cache_file_path(const std::string& name) {
   std::filesystem::path dir;
   if (const char* d = std::getenv("CVEST_CACHE_DIR"); d && *d) dir = d;
   else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::filesystem::path(x) / "cvest";
   else if (const char* h = std::getenv("HOME"); h && *h) dir = std::filesystem::path(h) / ".cache" / "cvest";
   else dir = std::filesystem::temp_directory_path() / ("cvest-cache-" + std::to_string(::geteuid()));
-  return (dir / "write-modes.json").string();
+  return (dir / name).string();
 }
 
-std::vector<WriteModeRecord> read_write_mode_records(std::string& problem) {
-  problem.clear();
-  const std::string path = write_mode_records_path();
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm {};
+  ::localtime_r(&now, &tm);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &tm);
+  return text;
+}
+
+std::string write_mode_records_path() { return cache_file_path("write-modes.json"); }
+
+bool read_own_text(const std::string& path, std::string& text, std::string& problem) {
+  problem.clear(), text.clear();
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return {};  // nothing measured yet
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return false;  // nothing measured yet
   std::string why;
   const int fd = open_own_file(path, O_RDONLY, why);
   if (fd < 0) {
     problem = path + ": not read (it is " + why + ")";
-    return {};
+    return false;
   }
-  std::string text;
   char buffer[1 << 14];
   for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, std::size_t(got));
   ::close(fd);
-  std::vector<WriteModeRecord> records;
-  try {
-    const nlohmann::json j = nlohmann::json::parse(text);
-    for (const auto& r : j.at("records")) {
-      WriteModeRecord rec{r.at("key").get<std::string>(), r.at("date").get<std::string>(), r.at("bytes").get<double>(),
-                          r.at("direct_seconds").get<std::vector<double>>(),
-                          r.at("buffered_seconds").get<std::vector<double>>(), {}, {}};
-      if (rec.direct_s.empty() || rec.buffered_s.empty() || rec.bytes <= 0)
-        throw std::invalid_argument("a record without its passes");
-      if (r.contains("read_direct_seconds") || r.contains("read_buffered_seconds")) {
-        rec.read_direct_s = r.at("read_direct_seconds").get<std::vector<double>>();
-        rec.read_buffered_s = r.at("read_buffered_seconds").get<std::vector<double>>();
-        if (!rec.reads_measured()) throw std::invalid_argument("a record without its read passes");
-      }
-      records.push_back(std::move(rec));
+  return true;
+}
+
+std::vector<WriteModeRecord> read_write_mode_records(std::string& problem) {
+  return read_records<WriteModeRecord>(write_mode_records_path(), [](const nlohmann::json& r) {
+    WriteModeRecord rec{r.at("key").get<std::string>(), r.at("date").get<std::string>(), r.at("bytes").get<double>(),
+                        r.at("direct_seconds").get<std::vector<double>>(),
+                        r.at("buffered_seconds").get<std::vector<double>>(), {}, {}};
+    if (rec.direct_s.empty() || rec.buffered_s.empty() || rec.bytes <= 0)
+      throw std::invalid_argument("a record without its passes");
+    if (r.contains("read_direct_seconds") || r.contains("read_buffered_seconds")) {
+      rec.read_direct_s = r.at("read_direct_seconds").get<std::vector<double>>();
+      rec.read_buffered_s = r.at("read_buffered_seconds").get<std::vector<double>>();
+      if (!rec.reads_measured()) throw std::invalid_argument("a record without its read passes");
     }
-  } catch (const std::exception& e) {
-    problem = path + ": damaged, not used (" + std::string(e.what()).substr(0, 120) +
-              "); run cvest tune again to measure anew";
-    return {};
-  }
-  return records;
+    return rec;
+  }, problem);
 }
 
 std::optional<WriteModeRecord> write_mode_record_for(const std::string& folder, std::string& problem) {
@@ -298,14 +294,9 @@ std::optional<WriteModeRecord> write_mode_record_for(const std::string& folder, 
 }
 
 void save_write_mode_record(const WriteModeRecord& record) {
-  std::string problem;
-  auto records = read_write_mode_records(problem);  // a damaged file is replaced
-  records.erase(std::remove_if(records.begin(), records.end(), [&](const auto& r) { return r.key == record.key; }),
-                records.end());
-  records.push_back(record);
-  nlohmann::json j;
-  j["records"] = nlohmann::json::array();
-  for (const auto& r : records) {
+  std::string problem;  // a damaged file is replaced
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : with_record(read_write_mode_records(problem), record)) {
     nlohmann::json one = {{"key", r.key}, {"date", r.date}, {"bytes", r.bytes}, {"direct_seconds", r.direct_s},
                           {"buffered_seconds", r.buffered_s}, {"direct", r.direct()}};
     if (r.reads_measured()) {
@@ -313,12 +304,15 @@ void save_write_mode_record(const WriteModeRecord& record) {
       one["read_buffered_seconds"] = r.read_buffered_s;
       one["read_direct"] = r.read_direct();
     }
-    j["records"].push_back(one);
+    j.push_back(one);
   }
-  const std::string path = write_mode_records_path();
+  write_records(write_mode_records_path(), j, "write-mode record");
+}
+
+void write_records(const std::string& path, const nlohmann::json& records, const std::string& what) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  write_whole_file(path, j.dump(2) + "\n", "write-mode record");
+  write_whole_file(path, nlohmann::json{{"records", records}}.dump(2) + "\n", what);
 }
 
 WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress) {

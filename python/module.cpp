@@ -5,6 +5,7 @@
 #include "app/Bench.hpp"
 #include "app/Deck.hpp"
 #include "app/Commands.hpp"
+#include "app/TuneWalks.hpp"
 #include "app/run/ReportFormats.hpp"
 #include "core/Errors.hpp"
 #include "core/Multiply.hpp"
@@ -78,6 +79,7 @@ void initialize(std::optional<int> threads, const std::vector<std::string>& kokk
   int argc = int(argv.size());
   Kokkos::initialize(argc, argv.data());
   kokkos_started = true;
+  app::apply_walk_record();  // flat's streams as the command line takes them
 }
 
 void ensure_initialized() {

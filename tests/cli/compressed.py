@@ -110,7 +110,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # With the disk's rate measured (cvest tune), the table says whether compressing paid.
     records = os.path.abspath("records")
-    t = subprocess.run([cvest, "tune", ".", "--size", "8MiB", "--repeats", "2"], capture_output=True, text=True,
+    t = subprocess.run([cvest, "tune", ".", "--size", "8MiB", "--repeats", "2", "--walk-size", "4MiB"], capture_output=True, text=True,
                        timeout=300, env=dict(os.environ, CVEST_CACHE_DIR=records, CVEST_TUNE_NO_WAIT="1"))
     check(t.returncode == 0, f"cvest tune ({t.stderr.strip()[-300:]})")
     p = run("deck.toml", "in_float64_smooth.h5", "out.h5", {"compression": "blosc"},

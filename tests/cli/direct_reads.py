@@ -192,7 +192,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
 
     # cvest tune measures reads too; auto then takes the measurement and says so.
     records = os.path.join(work, "cache")
-    t = subprocess.run([cvest, "tune", work, "--size", "8MiB", "--repeats", "2"], capture_output=True, text=True,
+    t = subprocess.run([cvest, "tune", work, "--size", "8MiB", "--repeats", "2", "--walk-size", "4MiB"], capture_output=True, text=True,
                        timeout=300, env=dict(os.environ, CVEST_CACHE_DIR=records, CVEST_TUNE_NO_WAIT="1"))
     check(t.returncode == 0 and t.stderr.count("read ") == 4, f"cvest tune: 2 reads each way ({t.stderr[-300:]})")
     deck("deck.toml", "gen.h5")

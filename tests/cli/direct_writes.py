@@ -142,7 +142,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
 
     # cvest tune: measured here, recorded, taken by auto (the table says so), listed by info.
     cache = dict(os.environ, CVEST_CACHE_DIR=os.path.join(work, "cache"), CVEST_TUNE_NO_WAIT="1")  # shapes, not timings
-    t = subprocess.run([cvest, "tune", work, "--size", "8MiB", "--repeats", "2"], env=cache, capture_output=True,
+    t = subprocess.run([cvest, "tune", work, "--size", "8MiB", "--repeats", "2", "--walk-size", "4MiB"], env=cache, capture_output=True,
                        text=True, timeout=300)
     check(t.returncode == 0 and "recorded in" in t.stdout and t.stderr.count("pass ") == 4
           and os.path.exists(os.path.join(work, "cache", "write-modes.json")),

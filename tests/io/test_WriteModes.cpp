@@ -6,6 +6,7 @@
 #include "io/DirectWriter.hpp"
 #include "io/WriteModes.hpp"
 #include "core/Errors.hpp"
+#include "tests/CacheDirHere.hpp"
 #include "tests/ProcessScratch.hpp"
 #include "tests/Skip.hpp"
 
@@ -22,21 +23,11 @@ namespace fs = std::filesystem;
 
 namespace {
 // Records in a folder of this process's own, as CVEST_CACHE_DIR says.
-struct CacheHere {
-  fs::path dir = cvest::test::process_scratch() / "write-modes";
-  std::string before;
-  bool had = false;
-  CacheHere() {
-    if (const char* b = std::getenv("CVEST_CACHE_DIR")) before = b, had = true;
-    fs::remove_all(dir);
-    ::setenv("CVEST_CACHE_DIR", dir.c_str(), 1);
+struct CacheHere : cvest::test::CacheDirHere {
+  CacheHere() : CacheDirHere("write-modes") {
     ::setenv("CVEST_TUNE_NO_WAIT", "1", 1);  // the passes' shapes, not their timings
   }
-  ~CacheHere() {
-    if (had) ::setenv("CVEST_CACHE_DIR", before.c_str(), 1);
-    else ::unsetenv("CVEST_CACHE_DIR");
-    ::unsetenv("CVEST_TUNE_NO_WAIT");
-  }
+  ~CacheHere() { ::unsetenv("CVEST_TUNE_NO_WAIT"); }
 };
 }  // namespace
 

@@ -1,0 +1,49 @@
+#pragma once
+// A file of measured records in the user's cache folder (cvest tune's write
+// modes and flat walks): read whole where it is the user's own regular file,
+// each record parsed; damaged, one line saying so and none taken; written
+// whole (a fresh file renamed over the old), one record per key.
+#include "io/WriteModes.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <exception>
+#include <string>
+#include <vector>
+
+namespace cvest::io {
+
+// Every record of `path`'s "records", each from `parse(json)` (which throws
+// where one is damaged). No file: none, `problem` "". A file not read or
+// damaged: none, `problem` one line.
+template <class Record, class Parse>
+std::vector<Record> read_records(const std::string& path, Parse parse, std::string& problem) {
+  std::string text;
+  if (!read_own_text(path, text, problem)) return {};
+  std::vector<Record> records;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);  // kept: the loop walks a part of it
+    for (const auto& r : j.at("records")) records.push_back(parse(r));
+  } catch (const std::exception& e) {
+    problem = path + ": damaged, not used (" + std::string(e.what()).substr(0, 120) +
+              "); run cvest tune again to measure anew";
+    return {};
+  }
+  return records;
+}
+
+// `records` with `record` in place of any of its key.
+template <class Record>
+std::vector<Record> with_record(std::vector<Record> records, const Record& record) {
+  records.erase(std::remove_if(records.begin(), records.end(), [&](const Record& r) { return r.key == record.key; }),
+                records.end());
+  records.push_back(record);
+  return records;
+}
+
+// {"records": [...]} put in place whole at `path`, its folder made first.
+// IoError naming `what` where it cannot be written.
+void write_records(const std::string& path, const nlohmann::json& records, const std::string& what);
+
+}  // namespace cvest::io

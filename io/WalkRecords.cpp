@@ -1,0 +1,112 @@
+#include "io/WalkRecords.hpp"
+
+#include "core/Median.hpp"
+#include "core/Spaces.hpp"
+#include "io/RecordFile.hpp"
+#include "io/WriteModes.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace cvest::io {
+
+namespace {
+
+// "family 26, model 2" from /proc/cpuinfo: VMs name every EPYC alike.
+std::string cpu_generation() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string family, model;
+  for (std::string line; std::getline(in, line) && (family.empty() || model.empty());) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(name.find_last_not_of(" \t") + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : std::string();
+    if (name == "cpu family") family = value;
+    else if (name == "model") model = value;
+  }
+  return family.empty() ? std::string() : fmt::format(" (family {}, model {})", family, model);
+}
+
+void check(const WalkRecord& r) {
+  if (r.shapes.empty() || r.streams.empty() || r.seconds.size() != r.shapes.size())
+    throw std::invalid_argument("a record without its shapes");
+  for (const int s : r.streams)
+    if (s != 1 && s != 2 && s != 4) throw std::invalid_argument("streams of " + std::to_string(s));
+  for (const auto& shape : r.seconds) {
+    if (shape.size() != r.streams.size()) throw std::invalid_argument("a shape without every count's passes");
+    for (const auto& passes : shape)
+      if (passes.empty() || *std::min_element(passes.begin(), passes.end()) <= 0)
+        throw std::invalid_argument("a count without its passes");
+  }
+}
+
+}  // namespace
+
+int WalkRecord::best() const {
+  int best = 0;
+  double least = 0;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    double lag = 0;
+    for (const auto& shape : seconds) {
+      double fastest = median(shape[0]);
+      for (const auto& passes : shape) fastest = std::min(fastest, median(passes));
+      lag = std::max(lag, median(shape[i]) / fastest);
+    }
+    if (best == 0 || lag < least || (lag == least && streams[i] < best)) best = streams[i], least = lag;
+  }
+  return best;
+}
+
+std::string WalkRecord::text() const {
+  std::string shapes_text;
+  for (std::size_t s = 0; s < shapes.size(); ++s) {
+    shapes_text += fmt::format("{}{}:", s ? "; " : "", shapes[s]);
+    for (std::size_t i = 0; i < streams.size(); ++i)
+      shapes_text += fmt::format("{} {} {:.3g} ms", i ? "," : "", streams[i], median(seconds[s][i]) * 1e3);
+  }
+  return fmt::format("measured by cvest tune on {}: at most {} (medians of {} passes; streams, time: {})", date,
+                     best(), seconds.empty() || seconds[0].empty() ? 0 : seconds[0][0].size(), shapes_text);
+}
+
+std::string walk_record_key(int threads) {
+  const std::string cpu = cpu_model();
+  return fmt::format("cpu {}{}; {} thread{}", cpu.empty() ? "unknown" : cpu, cpu_generation(), threads,
+                     threads == 1 ? "" : "s");
+}
+
+std::string walk_records_path() { return cache_file_path("flat-walks.json"); }
+
+std::vector<WalkRecord> read_walk_records(std::string& problem) {
+  return read_records<WalkRecord>(walk_records_path(), [](const nlohmann::json& r) {
+    WalkRecord rec{r.at("key").get<std::string>(), r.at("date").get<std::string>(),
+                   r.at("shapes").get<std::vector<std::string>>(), r.at("streams").get<std::vector<int>>(),
+                   r.at("seconds").get<std::vector<std::vector<std::vector<double>>>>()};
+    check(rec);
+    return rec;
+  }, problem);
+}
+
+std::optional<WalkRecord> walk_record_for(int threads, std::string& problem) {
+  const std::string key = walk_record_key(threads);
+  for (auto& r : read_walk_records(problem))
+    if (r.key == key) return r;
+  return std::nullopt;
+}
+
+void save_walk_record(const WalkRecord& record) {
+  check(record);
+  std::string problem;  // a damaged file is replaced
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& r : with_record(read_walk_records(problem), record))
+    j.push_back({{"key", r.key}, {"date", r.date}, {"shapes", r.shapes}, {"streams", r.streams},
+                 {"seconds", r.seconds}, {"best", r.best()}});
+  write_records(walk_records_path(), j, "flat walk record");
+}
+
+}  // namespace cvest::io

@@ -1,0 +1,41 @@
+#pragma once
+// How many streams flat/left walks at once, measured on the machine where it
+// runs (`cvest tune`, app/TuneWalks.hpp) and kept as the write modes are
+// (io/WriteModes.hpp): per CPU model and thread count in the user's cache
+// folder. The best count is the host's: one stream at 0.94-1.07 of the copy
+// roof on an AMD EPYC VM where four ran at 0.62-0.86, while four beat one on
+// an Intel Xeon VM (core/FlatRun.hpp).
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cvest::io {
+
+struct WalkRecord {
+  std::string key;   // walk_record_key: what the measurement holds for
+  std::string date;  // YYYY-MM-DD
+  std::vector<std::string> shapes;  // "100 x 200000 x 5 double", each measured in turn
+  std::vector<int> streams;         // the counts tried (1, 2, 4)
+  // seconds[s][i]: shape s's passes with streams[i] at most, one a repeat
+  std::vector<std::vector<std::vector<double>>> seconds;
+  // The count whose slowest shape, against that shape's fastest count
+  // (medians), lags least; the fewer streams where two lag alike.
+  int best() const;
+  // "measured by cvest tune on DATE: at most 1 (medians at 100 x 200000 x 5
+  // double: 1 40.2 ms, 2 47.5, 4 50.3; ...)"
+  std::string text() const;
+};
+
+// "cpu MODEL (family F, model M); N threads": this machine, `threads` threads.
+std::string walk_record_key(int threads);
+// flat-walks.json in the user's cache folder (io::cache_file_path).
+std::string walk_records_path();
+// Every record. A file that cannot be read as records (damaged, not the
+// user's): none, and `problem` says why in one line; no file: none, "".
+std::vector<WalkRecord> read_walk_records(std::string& problem);
+// The record for this machine with `threads` threads, if any.
+std::optional<WalkRecord> walk_record_for(int threads, std::string& problem);
+// Adds `record` (replacing one of its key), the file put in place whole.
+void save_walk_record(const WalkRecord& record);
+
+}  // namespace cvest::io

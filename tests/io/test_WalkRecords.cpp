@@ -1,0 +1,84 @@
+// flat/left's streams measured per machine (io/WalkRecords.hpp): records
+// written and read back, another machine's or thread count's not taken, the
+// best count the one whose slowest shape lags least, a damaged file or a
+// link refused in one line.
+#include "io/WalkRecords.hpp"
+#include "io/WriteModes.hpp"
+#include "tests/CacheDirHere.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace cvest::io;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Two shapes, counts 1, 2, 4: each count's passes at each shape.
+WalkRecord record(const std::string& key, std::vector<std::vector<double>> at_100, std::vector<std::vector<double>> at_8) {
+  return {key, "2026-12-05", {"100 x 2000 x 5 double", "8 x 25000 x 5 double"}, {1, 2, 4}, {at_100, at_8}};
+}
+}  // namespace
+
+TEST_CASE("the best streams lag least at their slowest shape, the fewer where alike", "[io][tune]") {
+  // 1 fastest at long runs, 4 at short ones by less: 1 (4 lags 1.5x at 100).
+  CHECK(record("k", {{1.0, 1.1, 0.9}, {1.2}, {1.5}}, {{1.1}, {1.05}, {1.0}}).best() == 1);
+  // 4 fastest at both: 4.
+  CHECK(record("k", {{2.0}, {1.5}, {1.0}}, {{1.3}, {1.2}, {1.0}}).best() == 4);
+  // 2 never fastest but never far behind: 2 (1 lags 1.3x at 8, 4 lags 1.3x at 100).
+  CHECK(record("k", {{1.0}, {1.05}, {1.3}}, {{1.3}, {1.05}, {1.0}}).best() == 2);
+  // All alike: the fewest.
+  CHECK(record("k", {{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}).best() == 1);
+  const std::string text = record("k", {{0.0213}, {0.024}, {0.0319}}, {{0.022}, {0.0249}, {0.024}}).text();
+  CHECK(text == "measured by cvest tune on 2026-12-05: at most 1 (medians of 1 passes; streams, time: "
+                "100 x 2000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; 8 x 25000 x 5 double: 1 22 ms, 2 24.9 ms, "
+                "4 24 ms)");
+}
+
+TEST_CASE("walk records are kept per CPU and thread count, a damaged file or a link refused", "[io][tune]") {
+  const cvest::test::CacheDirHere cache("walk-records");
+  CHECK(walk_records_path() == (cache.dir / "flat-walks.json").string());
+  std::string problem;
+  CHECK(read_walk_records(problem).empty());
+  CHECK(problem.empty());  // nothing measured yet: nothing to say
+  const std::string key = walk_record_key(2);
+  CHECK_THAT(key, Catch::StartsWith("cpu ") && Catch::EndsWith("; 2 threads"));
+  CHECK_THAT(walk_record_key(1), Catch::EndsWith("; 1 thread"));
+
+  save_walk_record(record("cpu elsewhere; 2 threads", {{1}, {2}, {3}}, {{1}, {2}, {3}}));
+  CHECK_FALSE(walk_record_for(2, problem));  // another CPU's
+  save_walk_record(record(key, {{3}, {2}, {1}}, {{3}, {2}, {1}}));
+  CHECK_FALSE(walk_record_for(3, problem));  // another thread count's
+  auto found = walk_record_for(2, problem);
+  REQUIRE(found);
+  CHECK(problem.empty());
+  CHECK(found->best() == 4);
+  CHECK(found->seconds[1][2] == std::vector<double>{1});
+  // Measured again: replaced, not added.
+  save_walk_record(record(key, {{1}, {2}, {3}}, {{1}, {2}, {3}}));
+  CHECK(read_walk_records(problem).size() == 2);
+  found = walk_record_for(2, problem);
+  REQUIRE(found);
+  CHECK(found->best() == 1);
+
+  const auto damaged = [&](const std::string& json) {
+    std::ofstream(walk_records_path()) << json;
+    CHECK(read_walk_records(problem).empty());
+    CHECK_THAT(problem, Catch::Contains("flat-walks.json: damaged, not used") && Catch::Contains("cvest tune"));
+    CHECK(problem.find('\n') == std::string::npos);
+  };
+  damaged(R"({"records": [{"key": "x", "date": 3})");
+  damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a"], "streams": [1, 3], "seconds": [[[1], [1]]]}]})");
+  damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a"], "streams": [1, 2], "seconds": [[[1], []]]}]})");
+  damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a", "b"], "streams": [1], "seconds": [[[1]]]}]})");
+  CHECK_FALSE(walk_record_for(2, problem));
+
+  // A link where the file goes (another user's plant) is not followed.
+  const fs::path elsewhere = cache.dir / "elsewhere.json";
+  fs::rename(walk_records_path(), elsewhere);
+  fs::create_symlink(elsewhere, walk_records_path());
+  CHECK(read_walk_records(problem).empty());
+  CHECK_THAT(problem, Catch::Contains("not read (it is a symbolic link)"));
+}
