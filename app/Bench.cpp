@@ -85,6 +85,8 @@ struct Variant {
   std::string flat_dates;
   // LayoutLeft on the host: how many streams flat walks at once (policy::flat_left_streams).
   std::string flat_streams;
+  std::function<int()> left_streams;   // that count as it is now (1 elsewhere)
+  std::function<void()> clear_output;  // cv all zero
 };
 
 template <class Scalar, class Layout>
@@ -101,6 +103,16 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     return timer.seconds();
   };
   v.mismatches = [space, ops] { return count_mismatches(space, *ops); };
+  v.clear_output = [space, ops] {
+    Kokkos::deep_copy(space, ops->cv, Scalar(0));
+    space.fence();
+  };
+  v.left_streams = [ops, T] {
+    if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft> && policy::on_host<Space>)
+      return policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)).streams;
+    else
+      return 1;
+  };
   v.streaming = [layout = v.layout, T, N, K](Strategy s) {
     return writes_streaming<Space>(s, layout, T, N, K, sizeof(Scalar));
   };
@@ -413,7 +425,7 @@ void result_figures(const Timings& t, const Config& config, const std::vector<Va
 
 Arrays arrays(const Config& config, LayoutKind layout, Precision precision) {
   const detail::Variant v = detail::make_variant(Kokkos::DefaultExecutionSpace(), config, layout, precision);
-  return {v.time_once, v.mismatches};
+  return {v.time_once, v.mismatches, v.clear_output, v.left_streams};
 }
 
 Report run(const Config& config_in, std::ostream& progress) {

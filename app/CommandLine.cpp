@@ -132,7 +132,7 @@ void CommandLine::add_tune() {
               "[output] direct = \"auto\" and flat take the faster");
   cmd->add_option("folder", tune_.folder, "a folder on the file system outputs go to")->capture_default_str();
   cmd->add_option("--size", tune_.size, "bytes each pass writes (e.g. 1600MB, 6.5GB)")->capture_default_str();
-  cmd->add_option("--repeats", tune_.repeats, "passes each way, interleaved")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--repeats", tune_.repeats, "passes each way, interleaved (the walks: 3 rounds more)")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--walk-size", tune_.walk_size, "discount bytes at each shape of flat's walks in memory")
       ->capture_default_str();
   cmd->add_flag("--walks-only", tune_.walks_only, "measure only flat's walks in memory (no folder, no disk)");

@@ -133,35 +133,59 @@ std::string info_command() {
                       !problem.empty() ? problem : walks.empty() ? "none" : std::to_string(walks.size()));
   for (const auto& r : walks) text += fmt::format("  {}: {}\n", r.key, r.text());
   const std::string source = policy::flat_streams_source();
-  text += fmt::format("flat/left streams at once, at most: {} ({})\n", policy::flat_streams_most(),
-                      source.empty() ? "the stated default; cvest tune measures it here" : source);
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>)
+    text += fmt::format("flat/left streams at once, at most: {} ({})\n", policy::flat_streams_most(),
+                        source.empty() ? "the stated default; cvest tune measures it here" : source);
   return text;
 }
 
 namespace {
 
+// The discount bytes at each shape of the walks: --walk-size, at most an
+// eighth of memory (two arrays of it at a time), said where cut; checked
+// before the disk passes so a bad value fails at once.
+double walk_bytes(const TuneArgs& args, std::ostream& progress) {
+  double asked = 0;
+  try {
+    asked = double(parse_bytes(args.walk_size));
+  } catch (const InputError& e) {
+    throw InputError(std::string("cvest tune --walk-size: ") + e.what());
+  }
+  const double most = build_facts().memory_bytes / 8;
+  if (asked < double(std::size_t(1) << 20))
+    throw std::invalid_argument("cvest tune needs --walk-size of at least 1 MiB, not " + args.walk_size);
+  if (most > 0 && asked > most) {
+    fmt::print(progress, "cvest tune: --walk-size {} cut to {:.2f} GB, an eighth of this machine's memory\n",
+               args.walk_size, most / 1e9);
+    return most;
+  }
+  return asked;
+}
+
 // flat/left's streams measured in memory and recorded; what the next runs take.
-void tune_walks(const TuneArgs& args, std::ostream& progress, std::ostream& out_text) {
+void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream& out_text) {
   if (!policy::on_host<Kokkos::DefaultExecutionSpace>) {
     fmt::print(out_text, "flat's walks: not measured (the kernels run on {}, not the host)\n",
                build_facts().backend);
     return;
   }
-  const double bytes = double(parse_bytes(args.walk_size));
   fmt::print(progress, "cvest tune: flat/left with at most 1, 2 and 4 streams at once, {:.2f} GB of discount at each "
                        "of two shapes, {} threads, interleaved\n", bytes / 1e9, policy::host_threads());
-  const io::WalkRecord record = measure_walks(bytes, args.repeats + 3, 2.0, progress);
+  const io::WalkRecord record = measure_walks(bytes, repeats + 3, 2.0, progress);
   io::save_walk_record(record);
   policy::set_flat_streams_measured(record.best(), "measured here by cvest tune on " + record.date);
-  fmt::print(out_text, "flat/left now walks at most {} stream{} at once on this machine with {} threads\n{}\n"
+  const std::string source = policy::flat_streams_source();
+  fmt::print(out_text, "flat/left now walks at most {} stream{} at once on this machine with {} threads{}\n{}\n"
                        "recorded in {}\n", record.best(), record.best() == 1 ? "" : "s", policy::host_threads(),
+             source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),
              record.text(), io::walk_records_path());
 }
 
 }  // namespace
 
 void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& out_text) {
-  if (args.walks_only) return tune_walks(args, progress, out_text);
+  const double walks = walk_bytes(args, progress);
+  if (args.walks_only) return tune_walks(walks, args.repeats, progress, out_text);
   // Whole pages: O_DIRECT writes nothing else (1GB is not a multiple of 4096).
   const std::size_t asked = parse_bytes(args.size);
   const double bytes = double(asked / io::direct_alignment * io::direct_alignment);
@@ -192,7 +216,7 @@ void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& ou
              args.folder, record.direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.text(),
              record.read_direct() ? "past the page cache (O_DIRECT)" : "through the page cache", record.read_text(),
              io::write_mode_records_path());
-  tune_walks(args, progress, out_text);
+  tune_walks(walks, args.repeats, progress, out_text);
 }
 
 }  // namespace cvest::app

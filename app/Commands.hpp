@@ -70,7 +70,8 @@ struct GenerateArgs {
 void generate_command(const GenerateArgs& args, std::ostream& out_text);
 
 // Version, Kokkos, execution spaces, threads, HDF5 and its filters, cvest's
-// decoders, the machine, the write modes measured on it.
+// decoders, the machine, the write modes and flat/left's streams measured on
+// it, and the streams in force.
 std::string info_command();
 
 struct TuneArgs {
@@ -81,8 +82,9 @@ struct TuneArgs {
   bool walks_only = false;          // flat's walks in memory, no folder
 };
 // Measures writing past the page cache and through it in `folder`
-// (io/WriteModes.hpp), records the result for [output] direct = "auto" and
-// says it on `out_text` (progress on `progress`).
+// (io/WriteModes.hpp), records the result for [output] direct = "auto",
+// then flat/left's streams in memory (app/TuneWalks.hpp; `walks_only`: only
+// these), and says it on `out_text` (progress on `progress`).
 void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& out_text);
 
 }  // namespace cvest::app

@@ -13,13 +13,16 @@ namespace cvest::app {
 // `bytes` of discount each (100 dates, whose runs are long, and 8), each
 // shape's arrays warmed for `warm_seconds` (memory just touched is slow for
 // seconds on a VM), then `repeats` rounds taking every count in turn, the
-// order rotated each round; each pass's output checked once after.
+// order rotated each round. Before that, each count's output is checked on
+// its own (cv cleared first); the progress line says where a count walks
+// fewer streams (its spacing does not fit the shape's work items).
 io::WalkRecord measure_walks(double bytes, int repeats, double warm_seconds, std::ostream& progress);
 
 // The record for this machine and its host threads, where there is one, sets
 // flat's streams (policy::set_flat_streams_measured); a damaged or foreign
-// record file: one warning line on stderr, the stated default kept. Called
-// once Kokkos runs (the thread count is its).
-void apply_walk_record();
+// record file, or none to be read: one warning line on stderr where `say`
+// (one rank of several says it), the stated default kept; never throws.
+// Called once Kokkos runs (the thread count is its).
+void apply_walk_record(bool say);
 
 }  // namespace cvest::app

@@ -76,7 +76,7 @@ int flat_dates_most();
 // record, app/TuneWalks.hpp); else the stated default, 4 (a 2-CPU Intel Xeon
 // VM: one stream 31-34 GB/s, four 40-41 at 8 x 10,000,000 float). The best
 // count is the host's: on a 2-CPU AMD EPYC VM (Zen 5) one stream ran at
-// 0.94-1.07 of the copy roof where four ran at 0.62-0.86 (T = 80-200; at
+// 0.88-1.01 of the copy roof where four ran at 0.62-0.86 (T = 80-200; at
 // T = 8 the two tied; docs/benchmarks.md).
 int flat_streams_most();
 // Where flat_streams_most() comes from, for the headers: "" (the stated

@@ -49,17 +49,20 @@ void check(const WalkRecord& r) {
 }  // namespace
 
 int WalkRecord::best() const {
-  int best = 0;
-  double least = 0;
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    double lag = 0;
+  std::vector<double> lags(streams.size(), 0.0);
+  for (std::size_t i = 0; i < streams.size(); ++i)
     for (const auto& shape : seconds) {
       double fastest = median(shape[0]);
       for (const auto& passes : shape) fastest = std::min(fastest, median(passes));
-      lag = std::max(lag, median(shape[i]) / fastest);
+      lags[i] = std::max(lags[i], median(shape[i]) / fastest);
     }
-    if (best == 0 || lag < least || (lag == least && streams[i] < best)) best = streams[i], least = lag;
-  }
+  if (lags.empty()) return 0;
+  // Within 2% of the least lag is alike (a count whose spacing does not fit
+  // walks as the next fewer does): the fewest streams of those.
+  const double least = *std::min_element(lags.begin(), lags.end());
+  int best = 0;
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    if (lags[i] <= least * 1.02 && (best == 0 || streams[i] < best)) best = streams[i];
   return best;
 }
 

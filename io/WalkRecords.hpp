@@ -2,9 +2,9 @@
 // How many streams flat/left walks at once, measured on the machine where it
 // runs (`cvest tune`, app/TuneWalks.hpp) and kept as the write modes are
 // (io/WriteModes.hpp): per CPU model and thread count in the user's cache
-// folder. The best count is the host's: one stream at 0.94-1.07 of the copy
-// roof on an AMD EPYC VM where four ran at 0.62-0.86, while four beat one on
-// an Intel Xeon VM (core/FlatRun.hpp).
+// folder. The best count is the host's: one stream at 0.88-1.01 of the copy
+// roof on an AMD EPYC VM where four ran at 0.62-0.86 (T = 80-200), while
+// four beat one on an Intel Xeon VM (core/FlatRun.hpp).
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,10 +19,10 @@ struct WalkRecord {
   // seconds[s][i]: shape s's passes with streams[i] at most, one a repeat
   std::vector<std::vector<std::vector<double>>> seconds;
   // The count whose slowest shape, against that shape's fastest count
-  // (medians), lags least; the fewer streams where two lag alike.
+  // (medians), lags least; the fewest streams of those within 2% of it.
   int best() const;
-  // "measured by cvest tune on DATE: at most 1 (medians at 100 x 200000 x 5
-  // double: 1 40.2 ms, 2 47.5, 4 50.3; ...)"
+  // "measured by cvest tune on DATE: at most 1 (medians of 9 passes;
+  // streams, time: 100 x 200000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; ...)"
   std::string text() const;
 };
 

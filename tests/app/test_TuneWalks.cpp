@@ -3,6 +3,7 @@
 // then sets flat/left's streams, as the command line and Python read it.
 #include "app/TuneWalks.hpp"
 #include "core/FlatRun.hpp"
+#include "core/Policies.hpp"
 #include "tests/CacheDirHere.hpp"
 #include "tests/Skip.hpp"
 
@@ -15,6 +16,7 @@ using namespace cvest;
 
 TEST_CASE("cvest tune's walks: each count at both shapes, the record applied", "[app][tune]") {
   if (std::getenv("CVEST_FLAT_DATES")) return test::skip_part("CVEST_FLAT_DATES sets the streams");
+  if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return test::skip_part("flat/left walks streams on the host only");
   const test::CacheDirHere cache("tune-walks");
   const int before = policy::flat_streams_most();
   CHECK(before == 4);  // the stated default: nothing measured in this process
@@ -43,13 +45,15 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the record applied", "
   CHECK_THROWS_AS(policy::set_flat_streams_trial(3), std::invalid_argument);
 
   io::save_walk_record(r);
-  app::apply_walk_record();
+  app::apply_walk_record(true);
   CHECK(policy::flat_streams_most() == r.best());
   CHECK(policy::flat_streams_source() == "measured here by cvest tune on " + r.date);
-  CHECK_THAT(policy::flat_streams_text(policy::FlatStreams{}), Catch::StartsWith("one stream") );
-  if (r.best() > 1)
-    CHECK(policy::flat_streams_text(policy::FlatStreams{r.best(), 3}) ==
-          std::to_string(r.best()) + " streams at once, 3 runs apart (measured here by cvest tune on " + r.date + ")");
+  policy::set_flat_streams_measured(1, "x");
+  CHECK(policy::flat_streams_text(policy::FlatStreams{}) == "one stream (x)");
+  policy::set_flat_streams_measured(2, "y");
+  CHECK(policy::flat_streams_most() == 2);
+  CHECK(policy::flat_streams_text(policy::FlatStreams{2, 3}) == "2 streams at once, 3 runs apart (y)");
+  CHECK_THROWS_AS(policy::set_flat_streams_measured(3, "z"), std::invalid_argument);
   policy::set_flat_streams_measured(0, "");  // back to the stated default for the other tests
   CHECK(policy::flat_streams_most() == before);
 }

@@ -15,6 +15,11 @@ from checks import check, failures
 
 cvest = sys.argv[1]
 
+info = subprocess.run([cvest, "info"], capture_output=True, text=True).stdout
+if "(default OpenMP)" not in info and "(default Serial)" not in info:
+    print("not run: the kernels run on a device here; flat/left's host streams do not apply")
+    sys.exit(77)
+
 with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work:
     env = dict(os.environ, CVEST_CACHE_DIR=work)
     env.pop("CVEST_FLAT_DATES", None)
@@ -32,6 +37,11 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
     check(b.returncode == 0 and "measured" not in line and "streams" in line,
           f"nothing measured: the stated default ({line})")
 
+    t = run("tune", "--walks-only", "--walk-size", "0")
+    errors = [l for l in t.stderr.splitlines() if "error" in l]
+    check(t.returncode == 2 and len(errors) == 1 and "--walk-size" in errors[0]
+          and not os.path.exists(os.path.join(work, "flat-walks.json")),
+          f"--walk-size 0: exit 2, one line, nothing recorded ({t.returncode}, {errors})")
     t = run("tune", "--walks-only", "--walk-size", "4MiB", "--repeats", "2")
     path = os.path.join(work, "flat-walks.json")
     check(t.returncode == 0 and "flat/left now walks at most" in t.stdout and os.path.exists(path),

@@ -29,6 +29,8 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(record("k", {{2.0}, {1.5}, {1.0}}, {{1.3}, {1.2}, {1.0}}).best() == 4);
   // 2 never fastest but never far behind: 2 (1 lags 1.3x at 8, 4 lags 1.3x at 100).
   CHECK(record("k", {{1.0}, {1.05}, {1.3}}, {{1.3}, {1.05}, {1.0}}).best() == 2);
+  // 4 ahead by less than 2% at its slowest shape: alike, the fewer.
+  CHECK(record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}}).best() == 1);
   // All alike: the fewest.
   CHECK(record("k", {{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}).best() == 1);
   const std::string text = record("k", {{0.0213}, {0.024}, {0.0319}}, {{0.022}, {0.0249}, {0.024}}).text();
