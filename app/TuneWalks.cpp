@@ -85,7 +85,7 @@ void apply_walk_record(bool say) {
   try {
     const auto record = io::walk_record_for(policy::host_threads(), problem);
     if (record) policy::set_flat_streams_measured(record->best(), "measured here by cvest tune on " + record->date);
-  } catch (const std::exception& e) {  // no cache folder to be named, say: the default, not a failed command
+  } catch (const std::exception& e) {  // e.g. no cache folder can be named: the default, not a failed command
     problem = e.what();
   }
   if (!problem.empty() && say)

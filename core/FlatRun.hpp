@@ -80,7 +80,8 @@ int flat_dates_most();
 // T = 8 the two tied; docs/benchmarks.md).
 int flat_streams_most();
 // Where flat_streams_most() comes from, for the headers: "" (the stated
-// default), "CVEST_FLAT_DATES=2", "measured by cvest tune on DATE: ...".
+// default), "CVEST_FLAT_DATES=2", "measured here by cvest tune on DATE", or
+// "cvest tune's trial of 4".
 std::string flat_streams_source();
 // The app's, at start: the count `cvest tune` measured here and its text.
 void set_flat_streams_measured(int most, const std::string& source);
