@@ -5,7 +5,7 @@
 #include "core/Median.hpp"
 #include "core/Policies.hpp"
 #include "core/Spaces.hpp"
-#include "io/WriteModes.hpp"
+#include "io/RecordFile.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Timer.hpp>

@@ -14,16 +14,21 @@
 
 namespace cvest {
 
-std::string cpu_model() {
+std::string cpuinfo_value(const std::string& field) {
   std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);)
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      const auto value = colon == std::string::npos ? colon : line.find_first_not_of(" \t", colon + 1);
-      return value == std::string::npos ? "" : line.substr(value);
-    }
+  for (std::string line; std::getline(cpuinfo, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string name = line.substr(0, colon);
+    name.erase(name.find_last_not_of(" \t") + 1);  // "model\t\t: 2"
+    if (name != field) continue;
+    const auto value = line.find_first_not_of(" \t", colon + 1);
+    return value == std::string::npos ? "" : line.substr(value);
+  }
   return "";
 }
+
+std::string cpu_model() { return cpuinfo_value("model name"); }
 
 namespace {
 

@@ -41,6 +41,8 @@ BuildFacts build_facts();  // needs Kokkos initialised
 
 // The CPU model from /proc/cpuinfo ("" where unknown).
 std::string cpu_model();
+// The first CPU's `field` in /proc/cpuinfo ("cpu family", "model"); "" where none.
+std::string cpuinfo_value(const std::string& field);
 
 // Asks Linux for transparent huge pages over a large host array not yet
 // touched (madvise MADV_HUGEPAGE; the kernel's default mode, "madvise",

@@ -3,8 +3,6 @@
 // modes and flat walks): read whole where it is the user's own regular file,
 // each record parsed; damaged, one line saying so and none taken; written
 // whole (a fresh file renamed over the old), one record per key.
-#include "io/WriteModes.hpp"
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -13,6 +11,16 @@
 #include <vector>
 
 namespace cvest::io {
+
+// A file `name` in the user's cache folder, where cvest tune's records go:
+// $CVEST_CACHE_DIR, else $XDG_CACHE_HOME/cvest, else ~/.cache/cvest.
+std::string cache_file_path(const std::string& name);
+// The whole of `path` into `text`, where it is a regular file of the running
+// user's (not followed where a link). False with `problem` empty where there
+// is none; false with `problem` ("PATH: not read (it is ...)") otherwise.
+bool read_own_text(const std::string& path, std::string& text, std::string& problem);
+// "YYYY-MM-DD", local time: a record's date.
+std::string today();
 
 // Every record of `path`'s "records", each from `parse(json)` (which throws
 // where one is damaged). No file: none, `problem` "". A file not read or

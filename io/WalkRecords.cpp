@@ -3,34 +3,22 @@
 #include "core/Median.hpp"
 #include "core/Spaces.hpp"
 #include "io/RecordFile.hpp"
-#include "io/WriteModes.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 
 namespace cvest::io {
 
 namespace {
 
-// "family 26, model 2" from /proc/cpuinfo: VMs name every EPYC alike.
+// " (family 26, model 2)": VMs name every EPYC alike.
 std::string cpu_generation() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string family, model;
-  for (std::string line; std::getline(in, line) && (family.empty() || model.empty());) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(0, colon);
-    name.erase(name.find_last_not_of(" \t") + 1);
-    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : std::string();
-    if (name == "cpu family") family = value;
-    else if (name == "model") model = value;
-  }
-  return family.empty() ? std::string() : fmt::format(" (family {}, model {})", family, model);
+  const std::string family = cpuinfo_value("cpu family");
+  return family.empty() ? std::string() : fmt::format(" (family {}, model {})", family, cpuinfo_value("model"));
 }
 
 void check(const WalkRecord& r) {

@@ -233,41 +233,7 @@ std::string write_mode_key(const std::string& folder) {
                      fs.empty() ? "unknown" : fs);
 }
 
-std::string cache_file_path(const std::string& name) {
-  std::filesystem::path dir;
-  if (const char* d = std::getenv("CVEST_CACHE_DIR"); d && *d) dir = d;
-  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::filesystem::path(x) / "cvest";
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::filesystem::path(h) / ".cache" / "cvest";
-  else dir = std::filesystem::temp_directory_path() / ("cvest-cache-" + std::to_string(::geteuid()));
-  return (dir / name).string();
-}
-
-std::string today() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm {};
-  ::localtime_r(&now, &tm);
-  char text[16];
-  std::strftime(text, sizeof text, "%Y-%m-%d", &tm);
-  return text;
-}
-
 std::string write_mode_records_path() { return cache_file_path("write-modes.json"); }
-
-bool read_own_text(const std::string& path, std::string& text, std::string& problem) {
-  problem.clear(), text.clear();
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return false;  // nothing measured yet
-  std::string why;
-  const int fd = open_own_file(path, O_RDONLY, why);
-  if (fd < 0) {
-    problem = path + ": not read (it is " + why + ")";
-    return false;
-  }
-  char buffer[1 << 14];
-  for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, std::size_t(got));
-  ::close(fd);
-  return true;
-}
 
 std::vector<WriteModeRecord> read_write_mode_records(std::string& problem) {
   return read_records<WriteModeRecord>(write_mode_records_path(), [](const nlohmann::json& r) {
@@ -307,12 +273,6 @@ void save_write_mode_record(const WriteModeRecord& record) {
     j.push_back(one);
   }
   write_records(write_mode_records_path(), j, "write-mode record");
-}
-
-void write_records(const std::string& path, const nlohmann::json& records, const std::string& what) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  write_whole_file(path, nlohmann::json{{"records", records}}.dump(2) + "\n", what);
 }
 
 WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress) {

@@ -38,17 +38,9 @@ struct WriteModeRecord {
 // file system on this machine.
 std::string write_mode_key(const std::string& folder);
 
-// A file `name` in the user's cache folder, where cvest tune's records go:
-// $CVEST_CACHE_DIR, else $XDG_CACHE_HOME/cvest, else ~/.cache/cvest.
-std::string cache_file_path(const std::string& name);
-// The write-mode records: write-modes.json there.
+// The write-mode records: write-modes.json in the user's cache folder
+// (io::cache_file_path).
 std::string write_mode_records_path();
-// The whole of `path` into `text`, where it is a regular file of the running
-// user's (not followed where a link). False with `problem` empty where there
-// is none; false with `problem` ("PATH: not read (it is ...)") otherwise.
-bool read_own_text(const std::string& path, std::string& text, std::string& problem);
-// "YYYY-MM-DD", local time: a record's date.
-std::string today();
 
 // Every record. A file that cannot be read as records (damaged, not the
 // user's): none, and `problem` says why in one line; no file: none, "".
