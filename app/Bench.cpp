@@ -85,7 +85,9 @@ struct Variant {
   std::string flat_dates;
   // LayoutLeft on the host: how many streams flat walks at once (policy::flat_left_streams).
   std::string flat_streams;
-  std::function<int()> left_streams;   // that count as it is now (1 elsewhere)
+  // flat's streams (LayoutLeft) or dates at once (the first group's, LayoutRight)
+  // on the host as they are now (1 elsewhere).
+  std::function<int()> walked;
   std::function<void()> clear_output;  // cv all zero
 };
 
@@ -107,11 +109,13 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     Kokkos::deep_copy(space, ops->cv, Scalar(0));
     space.fence();
   };
-  v.left_streams = [ops, T] {
-    if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft> && policy::on_host<Space>)
+  v.walked = [ops, T, N, K] {
+    if constexpr (!policy::on_host<Space>)
+      return 1;
+    else if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>)
       return policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)).streams;
     else
-      return 1;
+      return policy::FlatWalk(T, N * K, sizeof(Scalar), ops->d.data(), ops->cv.data()).together.dates;
   };
   v.streaming = [layout = v.layout, T, N, K](Strategy s) {
     return writes_streaming<Space>(s, layout, T, N, K, sizeof(Scalar));
@@ -425,7 +429,7 @@ void result_figures(const Timings& t, const Config& config, const std::vector<Va
 
 Arrays arrays(const Config& config, LayoutKind layout, Precision precision) {
   const detail::Variant v = detail::make_variant(Kokkos::DefaultExecutionSpace(), config, layout, precision);
-  return {v.time_once, v.mismatches, v.clear_output, v.left_streams};
+  return {v.time_once, v.mismatches, v.clear_output, v.walked};
 }
 
 Report run(const Config& config_in, std::ostream& progress) {

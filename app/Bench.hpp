@@ -135,13 +135,14 @@ Report run(const Config& config, std::ostream& progress);
 // One layout and precision's arrays at config's shape (on huge pages, filled
 // and first touched as the benchmark's are): `pass(s)` times one fenced pass
 // of strategy s over them, `mismatches()` counts cv's elements other than
-// multBy * discount after it, `clear()` zeroes cv, `left_streams()` says how
-// many streams flat/left walks on them now (cvest tune's walks, app/TuneWalks.hpp).
+// multBy * discount after it, `clear()` zeroes cv, `walked()` says how many
+// streams (LayoutLeft) or dates at once (LayoutRight) flat walks on them now
+// (cvest tune's walks, app/TuneWalks.hpp).
 struct Arrays {
   std::function<double(Strategy)> pass;
   std::function<Index()> mismatches;
   std::function<void()> clear;
-  std::function<int()> left_streams;
+  std::function<int()> walked;
 };
 Arrays arrays(const Config& config, LayoutKind layout, Precision precision);
 

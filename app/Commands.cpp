@@ -129,13 +129,17 @@ std::string info_command() {
                         r.text(), r.reads_measured() ? (r.read_direct() ? "direct" : "through the page cache") : "-",
                         r.read_text());
   const auto walks = io::read_walk_records(problem);
-  text += fmt::format("flat/left streams measured (cvest tune, {}): {}\n", io::walk_records_path(),
+  text += fmt::format("flat's walks measured (cvest tune, {}): {}\n", io::walk_records_path(),
                       !problem.empty() ? problem : walks.empty() ? "none" : std::to_string(walks.size()));
-  for (const auto& r : walks) text += fmt::format("  {}: {}\n", r.key, r.text());
-  const std::string source = policy::flat_streams_source();
-  if (policy::on_host<Kokkos::DefaultExecutionSpace>)
-    text += fmt::format("flat/left streams at once, at most: {} ({})\n", policy::flat_streams_most(),
-                        source.empty() ? "the stated default; cvest tune measures it here" : source);
+  for (const auto& r : walks) text += fmt::format("  {}, {}: {}\n", r.key, io::to_string(r.walk), r.text());
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
+    const auto in_force = [&](const char* what, int most, const std::string& source) {
+      text += fmt::format("{}, at most: {} ({})\n", what, most,
+                          source.empty() ? "the stated default; cvest tune measures it here" : source);
+    };
+    in_force("flat/left streams at once", policy::flat_streams_most(), policy::flat_streams_source());
+    in_force("flat/right dates at once", policy::flat_dates_most(), policy::flat_dates_source());
+  }
   return text;
 }
 
@@ -162,23 +166,32 @@ double walk_bytes(const TuneArgs& args, std::ostream& progress) {
   return asked;
 }
 
-// flat/left's streams measured in memory and recorded; what the next runs take.
+// flat/left's streams and flat/right's dates at once measured in memory and
+// recorded; what the next runs take.
 void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream& out_text) {
   if (!policy::on_host<Kokkos::DefaultExecutionSpace>) {
     fmt::print(out_text, "flat's walks: not measured (the kernels run on {}, not the host)\n",
                build_facts().backend);
     return;
   }
-  fmt::print(progress, "cvest tune: flat/left with at most 1, 2 and 4 streams at once, {:.2f} GB of discount at each "
-                       "of two shapes, {} threads, interleaved\n", bytes / 1e9, policy::host_threads());
-  const io::WalkRecord record = measure_walks(bytes, repeats + 3, 2.0, progress);
-  io::save_walk_record(record);
-  policy::set_flat_streams_measured(record.best(), "measured here by cvest tune on " + record.date);
-  const std::string source = policy::flat_streams_source();
-  fmt::print(out_text, "flat/left now walks at most {} stream{} at once on this machine with {} threads{}\n{}\n"
-                       "recorded in {}\n", record.best(), record.best() == 1 ? "" : "s", policy::host_threads(),
-             source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),
-             record.text(), io::walk_records_path());
+  for (const io::Walk walk : {io::Walk::left_streams, io::Walk::right_dates}) {
+    const bool right = walk == io::Walk::right_dates;
+    const char* what = right ? "dates" : "streams";
+    fmt::print(progress, "cvest tune: {} with at most 1, 2 and 4 {} at once, {:.2f} GB of discount at each of two "
+                         "shapes, {} threads, interleaved\n", right ? "flat/right" : "flat/left", what, bytes / 1e9,
+               policy::host_threads());
+    const io::WalkRecord record = measure_walks(walk, bytes, repeats + 3, 2.0, progress);
+    io::save_walk_record(record);
+    apply_walk_record(record);
+    const std::string source = right ? policy::flat_dates_source() : policy::flat_streams_source();
+    const int best = record.best();
+    fmt::print(out_text, "{} now {} at most {} {} at once on this machine with {} threads{}\n{}\n",
+               right ? "flat/right" : "flat/left", right ? "takes" : "walks", best,
+               best == 1 ? (right ? "date" : "stream") : what, policy::host_threads(),
+               source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),
+               record.text());
+  }
+  fmt::print(out_text, "recorded in {}\n", io::walk_records_path());
 }
 
 }  // namespace

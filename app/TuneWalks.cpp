@@ -16,59 +16,81 @@
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace cvest::app {
 
 namespace {
 
-// Restores the rule (record, variable or default) however the trials end.
+// Restores the rules (record, variable or default) however the trials end.
 struct TrialGuard {
-  ~TrialGuard() { policy::set_flat_streams_trial(0); }
+  ~TrialGuard() {
+    policy::set_flat_streams_trial(0);
+    policy::set_flat_dates_trial(0);
+  }
 };
 
-double timed(bench::Arrays& a, int streams) {
-  policy::set_flat_streams_trial(streams);
+double timed(bench::Arrays& a, io::Walk walk, int count) {
+  if (walk == io::Walk::right_dates)
+    policy::set_flat_dates_trial(count);
+  else
+    policy::set_flat_streams_trial(count);
   return a.pass(Strategy::flat);
+}
+
+// "1 stream", "4 streams"; "1 date", "4 dates"
+std::string counted(io::Walk walk, int count) {
+  return fmt::format("{} {}{}", count, walk == io::Walk::right_dates ? "date" : "stream", count == 1 ? "" : "s");
+}
+
+// Each count's output checked on its own (cv cleared first), and what it
+// walks here: where its spacing does not fit, a count walks fewer.
+std::vector<int> checked_counts(bench::Arrays& a, io::Walk walk, const std::vector<int>& counts,
+                                const std::string& shape) {
+  std::vector<int> walked;
+  for (const int count : counts) {
+    a.clear();
+    timed(a, walk, count);
+    walked.push_back(a.walked());
+    if (const Index bad = a.mismatches(); bad != 0)
+      throw std::runtime_error(fmt::format("cvest tune: {} with at most {} wrote {} wrong elements at {}",
+                                           walk == io::Walk::right_dates ? "flat/right" : "flat/left",
+                                           counted(walk, count), bad, shape));
+  }
+  return walked;
 }
 
 }  // namespace
 
-io::WalkRecord measure_walks(double bytes, int repeats, double warm_seconds, std::ostream& progress) {
+io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double warm_seconds, std::ostream& progress) {
   if (repeats < 1 || bytes < 1) throw std::invalid_argument("cvest tune: walks need repeats >= 1 and bytes > 0");
   io::WalkRecord record;
   record.key = io::walk_record_key(policy::host_threads());
+  record.walk = walk;
   record.date = io::today();
   record.streams = {1, 2, 4};
   const TrialGuard guard;
+  const LayoutKind layout = walk == io::Walk::right_dates ? LayoutKind::right : LayoutKind::left;
   for (const Index T : {Index(100), Index(8)}) {
     bench::Config config;
     config.dates = T, config.cols = 5;
     config.ids = std::max<Index>(1, Index(bytes / double(T * config.cols * 8)));
     const std::string shape = fmt::format("{} x {} x {} double", T, config.ids, config.cols);
-    bench::Arrays a = bench::arrays(config, LayoutKind::left, Precision::f64);
-    // Each count's output checked on its own (cv cleared first), and what it
-    // walks here: where its spacing does not fit, a count walks fewer.
-    std::vector<int> walked;
-    for (const int streams : record.streams) {
-      a.clear();
-      timed(a, streams);
-      walked.push_back(a.left_streams());
-      if (const Index bad = a.mismatches(); bad != 0)
-        throw std::runtime_error(
-            fmt::format("cvest tune: flat/left with {} streams wrote {} wrong elements at {}", streams, bad, shape));
-    }
+    bench::Arrays a = bench::arrays(config, layout, Precision::f64);
+    const std::vector<int> walked = checked_counts(a, walk, record.streams, shape);
     Kokkos::Timer warm;
-    for (std::size_t i = 0; warm.seconds() < warm_seconds; ++i) timed(a, record.streams[i % record.streams.size()]);
+    for (std::size_t i = 0; warm.seconds() < warm_seconds; ++i) timed(a, walk, record.streams[i % record.streams.size()]);
     std::vector<std::vector<double>> seconds(record.streams.size());
     for (int r = 0; r < repeats; ++r)
       for (std::size_t k = 0; k < record.streams.size(); ++k) {
         const std::size_t i = (k + std::size_t(r)) % record.streams.size();
-        seconds[i].push_back(timed(a, record.streams[i]));
+        seconds[i].push_back(timed(a, walk, record.streams[i]));
       }
-    std::string line = fmt::format("cvest tune: flat/left at {}, medians of {} (min-max):", shape, repeats);
+    std::string line = fmt::format("cvest tune: {} at {}, medians of {} (min-max):",
+                                   walk == io::Walk::right_dates ? "flat/right" : "flat/left", shape, repeats);
     for (std::size_t i = 0; i < seconds.size(); ++i)
-      line += fmt::format("{} {} stream{}{} {:.3g} ms ({:.3g}-{:.3g})", i ? "," : "", record.streams[i],
-                          record.streams[i] == 1 ? "" : "s",
+      line += fmt::format("{} {}{} {:.3g} ms ({:.3g}-{:.3g})", i ? "," : "", counted(walk, record.streams[i]),
                           walked[i] == record.streams[i] ? "" : fmt::format(" (walks {} here)", walked[i]),
                           median(seconds[i]) * 1e3, *std::min_element(seconds[i].begin(), seconds[i].end()) * 1e3,
                           *std::max_element(seconds[i].begin(), seconds[i].end()) * 1e3);
@@ -79,17 +101,26 @@ io::WalkRecord measure_walks(double bytes, int repeats, double warm_seconds, std
   return record;
 }
 
-void apply_walk_record(bool say) {
-  if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return;  // the streams are the host walk's
+void apply_walk_record(const io::WalkRecord& record) {
+  const std::string source = "measured here by cvest tune on " + record.date;
+  if (record.walk == io::Walk::right_dates)
+    policy::set_flat_dates_measured(record.best(), source);
+  else
+    policy::set_flat_streams_measured(record.best(), source);
+}
+
+void apply_walk_records(bool say) {
+  if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return;  // the counts are the host walk's
   std::string problem;
   try {
-    const auto record = io::walk_record_for(policy::host_threads(), problem);
-    if (record) policy::set_flat_streams_measured(record->best(), "measured here by cvest tune on " + record->date);
+    for (const io::Walk walk : {io::Walk::left_streams, io::Walk::right_dates})
+      if (const auto record = io::walk_record_for(walk, policy::host_threads(), problem); record)
+        apply_walk_record(*record);
   } catch (const std::exception& e) {  // e.g. no cache folder can be named: the default, not a failed command
     problem = e.what();
   }
   if (!problem.empty() && say)
-    fmt::print(stderr, "cvest: warning: {}; flat/left's streams take their stated default\n", problem);
+    fmt::print(stderr, "cvest: warning: {}; flat's streams and dates at once take their stated defaults\n", problem);
 }
 
 }  // namespace cvest::app

@@ -117,7 +117,7 @@ int main(int argc, char* argv[]) {
   int kokkos_argc = int(kokkos_args.size());
   Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
   try {
-    cvest::app::apply_walk_record(ranks->root());
+    cvest::app::apply_walk_records(ranks->root());
     command_line.call(*ranks);
   } catch (const cvest::VerifyError& e) {
     return report(*ranks, "mismatch: ", e, 4);

@@ -58,56 +58,71 @@ const FlatRun& flat_run() {
   return run;
 }
 
-int flat_dates_most() {
-  const int forced = flat_run().dates_forced;
-  return forced ? forced : 2;
-}
-
 namespace {
 
-struct StreamsChoice {
-  std::mutex lock;
+// What sets flat's width (flat/left's streams, flat/right's dates at once)
+// besides CVEST_FLAT_DATES: cvest tune's trial, else its record.
+struct WidthChoice {
   int measured = 0, trial = 0;
   std::string source;  // the measured count's
 };
-StreamsChoice& streams_choice() {
-  static StreamsChoice choice;
-  return choice;
+struct Choices {
+  std::mutex lock;
+  WidthChoice left, right;
+};
+Choices& choices() {
+  static Choices c;
+  return c;
+}
+
+void check_width(int most) {
+  if (most != 0 && most != 1 && most != 2 && most != 4)
+    throw std::invalid_argument("flat's streams or dates at once: 1, 2 or 4, not " + std::to_string(most));
+}
+
+int width_most(WidthChoice Choices::*which, int stated) {
+  Choices& c = choices();
+  std::lock_guard<std::mutex> hold(c.lock);
+  const WidthChoice& w = c.*which;
+  if (w.trial) return w.trial;
+  const int forced = flat_run().dates_forced;
+  return forced ? forced : w.measured ? w.measured : stated;
+}
+
+std::string width_source(WidthChoice Choices::*which) {
+  Choices& c = choices();
+  std::lock_guard<std::mutex> hold(c.lock);
+  const WidthChoice& w = c.*which;
+  if (w.trial) return fmt::format("cvest tune's trial of {}", w.trial);
+  if (flat_run().dates_forced) return "CVEST_FLAT_DATES=" + std::to_string(flat_run().dates_forced);
+  return w.measured ? w.source : std::string();
+}
+
+void set_measured(WidthChoice Choices::*which, int most, const std::string& source) {
+  check_width(most);
+  Choices& c = choices();
+  std::lock_guard<std::mutex> hold(c.lock);
+  (c.*which).measured = most, (c.*which).source = most ? source : std::string();
+}
+
+void set_trial(WidthChoice Choices::*which, int most) {
+  check_width(most);
+  Choices& c = choices();
+  std::lock_guard<std::mutex> hold(c.lock);
+  (c.*which).trial = most;
 }
 
 }  // namespace
 
-int flat_streams_most() {
-  StreamsChoice& c = streams_choice();
-  std::lock_guard<std::mutex> hold(c.lock);
-  if (c.trial) return c.trial;
-  const int forced = flat_run().dates_forced;
-  return forced ? forced : c.measured ? c.measured : 4;
-}
+int flat_dates_most() { return width_most(&Choices::right, 2); }
+std::string flat_dates_source() { return width_source(&Choices::right); }
+void set_flat_dates_measured(int most, const std::string& source) { set_measured(&Choices::right, most, source); }
+void set_flat_dates_trial(int most) { set_trial(&Choices::right, most); }
 
-std::string flat_streams_source() {
-  StreamsChoice& c = streams_choice();
-  std::lock_guard<std::mutex> hold(c.lock);
-  if (c.trial) return fmt::format("cvest tune's trial of {}", c.trial);
-  if (flat_run().dates_forced) return "CVEST_FLAT_DATES=" + std::to_string(flat_run().dates_forced);
-  return c.measured ? c.source : std::string();
-}
-
-void set_flat_streams_measured(int most, const std::string& source) {
-  if (most != 0 && most != 1 && most != 2 && most != 4)
-    throw std::invalid_argument("flat's streams: 1, 2 or 4, not " + std::to_string(most));
-  StreamsChoice& c = streams_choice();
-  std::lock_guard<std::mutex> hold(c.lock);
-  c.measured = most, c.source = most ? source : std::string();
-}
-
-void set_flat_streams_trial(int most) {
-  if (most != 0 && most != 1 && most != 2 && most != 4)
-    throw std::invalid_argument("flat's streams: 1, 2 or 4, not " + std::to_string(most));
-  StreamsChoice& c = streams_choice();
-  std::lock_guard<std::mutex> hold(c.lock);
-  c.trial = most;
-}
+int flat_streams_most() { return width_most(&Choices::left, 4); }
+std::string flat_streams_source() { return width_source(&Choices::left); }
+void set_flat_streams_measured(int most, const std::string& source) { set_measured(&Choices::left, most, source); }
+void set_flat_streams_trial(int most) { set_trial(&Choices::left, most); }
 
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates) {
   const FlatRun& r = flat_run();
@@ -147,10 +162,11 @@ bool rows_apart(std::uintptr_t d, std::uintptr_t cv, std::size_t row_bytes, int 
   return true;
 }
 
-// " (CVEST_FLAT_DATES=2)" where it sets the most dates and streams, else nothing.
+// " (CVEST_FLAT_DATES=2)", " (measured here by cvest tune on DATE)": what
+// sets flat/right's most dates at once, where not the stated default.
 std::string cap_note() {
-  const int forced = flat_run().dates_forced;
-  return forced ? " (CVEST_FLAT_DATES=" + std::to_string(forced) + ")" : std::string();
+  const std::string source = flat_dates_source();
+  return source.empty() ? std::string() : " (" + source + ")";
 }
 
 }  // namespace
@@ -202,7 +218,7 @@ std::string flat_streams_text(const FlatStreams& streams) {
 
 std::string flat_dates_text(const FlatDates& dates) {
   if (dates.dates == 1)
-    return flat_dates_most() == 1 ? "one at a time (CVEST_FLAT_DATES=1)"
+    return flat_dates_most() == 1 ? "one at a time" + cap_note()
                             : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an "
                               "alignment, leaving no dates over where a few tiles do not split into whole tiles a thread)";
   return fmt::format("{} at once, {} apart{}", dates.dates, dates.step, cap_note());

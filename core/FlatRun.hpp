@@ -45,7 +45,7 @@ inline Index flat_run_elements(std::size_t element_size) {
 // `slice_bytes` cut into tiles of ids, and each tile walked date by date, a
 // date's part of the tile in storage order (long streams, as a copy's), so
 // the tile's multBy, read from memory once, is read again from L2 for every
-// other group of dates (up to two dates at once: flat_dates_most). A tile and
+// other group of dates (the most dates at once: flat_dates_most). A tile and
 // the discount rows of the dates walked at once beside it fill a thread's
 // share of the L2 at most (a third of it for two dates; a cache no other
 // core takes lines from), in whole runs, one at least, at most the slice:
@@ -60,16 +60,22 @@ inline Index flat_run_elements(std::size_t element_size) {
 // the most dates the walk takes at once. Returns the tile's bytes.
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates);
 
-// The most dates flat takes at once on LayoutRight: 2. Two dates per multBy
-// load against four, taking turns on a 2-CPU Intel Xeon VM (L2 2 MiB) at
-// the eight shapes of 400,000-10,000,000 ids, two rounds: the kernel faster
-// in all 16 pairs (34.0-36.5 GB/s against 31.0-33.5), 0.94-0.98 of the
-// copy roof against 0.86-0.99; on an AMD EPYC VM (L2 1 MiB) the two were
-// within each other's spread (docs/benchmarks.md). Each date at once adds a
-// read and a streaming-store stream a core keeps going.
-// CVEST_FLAT_DATES=1|2|4 sets it, for measuring one against another
-// (anything else is an error).
+// The most dates flat takes at once on LayoutRight: 1, 2 or 4. A tune trial
+// (set_flat_dates_trial) where one runs; else CVEST_FLAT_DATES where set
+// (for measuring one count against another; anything else is an error);
+// else what `cvest tune` measured on this CPU model with this many threads
+// (set_flat_dates_measured: the app reads the record, app/TuneWalks.hpp);
+// else the stated default, 2. The best count is the host's: on a 2-CPU Intel
+// Xeon VM (L2 2 MiB) two dates ran the kernel faster than four in all 16
+// pairs at the eight shapes of 400,000-10,000,000 ids (34.0-36.5 GB/s
+// against 31.0-33.5), while on a 2-CPU AMD EPYC VM (Zen 5, L2 1 MiB) four
+// ran faster than two in 6 of 8 pairs (docs/benchmarks.md). Each date at
+// once adds a read and a streaming-store stream a core keeps going.
 int flat_dates_most();
+// Where flat_dates_most() comes from, as flat_streams_source says it.
+std::string flat_dates_source();
+void set_flat_dates_measured(int most, const std::string& source);
+void set_flat_dates_trial(int most);
 // The most streams flat/left walks at once (flat_left_streams): 1, 2 or 4.
 // CVEST_FLAT_DATES where set; else what `cvest tune` measured on this CPU
 // model with this many threads (set_flat_streams_measured: the app reads the

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cvest::io {
@@ -41,13 +42,17 @@ std::vector<Record> read_records(const std::string& path, Parse parse, std::stri
   return records;
 }
 
-// `records` with `record` in place of any of its key.
-template <class Record>
-std::vector<Record> with_record(std::vector<Record> records, const Record& record) {
-  records.erase(std::remove_if(records.begin(), records.end(), [&](const Record& r) { return r.key == record.key; }),
+// `records` with `record` in place of any `same` as it (by default, of its key).
+template <class Record, class Same>
+std::vector<Record> with_record(std::vector<Record> records, const Record& record, Same same) {
+  records.erase(std::remove_if(records.begin(), records.end(), [&](const Record& r) { return same(r, record); }),
                 records.end());
   records.push_back(record);
   return records;
+}
+template <class Record>
+std::vector<Record> with_record(std::vector<Record> records, const Record& record) {
+  return with_record(std::move(records), record, [](const Record& a, const Record& b) { return a.key == b.key; });
 }
 
 // {"records": [...]} put in place whole at `path`, its folder made first.

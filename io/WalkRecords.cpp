@@ -34,7 +34,19 @@ void check(const WalkRecord& r) {
   }
 }
 
+const char* walk_name(Walk walk) { return walk == Walk::right_dates ? "right dates" : "left streams"; }
+
+Walk walk_named(const std::string& name) {
+  if (name == "left streams") return Walk::left_streams;
+  if (name == "right dates") return Walk::right_dates;
+  throw std::invalid_argument("a walk named '" + name.substr(0, 40) + "'");
+}
+
 }  // namespace
+
+std::string to_string(Walk walk) {
+  return walk == Walk::right_dates ? "flat/right dates at once" : "flat/left streams";
+}
 
 int WalkRecord::best() const {
   std::vector<double> lags(streams.size(), 0.0);
@@ -46,7 +58,7 @@ int WalkRecord::best() const {
     }
   if (lags.empty()) return 0;
   // Within 2% of the least lag is alike (a count whose spacing does not fit
-  // walks as the next fewer does): the fewest streams of those.
+  // walks as the next fewer does): the fewest of those.
   const double least = *std::min_element(lags.begin(), lags.end());
   int best = 0;
   for (std::size_t i = 0; i < streams.size(); ++i)
@@ -61,8 +73,9 @@ std::string WalkRecord::text() const {
     for (std::size_t i = 0; i < streams.size(); ++i)
       shapes_text += fmt::format("{} {} {:.3g} ms", i ? "," : "", streams[i], median(seconds[s][i]) * 1e3);
   }
-  return fmt::format("measured by cvest tune on {}: at most {} (medians of {} passes; streams, time: {})", date,
-                     best(), seconds.empty() || seconds[0].empty() ? 0 : seconds[0][0].size(), shapes_text);
+  return fmt::format("measured by cvest tune on {}: at most {} (medians of {} passes; {}, time: {})", date, best(),
+                     seconds.empty() || seconds[0].empty() ? 0 : seconds[0][0].size(),
+                     walk == Walk::right_dates ? "dates at once" : "streams", shapes_text);
 }
 
 std::string walk_record_key(int threads) {
@@ -75,18 +88,19 @@ std::string walk_records_path() { return cache_file_path("flat-walks.json"); }
 
 std::vector<WalkRecord> read_walk_records(std::string& problem) {
   return read_records<WalkRecord>(walk_records_path(), [](const nlohmann::json& r) {
-    WalkRecord rec{r.at("key").get<std::string>(), r.at("date").get<std::string>(),
-                   r.at("shapes").get<std::vector<std::string>>(), r.at("streams").get<std::vector<int>>(),
+    WalkRecord rec{r.at("key").get<std::string>(), walk_named(r.value("walk", std::string("left streams"))),
+                   r.at("date").get<std::string>(), r.at("shapes").get<std::vector<std::string>>(),
+                   r.at("streams").get<std::vector<int>>(),
                    r.at("seconds").get<std::vector<std::vector<std::vector<double>>>>()};
     check(rec);
     return rec;
   }, problem);
 }
 
-std::optional<WalkRecord> walk_record_for(int threads, std::string& problem) {
+std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem) {
   const std::string key = walk_record_key(threads);
   for (auto& r : read_walk_records(problem))
-    if (r.key == key) return r;
+    if (r.key == key && r.walk == walk) return r;
   return std::nullopt;
 }
 
@@ -94,9 +108,10 @@ void save_walk_record(const WalkRecord& record) {
   check(record);
   std::string problem;  // a damaged file is replaced
   nlohmann::json j = nlohmann::json::array();
-  for (const auto& r : with_record(read_walk_records(problem), record))
-    j.push_back({{"key", r.key}, {"date", r.date}, {"shapes", r.shapes}, {"streams", r.streams},
-                 {"seconds", r.seconds}, {"best", r.best()}});
+  const auto same = [](const WalkRecord& a, const WalkRecord& b) { return a.key == b.key && a.walk == b.walk; };
+  for (const auto& r : with_record(read_walk_records(problem), record, same))
+    j.push_back({{"key", r.key}, {"walk", walk_name(r.walk)}, {"date", r.date}, {"shapes", r.shapes},
+                 {"streams", r.streams}, {"seconds", r.seconds}, {"best", r.best()}});
   write_records(walk_records_path(), j, "flat walk record");
 }
 

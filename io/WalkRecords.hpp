@@ -1,25 +1,34 @@
 #pragma once
-// How many streams flat/left walks at once, measured on the machine where it
-// runs (`cvest tune`, app/TuneWalks.hpp) and kept as the write modes are
+// How flat walks in memory, measured on the machine where it runs (`cvest
+// tune`, app/TuneWalks.hpp) and kept as the write modes are
 // (io/WriteModes.hpp): per CPU model and thread count in the user's cache
-// folder. The best count is the host's: one stream at 0.88-1.01 of the copy
-// roof on an AMD EPYC VM where four ran at 0.62-0.86 (T = 80-200), while
-// four beat one on an Intel Xeon VM (core/FlatRun.hpp).
+// folder, one record for flat/left's streams at once and one for flat/right's
+// dates at once. The best count is the host's: flat/left with one stream ran
+// at 0.88-1.01 of the copy roof on an AMD EPYC VM where four ran at 0.62-0.86
+// (T = 80-200), while four beat one on an Intel Xeon VM; flat/right with two
+// dates beat four on the Intel VM and lost to four on the AMD one
+// (core/FlatRun.hpp).
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace cvest::io {
 
+// The walk a record measures: flat/left's streams, flat/right's dates at once.
+enum class Walk { left_streams, right_dates };
+// "flat/left streams", "flat/right dates at once"
+std::string to_string(Walk walk);
+
 struct WalkRecord {
   std::string key;   // walk_record_key: what the measurement holds for
+  Walk walk = Walk::left_streams;
   std::string date;  // YYYY-MM-DD
   std::vector<std::string> shapes;  // "100 x 200000 x 5 double", each measured in turn
-  std::vector<int> streams;         // the counts tried (1, 2, 4)
+  std::vector<int> streams;         // the counts tried (1, 2, 4): streams or dates at once
   // seconds[s][i]: shape s's passes with streams[i] at most, one a repeat
   std::vector<std::vector<std::vector<double>>> seconds;
   // The count whose slowest shape, against that shape's fastest count
-  // (medians), lags least; the fewest streams of those within 2% of it.
+  // (medians), lags least; the fewest of those within 2% of it.
   int best() const;
   // "measured by cvest tune on DATE: at most 1 (medians of 9 passes;
   // streams, time: 100 x 200000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; ...)"
@@ -30,12 +39,13 @@ struct WalkRecord {
 std::string walk_record_key(int threads);
 // flat-walks.json in the user's cache folder (io::cache_file_path).
 std::string walk_records_path();
-// Every record. A file that cannot be read as records (damaged, not the
+// Every record (one without its walk, as the first version wrote them, is
+// flat/left's). A file that cannot be read as records (damaged, not the
 // user's): none, and `problem` says why in one line; no file: none, "".
 std::vector<WalkRecord> read_walk_records(std::string& problem);
-// The record for this machine with `threads` threads, if any.
-std::optional<WalkRecord> walk_record_for(int threads, std::string& problem);
-// Adds `record` (replacing one of its key), the file put in place whole.
+// The record of `walk` for this machine with `threads` threads, if any.
+std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem);
+// Adds `record` (replacing one of its key and walk), the file put in place whole.
 void save_walk_record(const WalkRecord& record);
 
 }  // namespace cvest::io

@@ -79,7 +79,7 @@ void initialize(std::optional<int> threads, const std::vector<std::string>& kokk
   int argc = int(argv.size());
   Kokkos::initialize(argc, argv.data());
   kokkos_started = true;
-  app::apply_walk_record(true);  // flat's streams as the command line takes them
+  app::apply_walk_records(true);  // flat's streams and dates at once as the command line takes them
 }
 
 void ensure_initialized() {

@@ -64,9 +64,9 @@ int main(int argc, char* argv[]) {
   // 77, ctest's SKIP_RETURN_CODE here, only where nothing failed: a leak
   // report or a crash at exit still sets its own status over it.
   if (failed == 0 && skipped_any) failed = 77;
-  if (!listing) {  // the cases' files: none outlives the process
-    std::error_code ec;
-    std::filesystem::remove_all(cvest::test::process_scratch(), ec);
-  }
+  // The cases' files: none outlives the process (listing too: the folder was
+  // made for CVEST_CACHE_DIR above, and each build's listing left one).
+  std::error_code ec;
+  std::filesystem::remove_all(cvest::test::process_scratch(), ec);
   return failed;
 }

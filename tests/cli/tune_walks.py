@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""flat/left's streams measured on this machine (`cvest tune --walks-only`):
-recorded per CPU and thread count, listed by `cvest info`, taken by the next
-commands (the bench's header says so, and its flat/left rows stay right), a
-damaged record refused with one warning line (the stated default taken).
+"""flat/left's streams and flat/right's dates at once measured on this
+machine (`cvest tune --walks-only`): recorded per CPU and thread count, listed
+by `cvest info`, taken by the next commands (the bench's header says so, and
+its flat rows stay right), a damaged record refused with one warning line (the
+stated defaults taken).
 
     tune_walks.py CVEST_BINARY
 """
@@ -17,7 +18,7 @@ cvest = sys.argv[1]
 
 info = subprocess.run([cvest, "info"], capture_output=True, text=True).stdout
 if "(default OpenMP)" not in info and "(default Serial)" not in info:
-    print("not run: the kernels run on a device here; flat/left's host streams do not apply")
+    print("not run: the kernels run on a device here; flat's host walks do not apply")
     sys.exit(77)
 
 with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work:
@@ -27,15 +28,20 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
     def run(*args):
         return subprocess.run([cvest, *args], env=env, capture_output=True, text=True, timeout=300)
 
-    def bench():  # flat/left in memory: its header line on the streams, and whether its rows were checked
-        b = run("bench", "--dates", "16", "--ids", "3000", "--cols", "5", "--strategies", "flat", "--layouts",
-                "left", "--repeats", "1", "--warm", "0")
-        line = next((l for l in b.stdout.splitlines() if l.startswith("flat/left streams on these arrays")), "")
+    def bench(layout="left"):  # flat in memory: its header line on the walk, and whether its rows were checked
+        # 3200 ids: rows 128,000 bytes, 1 KiB past a page, so flat/right's dates can go 2 at once
+        b = run("bench", "--dates", "16", "--ids", "3000" if layout == "left" else "3200", "--cols", "5",
+                "--strategies", "flat", "--layouts", layout, "--repeats", "1", "--warm", "0")
+        head = "flat/left streams on these arrays" if layout == "left" else "flat/right dates at once on these arrays"
+        line = next((l for l in b.stdout.splitlines() if l.startswith(head)), "")
         return b, line
 
     b, line = bench()
     check(b.returncode == 0 and "measured" not in line and "streams" in line,
           f"nothing measured: the stated default ({line})")
+    b, line = bench("right")
+    check(b.returncode == 0 and line.endswith("double: 2 at once, 2 apart"),
+          f"nothing measured: flat/right's stated default ({line})")
 
     t = run("tune", "--walks-only", "--walk-size", "0")
     errors = [l for l in t.stderr.splitlines() if "error" in l]
@@ -44,25 +50,38 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
           f"--walk-size 0: exit 2, one line, nothing recorded ({t.returncode}, {errors})")
     t = run("tune", "--walks-only", "--walk-size", "4MiB", "--repeats", "2")
     path = os.path.join(work, "flat-walks.json")
-    check(t.returncode == 0 and "flat/left now walks at most" in t.stdout and os.path.exists(path),
+    check(t.returncode == 0 and "flat/left now walks at most" in t.stdout
+          and "flat/right now takes at most" in t.stdout and os.path.exists(path),
           f"cvest tune --walks-only: measured and recorded ({t.returncode}: {t.stderr.strip()[-300:]})")
     progress = [l for l in t.stderr.splitlines() if "flat/left at " in l]
     check(len(progress) == 2 and all("1 stream" in l and "2 streams" in l and "4 streams" in l for l in progress),
-          f"both shapes, every count ({progress})")
+          f"flat/left: both shapes, every count ({progress})")
+    progress = [l for l in t.stderr.splitlines() if "flat/right at " in l]
+    check(len(progress) == 2 and all("1 date" in l and "2 dates" in l and "4 dates" in l for l in progress),
+          f"flat/right: both shapes, every count ({progress})")
     with open(path) as f:
         rec = json.load(f)["records"]
-    check(len(rec) == 1 and rec[0]["best"] in (1, 2, 4) and len(rec[0]["seconds"]) == 2
-          and all(len(p) == 5 for shape in rec[0]["seconds"] for p in shape),
-          f"one record: two shapes, three counts, five passes each ({rec})")
-    best = rec[0]["best"] if rec else 0
+    check(len(rec) == 2 and sorted(r["walk"] for r in rec) == ["left streams", "right dates"]
+          and all(r["best"] in (1, 2, 4) and len(r["seconds"]) == 2
+                  and all(len(p) == 5 for shape in r["seconds"] for p in shape) for r in rec),
+          f"two records, each two shapes, three counts, five passes each ({rec})")
+    best = {r["walk"]: r["best"] for r in rec}
 
     i = run("info")
-    check("flat/left streams measured (cvest tune, " in i.stdout and f"flat/left streams at once, at most: {best} "
-          "(measured here by cvest tune on" in i.stdout, "cvest info lists the record and what it sets")
+    check("flat's walks measured (cvest tune, " in i.stdout
+          and f"flat/left streams at once, at most: {best.get('left streams')} (measured here by cvest tune on"
+          in i.stdout
+          and f"flat/right dates at once, at most: {best.get('right dates')} (measured here by cvest tune on"
+          in i.stdout, f"cvest info lists the records and what they set ({i.stdout[-600:]})")
 
     b, line = bench()
     check(b.returncode == 0 and "measured here by cvest tune on" in line
-          and (best == 1) == ("one stream" in line), f"the bench takes the record and says so ({line})")
+          and (best.get("left streams") == 1) == ("one stream" in line),
+          f"the bench takes the record and says so ({line})")
+    b, line = bench("right")
+    check(b.returncode == 0 and "measured here by cvest tune on" in line
+          and (best.get("right dates") == 1) == ("one at a time" in line),
+          f"the bench takes flat/right's record and says so ({line})")
 
     with open(path, "w") as f:
         f.write('{"records": [{"key": 1}]}')

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -26,7 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       at = end + 1;
     }
   }
-  static const std::string path = "/tmp/cvest-fuzz-deck-" + std::to_string(::getpid()) + ".toml";
+  // In the run's own folder (run.sh sets TMPDIR to it and removes it after).
+  static const std::string path =
+      (std::filesystem::temp_directory_path() / ("deck-" + std::to_string(::getpid()) + ".toml")).string();
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
   try {
     (void)cvest::app::load_deck(path, overrides);

@@ -59,8 +59,13 @@ else
 fi
 cd "$work"
 rm -f crash-* leak-* timeout-* oom-*
+# The harness's files go in a folder of this run's own, removed after (not
+# /tmp: names there could be planted, and were left behind).
+scratch=$work/scratch-$target
+rm -rf "$scratch" && mkdir -m 700 "$scratch"
+trap 'rm -rf "$scratch"' EXIT
 log=fuzz-$target.log
-if ! OMP_NUM_THREADS=2 LSAN_OPTIONS=suppressions=$src/tests/fuzz/hdf5-leaks.supp:print_suppressions=0 \
+if ! TMPDIR=$scratch OMP_NUM_THREADS=2 LSAN_OPTIONS=suppressions=$src/tests/fuzz/hdf5-leaks.supp:print_suppressions=0 \
      ASAN_OPTIONS=allocator_may_return_null=1:max_allocation_size_mb=2048:suppressions=$src/tests/fuzz/hdf5-asan.supp "$binary" -seed="${CVEST_FUZZ_SEED:-1}" -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 -malloc_limit_mb=65536 -print_final_stats=1 "$corpus" > "$log" 2>&1; then
   grep -E "ERROR|runtime error|Test unit written|uncaught|SUMMARY|#0|#1 |#2 |#3 " "$log" | head -30
   for f in crash-* leak-* timeout-* oom-*; do [ -f "$f" ] && { echo "input $work/$f:"; od -c "$f" | head -20; }; done

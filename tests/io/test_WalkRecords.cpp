@@ -1,7 +1,7 @@
-// flat/left's streams measured per machine (io/WalkRecords.hpp): records
-// written and read back, another machine's or thread count's not taken, the
-// best count the one whose slowest shape lags least, a damaged file or a
-// link refused in one line.
+// flat/left's streams and flat/right's dates at once measured per machine
+// (io/WalkRecords.hpp): records written and read back, another machine's,
+// thread count's or walk's not taken, the best count the one whose slowest
+// shape lags least, a damaged file or a link refused in one line.
 #include "io/WalkRecords.hpp"
 #include "io/WriteModes.hpp"
 #include "tests/CacheDirHere.hpp"
@@ -17,8 +17,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // Two shapes, counts 1, 2, 4: each count's passes at each shape.
-WalkRecord record(const std::string& key, std::vector<std::vector<double>> at_100, std::vector<std::vector<double>> at_8) {
-  return {key, "2026-12-05", {"100 x 2000 x 5 double", "8 x 25000 x 5 double"}, {1, 2, 4}, {at_100, at_8}};
+WalkRecord record(const std::string& key, std::vector<std::vector<double>> at_100, std::vector<std::vector<double>> at_8,
+                  Walk walk = Walk::left_streams) {
+  return {key, walk, "2026-12-05", {"100 x 2000 x 5 double", "8 x 25000 x 5 double"}, {1, 2, 4}, {at_100, at_8}};
 }
 }  // namespace
 
@@ -37,9 +38,14 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(text == "measured by cvest tune on 2026-12-05: at most 1 (medians of 1 passes; streams, time: "
                 "100 x 2000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; 8 x 25000 x 5 double: 1 22 ms, 2 24.9 ms, "
                 "4 24 ms)");
+  CHECK_THAT(record("k", {{0.0213}, {0.024}, {0.0319}}, {{0.022}, {0.0249}, {0.024}}, Walk::right_dates).text(),
+             Catch::EndsWith("at most 1 (medians of 1 passes; dates at once, time: 100 x 2000 x 5 double: 1 21.3 ms, "
+                             "2 24 ms, 4 31.9 ms; 8 x 25000 x 5 double: 1 22 ms, 2 24.9 ms, 4 24 ms)"));
+  CHECK(to_string(Walk::left_streams) == "flat/left streams");
+  CHECK(to_string(Walk::right_dates) == "flat/right dates at once");
 }
 
-TEST_CASE("walk records are kept per CPU and thread count, a damaged file or a link refused", "[io][tune]") {
+TEST_CASE("walk records are kept per CPU, thread count and walk, a damaged file or a link refused", "[io][tune]") {
   const cvest::test::CacheDirHere cache("walk-records");
   CHECK(walk_records_path() == (cache.dir / "flat-walks.json").string());
   std::string problem;
@@ -49,21 +55,38 @@ TEST_CASE("walk records are kept per CPU and thread count, a damaged file or a l
   CHECK_THAT(key, Catch::StartsWith("cpu ") && Catch::EndsWith("; 2 threads"));
   CHECK_THAT(walk_record_key(1), Catch::EndsWith("; 1 thread"));
 
+  constexpr Walk left = Walk::left_streams, right = Walk::right_dates;
   save_walk_record(record("cpu elsewhere; 2 threads", {{1}, {2}, {3}}, {{1}, {2}, {3}}));
-  CHECK_FALSE(walk_record_for(2, problem));  // another CPU's
+  CHECK_FALSE(walk_record_for(left, 2, problem));  // another CPU's
   save_walk_record(record(key, {{3}, {2}, {1}}, {{3}, {2}, {1}}));
-  CHECK_FALSE(walk_record_for(3, problem));  // another thread count's
-  auto found = walk_record_for(2, problem);
+  CHECK_FALSE(walk_record_for(left, 3, problem));  // another thread count's
+  CHECK_FALSE(walk_record_for(right, 2, problem));  // another walk's
+  auto found = walk_record_for(left, 2, problem);
   REQUIRE(found);
   CHECK(problem.empty());
   CHECK(found->best() == 4);
   CHECK(found->seconds[1][2] == std::vector<double>{1});
-  // Measured again: replaced, not added.
+  // The other walk of the same machine: kept beside it.
+  save_walk_record(record(key, {{1}, {1.5}, {3}}, {{1}, {1.5}, {3}}, right));
+  CHECK(read_walk_records(problem).size() == 3);
+  REQUIRE(walk_record_for(right, 2, problem));
+  CHECK(walk_record_for(right, 2, problem)->best() == 1);
+  CHECK(walk_record_for(right, 2, problem)->walk == right);
+  // Measured again: replaced, not added, the other walk's kept.
   save_walk_record(record(key, {{1}, {2}, {3}}, {{1}, {2}, {3}}));
-  CHECK(read_walk_records(problem).size() == 2);
-  found = walk_record_for(2, problem);
+  CHECK(read_walk_records(problem).size() == 3);
+  found = walk_record_for(left, 2, problem);
   REQUIRE(found);
   CHECK(found->best() == 1);
+  CHECK(walk_record_for(right, 2, problem));
+  // A record of the first version (no walk named) is flat/left's.
+  std::ofstream(walk_records_path()) << R"({"records": [{"key": ")" << key
+                                      << R"(", "date": "d", "shapes": ["a"], "streams": [1, 2], "seconds": [[[2], [1]]]}]})";
+  found = walk_record_for(left, 2, problem);
+  REQUIRE(found);
+  CHECK(problem.empty());
+  CHECK(found->best() == 2);
+  CHECK_FALSE(walk_record_for(right, 2, problem));
 
   const auto damaged = [&](const std::string& json) {
     std::ofstream(walk_records_path()) << json;
@@ -75,7 +98,8 @@ TEST_CASE("walk records are kept per CPU and thread count, a damaged file or a l
   damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a"], "streams": [1, 3], "seconds": [[[1], [1]]]}]})");
   damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a"], "streams": [1, 2], "seconds": [[[1], []]]}]})");
   damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a", "b"], "streams": [1], "seconds": [[[1]]]}]})");
-  CHECK_FALSE(walk_record_for(2, problem));
+  damaged(R"({"records": [{"key": "x", "walk": "up", "date": "d", "shapes": ["a"], "streams": [1], "seconds": [[[1]]]}]})");
+  CHECK_FALSE(walk_record_for(left, 2, problem));
 
   // A link where the file goes (another user's plant) is not followed.
   const fs::path elsewhere = cache.dir / "elsewhere.json";
