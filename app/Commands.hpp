@@ -70,8 +70,8 @@ struct GenerateArgs {
 void generate_command(const GenerateArgs& args, std::ostream& out_text);
 
 // Version, Kokkos, execution spaces, threads, HDF5 and its filters, cvest's
-// decoders, the machine, the write modes and flat/left's streams measured on
-// it, and the streams in force.
+// decoders, the machine, the write modes and flat's walks (flat/left's
+// streams, flat/right's dates at once) measured on it, and the counts in force.
 std::string info_command();
 
 struct TuneArgs {
@@ -83,8 +83,9 @@ struct TuneArgs {
 };
 // Measures writing past the page cache and through it in `folder`
 // (io/WriteModes.hpp), records the result for [output] direct = "auto",
-// then flat/left's streams in memory (app/TuneWalks.hpp; `walks_only`: only
-// these), and says it on `out_text` (progress on `progress`).
+// then flat/left's streams and flat/right's dates at once in memory
+// (app/TuneWalks.hpp; `walks_only`: only these), and says it on `out_text`
+// (progress on `progress`).
 void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& out_text);
 
 }  // namespace cvest::app
