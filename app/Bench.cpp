@@ -5,6 +5,7 @@
 #include "core/Interrupt.hpp"
 #include "core/Multiply.hpp"
 #include "core/Roof.hpp"
+#include "core/StreamingStores.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -110,7 +111,7 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     space.fence();
   };
   v.walked = [ops, T, N, K] {
-    if constexpr (!policy::on_host<Space>)
+    if constexpr (!policy::on_host<Space> || !streaming::used_on<Space>())  // the plain Flat kernel: one of each
       return 1;
     else if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>)
       return policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)).streams;

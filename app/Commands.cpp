@@ -19,6 +19,7 @@
 #include "app/TuneWalks.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
+#include "core/StreamingStores.hpp"
 #include "io/WalkRecords.hpp"
 #include <Kokkos_Core.hpp>
 #include "core/Errors.hpp"
@@ -172,6 +173,11 @@ void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream&
   if (!policy::on_host<Kokkos::DefaultExecutionSpace>) {
     fmt::print(out_text, "flat's walks: not measured (the kernels run on {}, not the host)\n",
                build_facts().backend);
+    return;
+  }
+  if (!streaming::used_on<Kokkos::DefaultExecutionSpace>()) {
+    fmt::print(out_text, "flat's walks: not measured (this build writes without streaming stores: flat walks one "
+                         "stream and one date at a time whatever the count)\n");
     return;
   }
   for (const io::Walk walk : {io::Walk::left_streams, io::Walk::right_dates}) {

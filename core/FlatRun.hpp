@@ -69,7 +69,7 @@ std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, i
 // Xeon VM (L2 2 MiB) two dates ran the kernel faster than four in all 16
 // pairs at the eight shapes of 400,000-10,000,000 ids (34.0-36.5 GB/s
 // against 31.0-33.5), while on a 2-CPU AMD EPYC VM (Zen 5, L2 1 MiB) four
-// ran faster than two in 6 of 8 pairs (docs/benchmarks.md). Each date at
+// ran faster than two in 6 of 8 pairs at four shapes (docs/benchmarks.md). Each date at
 // once adds a read and a streaming-store stream a core keeps going.
 int flat_dates_most();
 // Where flat_dates_most() comes from, as flat_streams_source says it.
@@ -77,7 +77,7 @@ std::string flat_dates_source();
 void set_flat_dates_measured(int most, const std::string& source);
 void set_flat_dates_trial(int most);
 // The most streams flat/left walks at once (flat_left_streams): 1, 2 or 4.
-// CVEST_FLAT_DATES where set; else what `cvest tune` measured on this CPU
+// A tune trial where one runs; else CVEST_FLAT_DATES where set; else what `cvest tune` measured on this CPU
 // model with this many threads (set_flat_streams_measured: the app reads the
 // record, app/TuneWalks.hpp); else the stated default, 4 (a 2-CPU Intel Xeon
 // VM: one stream 31-34 GB/s, four 40-41 at 8 x 10,000,000 float). The best
@@ -124,7 +124,7 @@ std::string flat_dates_text(const FlatDates& dates);
 // one multBy value after another: core/StreamingStores.hpp scaled_runs):
 // `streams` stretches of its whole T-runs at once, `runs_apart` runs apart,
 // so a thread keeps four reads and four writes going (LayoutRight's dates at
-// once: two by default, measured apart). One stream at a time, flat/left ran
+// once are counted apart: flat_dates_most). One stream at a time, flat/left ran
 // at 31-34 GB/s against 37 for flat/right on the same bytes (8 x 10,000,000
 // float, Intel Xeon VM); four at once, 40-41 (docs/benchmarks.md). As
 // flat_dates: four before two, only where the streams sit at least 1 KiB

@@ -163,8 +163,9 @@ struct Flat : Kernel<Scalar, Layout, MemSpace> {
 //    leaving room in a thread's L2 share for the dates at once:
 //    policy::flat_tile_bytes), each tile walked
 //    date by date and a date's part of it run by run, in storage order, up
-//    to two dates at once where their streams allow (policy::flat_dates,
-//    policy::flat_dates_most):
+//    to policy::flat_dates_most() dates at once (1, 2 or 4: the stated 2 or
+//    what cvest tune measured here) where their streams allow
+//    (policy::flat_dates):
 //    chunk c is run s of tile b in date group g, c = (b * G + g) * S + s. Threads
 //    take contiguous ranges of chunks, so a thread streams long stretches
 //    (as a copy does) and its tiles' multBy comes from memory once, then

@@ -31,7 +31,8 @@ struct WalkRecord {
   // (medians), lags least; the fewest of those within 2% of it.
   int best() const;
   // "measured by cvest tune on DATE: at most 1 (medians of 9 passes;
-  // streams, time: 100 x 200000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; ...)"
+  // streams, time: 100 x 200000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; ...)";
+  // flat/right's say "dates at once, time: ...".
   std::string text() const;
 };
 

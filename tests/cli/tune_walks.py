@@ -8,6 +8,7 @@ stated defaults taken).
     tune_walks.py CVEST_BINARY
 """
 import json
+import re
 import os
 import subprocess
 import sys
@@ -29,9 +30,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
         return subprocess.run([cvest, *args], env=env, capture_output=True, text=True, timeout=300)
 
     def bench(layout="left"):  # flat in memory: its header line on the walk, and whether its rows were checked
-        # 3200 ids: rows 128,000 bytes, 1 KiB past a page, so flat/right's dates can go 2 at once
-        b = run("bench", "--dates", "16", "--ids", "3000" if layout == "left" else "3200", "--cols", "5",
-                "--strategies", "flat", "--layouts", layout, "--repeats", "1", "--warm", "0")
+        b = run("bench", "--dates", "16", "--ids", "3000", "--cols", "5", "--strategies", "flat", "--layouts",
+                layout, "--repeats", "1", "--warm", "0")
         head = "flat/left streams on these arrays" if layout == "left" else "flat/right dates at once on these arrays"
         line = next((l for l in b.stdout.splitlines() if l.startswith(head)), "")
         return b, line
@@ -40,8 +40,11 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
     check(b.returncode == 0 and "measured" not in line and "streams" in line,
           f"nothing measured: the stated default ({line})")
     b, line = bench("right")
-    check(b.returncode == 0 and line.endswith("double: 2 at once, 2 apart"),
-          f"nothing measured: flat/right's stated default ({line})")
+    # How the dates group on these arrays depends on where the allocator put
+    # discount and cv within a page (test_Multiply places them to check it).
+    check(b.returncode == 0 and "measured" not in line
+          and re.search(r"double: (2 at once, \d apart|one at a time \(no group)", line) is not None,
+          f"nothing measured: flat/right's stated default, 2 at most ({line})")
 
     t = run("tune", "--walks-only", "--walk-size", "0")
     errors = [l for l in t.stderr.splitlines() if "error" in l]
@@ -49,6 +52,9 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
           and not os.path.exists(os.path.join(work, "flat-walks.json")),
           f"--walk-size 0: exit 2, one line, nothing recorded ({t.returncode}, {errors})")
     t = run("tune", "--walks-only", "--walk-size", "4MiB", "--repeats", "2")
+    if "this build writes without streaming stores" in t.stdout:
+        print("not run: no streaming stores in this build; flat walks one stream and one date at a time")
+        sys.exit(77)
     path = os.path.join(work, "flat-walks.json")
     check(t.returncode == 0 and "flat/left now walks at most" in t.stdout
           and "flat/right now takes at most" in t.stdout and os.path.exists(path),
@@ -78,9 +84,18 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
     check(b.returncode == 0 and "measured here by cvest tune on" in line
           and (best.get("left streams") == 1) == ("one stream" in line),
           f"the bench takes the record and says so ({line})")
+    # flat/right's record made to say one date at a time, whatever the
+    # allocator's placement allows: the bench's line then names the record.
+    with open(path) as f:
+        doc = json.load(f)
+    for r in doc["records"]:
+        if r["walk"] == "right dates":
+            r["seconds"] = [[[1.0], [2.0], [3.0]], [[1.0], [2.0], [3.0]]]
+    with open(path, "w") as f:
+        json.dump(doc, f)
     b, line = bench("right")
-    check(b.returncode == 0 and "measured here by cvest tune on" in line
-          and (best.get("right dates") == 1) == ("one at a time" in line),
+    check(b.returncode == 0 and line.endswith("double: one at a time (measured here by cvest tune on "
+                                              + next(r["date"] for r in rec if r["walk"] == "right dates") + ")"),
           f"the bench takes flat/right's record and says so ({line})")
 
     with open(path, "w") as f:

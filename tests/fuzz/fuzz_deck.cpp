@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   // In the run's own folder (run.sh sets TMPDIR to it and removes it after).
   static const std::string path =
-      (std::filesystem::temp_directory_path() / ("deck-" + std::to_string(::getpid()) + ".toml")).string();
+      (std::filesystem::temp_directory_path() / ("cvest-fuzz-deck-" + std::to_string(::getpid()) + ".toml")).string();
   std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
   try {
     (void)cvest::app::load_deck(path, overrides);

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // In the run's own folder (run.sh sets TMPDIR to it and removes it after):
   // never a name in a shared /tmp that another user could have planted.
   static const std::string path =
-      (std::filesystem::temp_directory_path() / ("input-" + std::to_string(::getpid()) + ".h5")).string();
+      (std::filesystem::temp_directory_path() / ("cvest-fuzz-input-" + std::to_string(::getpid()) + ".h5")).string();
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(data), std::streamsize(size));
   cvest::io::quiet_hdf5_errors();  // as a run: one line of its own, not HDF5's stack
   try {
