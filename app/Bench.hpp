@@ -56,6 +56,9 @@ struct Result {
   // the same repeat (roof_fraction()).
   double roof_fraction = 0;
   double roof_fraction_q1 = 0, roof_fraction_q3 = 0;  // its spread: the quartiles over repeats
+  // The fastest pass of any kind of copy over the kernel's fastest pass
+  // (best_fraction()).
+  double roof_fraction_best = 0;
   // Each repeat's seconds: the kernel's pass, and the copies of this row's
   // bytes on its own arrays timed right beside it.
   std::vector<double> kernel_s{}, roof_regular_s{}, roof_streaming_s{};
@@ -106,6 +109,15 @@ std::string unsteady_roof(const std::vector<double>& regular_s, const std::vecto
 // seconds, where the ratio of two medians may pair a fast moment of one with
 // a slow moment of the other.
 double roof_fraction(const std::vector<double>& kernel_s, double moved, const std::vector<double>& regular_s,
+                     const std::vector<double>& streaming_s, double copied, const std::vector<double>& runs_s = {});
+// Each side at its quietest moment: the GB/s of the kernel's fastest pass over
+// that of the fastest pass of any kind of copy. Where single passes swing by
+// a quarter (a shared VM's neighbours), a median of five per-repeat ratios
+// passed 1.15 though no kernel pass beat the fastest copy pass (0.98); a
+// kernel is a copy plus a multiply, so this one stays at or below 1 but by
+// luck. It leans low, if anything: the copies have two or three times the
+// kernel's passes to be fast in (docs/benchmarks.md).
+double best_fraction(const std::vector<double>& kernel_s, double moved, const std::vector<double>& regular_s,
                      const std::vector<double>& streaming_s, double copied, const std::vector<double>& runs_s = {});
 // Those per-repeat fractions, in repeat order.
 // runs_s: a third copy's seconds (Result::roof_runs_s), where there is one.
