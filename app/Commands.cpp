@@ -184,7 +184,7 @@ void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream&
     const bool right = walk == io::Walk::right_dates;
     const char* what = right ? "dates" : "streams";
     fmt::print(progress, "cvest tune: {} with at most 1, 2 and 4 {} at once, {:.2f} GB of discount at each of two "
-                         "shapes, {} threads, interleaved\n", right ? "flat/right" : "flat/left", what, bytes / 1e9,
+                         "shapes, {} threads, interleaved\n", io::flat_name(walk), what, bytes / 1e9,
                policy::host_threads());
     const io::WalkRecord record = measure_walks(walk, bytes, repeats + 3, 2.0, progress);
     io::save_walk_record(record);
@@ -192,7 +192,7 @@ void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream&
     const std::string source = right ? policy::flat_dates_source() : policy::flat_streams_source();
     const int best = record.best();
     fmt::print(out_text, "{} now {} at most {} {} at once on this machine with {} threads{}\n{}\n",
-               right ? "flat/right" : "flat/left", right ? "takes" : "walks", best,
+               io::flat_name(walk), right ? "takes" : "walks", best,
                best == 1 ? (right ? "date" : "stream") : what, policy::host_threads(),
                source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),
                record.text());

@@ -55,8 +55,7 @@ std::vector<int> checked_counts(bench::Arrays& a, io::Walk walk, const std::vect
     walked.push_back(a.walked());
     if (const Index bad = a.mismatches(); bad != 0)
       throw std::runtime_error(fmt::format("cvest tune: {} with at most {} wrote {} wrong elements at {}",
-                                           walk == io::Walk::right_dates ? "flat/right" : "flat/left",
-                                           counted(walk, count), bad, shape));
+                                           io::flat_name(walk), counted(walk, count), bad, shape));
   }
   return walked;
 }
@@ -87,8 +86,8 @@ io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double wa
         const std::size_t i = (k + std::size_t(r)) % record.streams.size();
         seconds[i].push_back(timed(a, walk, record.streams[i]));
       }
-    std::string line = fmt::format("cvest tune: {} at {}, medians of {} (min-max):",
-                                   walk == io::Walk::right_dates ? "flat/right" : "flat/left", shape, repeats);
+    std::string line =
+        fmt::format("cvest tune: {} at {}, medians of {} (min-max):", io::flat_name(walk), shape, repeats);
     for (std::size_t i = 0; i < seconds.size(); ++i)
       line += fmt::format("{} {}{} {:.3g} ms ({:.3g}-{:.3g})", i ? "," : "", counted(walk, record.streams[i]),
                           walked[i] == record.streams[i] ? "" : fmt::format(" (walks {} here)", walked[i]),
@@ -113,9 +112,7 @@ void apply_walk_records(bool say) {
   if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return;  // the counts are the host walk's
   std::string problem;
   try {
-    for (const io::Walk walk : {io::Walk::left_streams, io::Walk::right_dates})
-      if (const auto record = io::walk_record_for(walk, policy::host_threads(), problem); record)
-        apply_walk_record(*record);
+    for (const auto& record : io::walk_records_here(policy::host_threads(), problem)) apply_walk_record(record);
   } catch (const std::exception& e) {  // e.g. no cache folder can be named: the default, not a failed command
     problem = e.what();
   }

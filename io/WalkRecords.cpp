@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 namespace cvest::io {
 
@@ -47,6 +48,8 @@ Walk walk_named(const std::string& name) {
 std::string to_string(Walk walk) {
   return walk == Walk::right_dates ? "flat/right dates at once" : "flat/left streams";
 }
+
+const char* flat_name(Walk walk) { return walk == Walk::right_dates ? "flat/right" : "flat/left"; }
 
 int WalkRecord::best() const {
   std::vector<double> lags(streams.size(), 0.0);
@@ -97,10 +100,17 @@ std::vector<WalkRecord> read_walk_records(std::string& problem) {
   }, problem);
 }
 
-std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem) {
+std::vector<WalkRecord> walk_records_here(int threads, std::string& problem) {
   const std::string key = walk_record_key(threads);
+  std::vector<WalkRecord> here;
   for (auto& r : read_walk_records(problem))
-    if (r.key == key && r.walk == walk) return r;
+    if (r.key == key) here.push_back(std::move(r));
+  return here;
+}
+
+std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem) {
+  for (auto& r : walk_records_here(threads, problem))
+    if (r.walk == walk) return r;
   return std::nullopt;
 }
 

@@ -18,6 +18,8 @@ namespace cvest::io {
 enum class Walk { left_streams, right_dates };
 // "flat/left streams", "flat/right dates at once"
 std::string to_string(Walk walk);
+// "flat/left", "flat/right": the strategy and layout a walk belongs to.
+const char* flat_name(Walk walk);
 
 struct WalkRecord {
   std::string key;   // walk_record_key: what the measurement holds for
@@ -44,6 +46,9 @@ std::string walk_records_path();
 // flat/left's). A file that cannot be read as records (damaged, not the
 // user's): none, and `problem` says why in one line; no file: none, "".
 std::vector<WalkRecord> read_walk_records(std::string& problem);
+// This machine's records with `threads` threads (one per walk at most), the
+// file read once.
+std::vector<WalkRecord> walk_records_here(int threads, std::string& problem);
 // The record of `walk` for this machine with `threads` threads, if any.
 std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem);
 // Adds `record` (replacing one of its key and walk), the file put in place whole.

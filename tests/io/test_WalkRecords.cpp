@@ -43,6 +43,8 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
                              "2 24 ms, 4 31.9 ms; 8 x 25000 x 5 double: 1 22 ms, 2 24.9 ms, 4 24 ms)"));
   CHECK(to_string(Walk::left_streams) == "flat/left streams");
   CHECK(to_string(Walk::right_dates) == "flat/right dates at once");
+  CHECK(std::string(flat_name(Walk::left_streams)) == "flat/left");
+  CHECK(std::string(flat_name(Walk::right_dates)) == "flat/right");
 }
 
 TEST_CASE("walk records are kept per CPU, thread count and walk, a damaged file or a link refused", "[io][tune]") {
@@ -72,6 +74,8 @@ TEST_CASE("walk records are kept per CPU, thread count and walk, a damaged file 
   REQUIRE(walk_record_for(right, 2, problem));
   CHECK(walk_record_for(right, 2, problem)->best() == 1);
   CHECK(walk_record_for(right, 2, problem)->walk == right);
+  CHECK(walk_records_here(2, problem).size() == 2);  // this machine's two walks, not the other CPU's
+  CHECK(walk_records_here(3, problem).empty());
   // Measured again: replaced, not added, the other walk's kept.
   save_walk_record(record(key, {{1}, {2}, {3}}, {{1}, {2}, {3}}));
   CHECK(read_walk_records(problem).size() == 3);
