@@ -190,10 +190,8 @@ void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream&
     io::save_walk_record(record);
     apply_walk_record(record);
     const std::string source = right ? policy::flat_dates_source() : policy::flat_streams_source();
-    const int best = record.best();
-    fmt::print(out_text, "{} now {} at most {} {} at once on this machine with {} threads{}\n{}\n",
-               io::flat_name(walk), right ? "takes" : "walks", best,
-               best == 1 ? (right ? "date" : "stream") : what, policy::host_threads(),
+    fmt::print(out_text, "{} now {} at most {} at once on this machine with {} threads{}\n{}\n",
+               io::flat_name(walk), right ? "takes" : "walks", io::counted(walk, record.best()), policy::host_threads(),
                source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),
                record.text());
   }

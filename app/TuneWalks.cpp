@@ -39,11 +39,6 @@ double timed(bench::Arrays& a, io::Walk walk, int count) {
   return a.pass(Strategy::flat);
 }
 
-// "1 stream", "4 streams"; "1 date", "4 dates"
-std::string counted(io::Walk walk, int count) {
-  return fmt::format("{} {}{}", count, walk == io::Walk::right_dates ? "date" : "stream", count == 1 ? "" : "s");
-}
-
 // Each count's output checked on its own (cv cleared first), and what it
 // walks here: where its spacing does not fit, a count walks fewer.
 std::vector<int> checked_counts(bench::Arrays& a, io::Walk walk, const std::vector<int>& counts,
@@ -55,7 +50,7 @@ std::vector<int> checked_counts(bench::Arrays& a, io::Walk walk, const std::vect
     walked.push_back(a.walked());
     if (const Index bad = a.mismatches(); bad != 0)
       throw std::runtime_error(fmt::format("cvest tune: {} with at most {} wrote {} wrong elements at {}",
-                                           io::flat_name(walk), counted(walk, count), bad, shape));
+                                           io::flat_name(walk), io::counted(walk, count), bad, shape));
   }
   return walked;
 }
@@ -89,7 +84,7 @@ io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double wa
     std::string line =
         fmt::format("cvest tune: {} at {}, medians of {} (min-max):", io::flat_name(walk), shape, repeats);
     for (std::size_t i = 0; i < seconds.size(); ++i)
-      line += fmt::format("{} {}{} {:.3g} ms ({:.3g}-{:.3g})", i ? "," : "", counted(walk, record.streams[i]),
+      line += fmt::format("{} {}{} {:.3g} ms ({:.3g}-{:.3g})", i ? "," : "", io::counted(walk, record.streams[i]),
                           walked[i] == record.streams[i] ? "" : fmt::format(" (walks {} here)", walked[i]),
                           median(seconds[i]) * 1e3, *std::min_element(seconds[i].begin(), seconds[i].end()) * 1e3,
                           *std::max_element(seconds[i].begin(), seconds[i].end()) * 1e3);

@@ -51,6 +51,10 @@ std::string to_string(Walk walk) {
 
 const char* flat_name(Walk walk) { return walk == Walk::right_dates ? "flat/right" : "flat/left"; }
 
+std::string counted(Walk walk, int count) {
+  return fmt::format("{} {}{}", count, walk == Walk::right_dates ? "date" : "stream", count == 1 ? "" : "s");
+}
+
 int WalkRecord::best() const {
   std::vector<double> lags(streams.size(), 0.0);
   for (std::size_t i = 0; i < streams.size(); ++i)

@@ -20,6 +20,8 @@ enum class Walk { left_streams, right_dates };
 std::string to_string(Walk walk);
 // "flat/left", "flat/right": the strategy and layout a walk belongs to.
 const char* flat_name(Walk walk);
+// "1 stream", "4 streams"; "1 date", "4 dates"
+std::string counted(Walk walk, int count);
 
 struct WalkRecord {
   std::string key;   // walk_record_key: what the measurement holds for

@@ -45,6 +45,8 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(to_string(Walk::right_dates) == "flat/right dates at once");
   CHECK(std::string(flat_name(Walk::left_streams)) == "flat/left");
   CHECK(std::string(flat_name(Walk::right_dates)) == "flat/right");
+  CHECK(counted(Walk::left_streams, 1) == "1 stream");
+  CHECK(counted(Walk::right_dates, 4) == "4 dates");
 }
 
 TEST_CASE("walk records are kept per CPU, thread count and walk, a damaged file or a link refused", "[io][tune]") {
