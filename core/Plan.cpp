@@ -21,11 +21,13 @@ const BlockPlan& plan_for(const std::vector<BlockPlan>& plans, LayoutKind layout
   throw std::logic_error("cvest: no block plan for a layout the deck runs");
 }
 
-BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids) {
+BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids,
+                           std::array<Index, 2> held_cells) {
   if (hdf5_row.ids > 0) return hdf5_row;
   const Index dates = std::max<Index>(decoded[0], 1);
-  if (output_chunk_ids > 0) return BlockQuantum{dates, output_chunk_ids};
-  return BlockQuantum{dates, std::max<Index>(decoded[1], 1)};
+  BlockQuantum q{dates, output_chunk_ids > 0 ? output_chunk_ids : std::max<Index>(decoded[1], 1)};
+  q.cells = held_cells;
+  return q;
 }
 
 namespace {
@@ -137,6 +139,23 @@ void list_blocks(BlockPlan& plan, Index dates, Index ids, Index id_quantum, bool
   }
 }
 
+// Blocks cut at the edges of held cells (`cells`: dates, ids), then cell
+// by cell in the file's order (dates, then ids), each cell's blocks in the
+// order they had: the blocks of a cell run together, so a cell's chunks are
+// let go before the next but one is decoded.
+void in_cells(BlockPlan& plan, std::array<Index, 2> cells) {
+  const Index ct = cells[0], ci = cells[1];
+  std::vector<Block> cut;
+  for (const Block& b : plan.blocks)
+    for (Index t = b.dates.begin; t < b.dates.end; t = std::min(b.dates.end, t - t % ct + ct))
+      for (Index i = b.ids.begin; i < b.ids.end; i = std::min(b.ids.end, i - i % ci + ci))
+        cut.push_back({{t, std::min(b.dates.end, t - t % ct + ct)}, {i, std::min(b.ids.end, i - i % ci + ci)}});
+  std::stable_sort(cut.begin(), cut.end(), [&](const Block& a, const Block& b) {
+    return std::pair(a.dates.begin / ct, a.ids.begin / ci) < std::pair(b.dates.begin / ct, b.ids.begin / ci);
+  });
+  plan.blocks = std::move(cut);
+}
+
 }  // namespace
 
 BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::size_t budget_bytes,
@@ -164,6 +183,7 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   plan.buffer_bytes = std::size_t(sizer.bytes(dates, ids));
   if (plan.multby_resident) plan.buffer_bytes += std::size_t(multby_bytes);
   list_blocks(plan, dates, ids, sizer.id_quantum(), quantum.ids_outer);
+  if (quantum.cells[0] > 0 && quantum.cells[1] > 0) in_cells(plan, quantum.cells);
   return plan;
 }
 

@@ -52,6 +52,10 @@ struct BlockQuantum {
   // Blocks in id-major order even with a resident multBy: a chunk cache then
   // finishes one row of chunks (all their dates) before the next.
   bool ids_outer = false;
+  // Cells of held input chunks (dates, ids; 0: none, io/HeldChunks.hpp):
+  // blocks are cut at their edges and go cell by cell, so each cell's
+  // chunks are decoded once and let go before the cell after next.
+  std::array<Index, 2> cells{0, 0};
 };
 
 // What blocks are made of, from the chunks on both sides (one rule for a
@@ -63,7 +67,8 @@ struct BlockQuantum {
 // output chunks; LayoutLeft blocks are id ranges over many dates, which whole
 // output chunks would make as large as a chunk times the dates, so where the
 // output is plain they pass 0 and take any id range at its offsets.
-BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids);
+BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids,
+                           std::array<Index, 2> held_cells = {0, 0});
 
 // LayoutRight (the file's own order): plans blocks of whole dates when one
 // date's N x K slab fits; otherwise blocks of one date and as many ids as

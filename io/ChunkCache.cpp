@@ -13,7 +13,10 @@ ChunkRow chunk_row_for_hdf5(const CubeStorage& storage, const InputShape& shape,
   ChunkRow row;
   if (storage.read_by != ReadBy::hdf5 || storage.chunk.size() != 3) return row;
   const Index ct = storage.chunk[0], ci = storage.chunk[1], ck = storage.chunk[2];
-  if (ct <= 1 && ci >= shape.N) return row;  // a date's slab per chunk: any block reads its chunks once
+  // A date's slab per chunk, unfiltered: HDF5 reads any block's part of a
+  // chunk its cache cannot hold straight from the file. Filtered, it
+  // decodes the whole chunk for each part unless its cache holds it.
+  if (ct <= 1 && ci >= shape.N && storage.filters.empty()) return row;
   row.quantum = {ct, ci, true};
   // HDF5 caches chunks at the file's element size.
   const double bytes = double((shape.K + ck - 1) / ck) * double(ct * ci * ck) * double(element_size(shape.precision));
@@ -41,8 +44,9 @@ ChunkRow fit_chunk_cache(std::unique_ptr<const InputFile>& input, Precision prec
     const std::string path = input->path(), multby = input->multby_name(), discount = input->discount_name();
     const DirectMode reads = input->reads();
     const std::string because = input->reads_because();
+    const std::size_t held = input->held_bytes();
     input.reset();
-    input = std::make_unique<const InputFile>(path, multby, discount, row.cache_bytes, reads, because);
+    input = std::make_unique<const InputFile>(path, multby, discount, row.cache_bytes, reads, because, held);
   }
   if (!row.warning.empty()) fmt::print(progress, "cvest: warning: {}: {}\n", input->path(), row.warning);
   return row;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <fcntl.h>
 #include <mutex>
 #include <unistd.h>
@@ -18,7 +19,13 @@ namespace cvest::io {
 std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::string& shown, hid_t mem_type,
                                                Index K) {
   Datatype type(H5Dget_type(ds.get()));
-  if (H5Tequal(type.get(), mem_type) <= 0) return nullptr;
+  // The file's floats as they are, or converted as they are copied out
+  // (float32 discount beside a float64 multBy: NumPy's promotion): native
+  // floats of either width, both ways.
+  const auto native_float = [](hid_t t) {
+    return H5Tequal(t, H5T_NATIVE_DOUBLE) > 0 || H5Tequal(t, H5T_NATIVE_FLOAT) > 0;
+  };
+  if (H5Tequal(type.get(), mem_type) <= 0 && !(native_float(type.get()) && native_float(mem_type))) return nullptr;
   PropList create(H5Dget_create_plist(ds.get()));
   hsize_t chunk[3] = {0, 0, 0};
   if (H5Pget_layout(create.get()) != H5D_CHUNKED) return nullptr;
@@ -38,6 +45,9 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   bool resized = false;
   for (const Filter& f : filters_of(create)) {
     const Codec* codec = codec_for(f.id);
+    if (codec)
+      if (const std::string error = codec->record_error(f.values); !error.empty())
+        throw InputError(shown + ": " + error + " (" + f.name + ", HDF5 filter " + std::to_string(f.id) + ")");
     if (!codec || !codec->decodes(f.values) || resized) return nullptr;
     resized = !codec->keeps_size(f.values);
     codecs.push_back(codec);
@@ -56,6 +66,17 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   cube->chunk_ = {Index(chunk[0]), Index(chunk[1]), Index(chunk[2])};
   cube->rank_ = rank;
   cube->es_ = es;
+  cube->mem_es_ = H5Tget_size(mem_type);
+  const Dataspace space(H5Dget_space(ds.get()));
+  hsize_t dims[3] = {1, 0, 0};
+  H5Sget_simple_extent_dims(space.get(), rank == 3 ? dims : dims + 1, nullptr);
+  cube->T_ = Index(dims[0]);
+  cube->N_ = Index(dims[1]);
+  // The most a chunk record may claim: each filter's bound, in the order
+  // they stored it.
+  std::size_t bound = cube->chunk_bytes();
+  for (std::size_t f = 0; f < codecs.size(); ++f) bound = codecs[f]->max_stored(bound, uses[f]);
+  cube->max_stored_ = bound;
   cube->codecs_ = std::move(codecs);
   cube->uses_ = std::move(uses);
   return cube;
@@ -83,56 +104,192 @@ void copy_runs(unsigned char* dst, std::size_t dst_step, const unsigned char* sr
   for (std::size_t r = 0; r < rows; ++r, dst += dst_step, src += src_step) std::memcpy(dst, src, bytes);
 }
 
+// copy_runs converting each of `n` values a run from From to To (C's
+// conversion: exact widening, narrowing rounded to nearest, as HDF5's and
+// NumPy's).
+template <class From, class To>
+void convert_runs(unsigned char* dst, std::size_t dst_step, const unsigned char* src, std::size_t src_step,
+                  std::size_t rows, std::size_t n) {
+  for (std::size_t r = 0; r < rows; ++r, dst += dst_step, src += src_step)
+    for (std::size_t c = 0; c < n; ++c) {
+      From v;
+      std::memcpy(&v, src + c * sizeof(From), sizeof v);
+      const To w = static_cast<To>(v);
+      std::memcpy(dst + c * sizeof(To), &w, sizeof w);
+    }
+}
+
 }  // namespace
 
-const unsigned char* ChunkedCube::decoded(const std::array<Index, 3>& origin) const {
-  thread_local std::vector<unsigned char> packed, steps[2];  // scratch per thread
+std::size_t ChunkedCube::decode_scratch_bytes() const {
+  return (codecs_.empty() ? 0 : std::min(max_stored_, largest_stored_)) + (codecs_.size() > 1 ? chunk_bytes() : 0);
+}
+
+void ChunkedCube::hold(std::size_t cells) {
+  held_ = std::make_unique<HeldChunks>(cells);
+  // Held chunks are few and large: the largest one stored is what a decode
+  // reads, where the index answers (a few hundred records at most).
+  const Dataspace space(H5Dget_space(ds_));
+  hsize_t count = 0;
+  if (!space || H5Dget_num_chunks(ds_, space.get(), &count) < 0 || count > 100000) return;
+  std::size_t largest = 0;
+  for (hsize_t j = 0; j < count; ++j) {
+    hsize_t offset[3] = {0, 0, 0}, stored = 0;
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    if (H5Dget_chunk_info(ds_, space.get(), j, offset, &mask, &addr, &stored) < 0) return;
+    largest = std::max(largest, std::size_t(stored));
+  }
+  largest_stored_ = largest;  // a record above the bound is refused as it is read
+}
+
+void ChunkedCube::begin_pass(const std::vector<Block>& blocks) {
+  decodes_ = 0;
+  {
+    const std::lock_guard lock(seen_lock_);
+    seen_.clear();
+  }
+  if (!held_) return;
+  std::map<HeldChunks::Key, std::uint64_t> expected;
+  for (const Block& b : blocks)
+    for (const auto& origin : chunk_origins(b, chunk_, K_))
+      if (origin[2] == 0) expected[origin] += cell_piece(b, origin);
+  held_->begin_pass(std::move(expected));
+}
+
+std::uint64_t ChunkedCube::distinct_decodes() const {
+  const std::lock_guard lock(seen_lock_);
+  return seen_.size();
+}
+
+void ChunkedCube::count_decode(const std::array<Index, 3>& origin) const {
+  ++decodes_;
+  const std::lock_guard lock(seen_lock_);
+  seen_.insert(origin);
+}
+
+std::uint64_t ChunkedCube::piece_elements(const Block& b, const std::array<Index, 3>& origin) const {
+  const Index t = std::min(origin[0] + chunk_[0], b.dates.end) - std::max(origin[0], b.dates.begin);
+  const Index i = std::min(origin[1] + chunk_[1], b.ids.end) - std::max(origin[1], b.ids.begin);
+  return std::uint64_t(t) * std::uint64_t(i) * std::uint64_t(std::min(chunk_[2], K_ - origin[2]));
+}
+
+std::uint64_t ChunkedCube::cell_piece(const Block& b, const std::array<Index, 3>& cell) const {
+  return piece_elements(b, {cell[0], cell[1], 0}) / std::uint64_t(std::min(chunk_[2], K_)) * std::uint64_t(K_);
+}
+
+bool ChunkedCube::decode_chunk(const std::array<Index, 3>& origin, unsigned char* out) const {
+  // Scratch per thread, kept for the next chunk; a held chunk's is its
+  // own, let go as the chunk is decoded (the budget counts one per decode).
+  thread_local std::vector<unsigned char> kept_packed, kept_between;
+  std::vector<unsigned char> own_packed, own_between;
+  auto& packed = held_ ? own_packed : kept_packed;
+  auto& between = held_ ? own_between : kept_between;
   const std::size_t chunk_bytes = this->chunk_bytes();
   const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
   quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
   unsigned mask = 0;
   haddr_t addr = HADDR_UNDEF;
   hsize_t stored = 0;
-  if (!chunk_record(ds_, rank_, origin, mask, addr, stored) || stored == 0) return nullptr;
-  check_chunk_record(where, addr, stored, file_bytes_, 0);  // (its decoders check the sizes they produce)
+  if (!chunk_record(ds_, rank_, origin, mask, addr, stored) || stored == 0) return false;
+  // (its decoders check the sizes they produce)
+  check_chunk_record(where, chunk_base_ + addr, stored, file_bytes_, 0);
+  if (stored > max_stored_)
+    throw IoError(where() + ": recorded as " + std::to_string(stored) + " bytes, more than its filters store a chunk "
+                  "of " + std::to_string(chunk_bytes) + " bytes in (at most " + std::to_string(max_stored_) +
+                  "; damaged chunk index)");
+  // The filters this chunk went through, undone last to first: the last
+  // one undone writes `out`, the others the scratch between.
+  std::vector<std::size_t> applied;
+  for (std::size_t f = codecs_.size(); f-- > 0;)
+    if (!(mask & (1u << f))) applied.push_back(f);  // a set bit: skipped for this chunk
+  if (applied.empty()) {
+    if (stored != chunk_bytes)
+      throw IoError(where() + ": " + std::to_string(stored) + " bytes, expected " + std::to_string(chunk_bytes));
+    read_at(fd_, out, stored, off_t(chunk_base_ + addr), where());
+    return true;
+  }
   packed.resize(stored);
   read_at(fd_, packed.data(), stored, off_t(chunk_base_ + addr), where());
   const unsigned char* data = packed.data();
   std::size_t size = stored;
-  // The filters undone last to first, each into the other scratch buffer;
-  // every one gives a chunk's bytes.
-  for (std::size_t f = codecs_.size(), next = 0; f-- > 0;) {
-    if (mask & (1u << f)) continue;  // a set bit: skipped for this chunk
-    std::vector<unsigned char>& into = steps[next];
-    into.resize(chunk_bytes);
-    if (!codecs_[f]->decode(data, size, uses_[f], into.data(), chunk_bytes))
+  for (std::size_t j = 0; j < applied.size(); ++j) {
+    const std::size_t f = applied[j];
+    unsigned char* into = out;
+    if (j + 1 < applied.size()) {
+      // Two filters in a row write alternately into `between` and `out`,
+      // so that the last writes `out`.
+      const bool to_out = (applied.size() - 1 - j) % 2 == 0;
+      if (!to_out) {
+        between.resize(chunk_bytes);
+        into = between.data();
+      }
+    }
+    if (!codecs_[f]->decode(data, size, uses_[f], into, chunk_bytes))
       throw IoError(where() + ": not a valid " + codecs_[f]->name() + " stream of " + std::to_string(chunk_bytes) +
                     " bytes (" + std::to_string(size) + " stored)");
-    data = into.data();
+    data = into;
     size = chunk_bytes;
-    next ^= 1;
   }
-  if (size != chunk_bytes)
-    throw IoError(where() + ": " + std::to_string(size) + " bytes, expected " + std::to_string(chunk_bytes));
-  return data;
+  return true;
 }
 
-bool ChunkedCube::decode_into(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const {
-  const unsigned char* data = decoded(origin);
-  if (!data) return false;
+void ChunkedCube::copy_piece(const Block& b, const std::array<Index, 3>& origin, const unsigned char* data,
+                             unsigned char* out) const {
   // The part of the chunk inside the block: dates [t0, t1), ids [i0, i1),
   // columns [kc, kc + nk).
   const Index ct = chunk_[0], ci = chunk_[1], ck = chunk_[2];
   const Index tc = origin[0], ic = origin[1], kc = origin[2];
-  const std::size_t row = std::size_t(K_) * es_, chunk_row = std::size_t(ck) * es_;
+  const std::size_t row = std::size_t(K_) * mem_es_, chunk_row = std::size_t(ck) * es_;
   const Index t0 = std::max(tc, b.dates.begin), t1 = std::min(tc + ct, b.dates.end);
   const Index i0 = std::max(ic, b.ids.begin), i1 = std::min(ic + ci, b.ids.end);
-  const std::size_t nk_bytes = std::size_t(std::min(ck, K_ - kc)) * es_;
+  const std::size_t nk = std::size_t(std::min(ck, K_ - kc)), rows = std::size_t(i1 - i0);
   for (Index t = t0; t < t1; ++t) {
     const unsigned char* src = data + (std::size_t((t - tc) * ci) + std::size_t(i0 - ic)) * chunk_row;
-    unsigned char* dst = out + offset_in_block(b, t, i0, row) + std::size_t(kc) * es_;
-    if (ck == K_) std::memcpy(dst, src, std::size_t(i1 - i0) * row);  // whole rows: one run
-    else copy_runs(dst, row, src, chunk_row, std::size_t(i1 - i0), nk_bytes);
+    unsigned char* dst = out + offset_in_block(b, t, i0, row) + std::size_t(kc) * mem_es_;
+    if (es_ != mem_es_) {
+      if (es_ == 4) convert_runs<float, double>(dst, row, src, chunk_row, rows, nk);
+      else convert_runs<double, float>(dst, row, src, chunk_row, rows, nk);
+    } else if (ck == K_) {
+      std::memcpy(dst, src, rows * row);  // whole rows: one run
+    } else {
+      copy_runs(dst, row, src, chunk_row, rows, nk * es_);
+    }
+  }
+}
+
+bool ChunkedCube::decode_into(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const {
+  thread_local std::vector<unsigned char> whole_chunk;
+  whole_chunk.resize(chunk_bytes());
+  if (!decode_chunk(origin, whole_chunk.data())) return false;
+  count_decode(origin);
+  copy_piece(b, origin, whole_chunk.data(), out);
+  return true;
+}
+
+bool ChunkedCube::held_into(const Block& b, const std::array<Index, 3>& cell, unsigned char* out) const {
+  // The cell's chunks (one per column range), decoded once, by the first
+  // block that needs them, and held together for the others: a block
+  // needs them all, so they are held and let go as one.
+  struct NotStored {};
+  const std::size_t bytes = chunk_bytes();
+  const Index per_cell = (K_ + chunk_[2] - 1) / chunk_[2];
+  try {
+    held_->use(
+        cell, bytes * std::size_t(per_cell), cell_piece(b, cell), cell_piece(Block{{0, T_}, {0, N_}}, cell),
+        [&](const HeldChunks::Key& at, unsigned char* into) {
+          for (Index j = 0; j < per_cell; ++j) {
+            const std::array<Index, 3> origin{at[0], at[1], j * chunk_[2]};
+            if (!decode_chunk(origin, into + std::size_t(j) * bytes)) throw NotStored{};
+            count_decode(origin);
+          }
+        },
+        [&](const unsigned char* data) {
+          for (Index j = 0; j < per_cell; ++j)
+            copy_piece(b, {cell[0], cell[1], j * chunk_[2]}, data + std::size_t(j) * bytes, out);
+        });
+  } catch (const NotStored&) {
+    return false;  // HDF5 reads the block, fill values and all
   }
   return true;
 }
@@ -140,6 +297,11 @@ bool ChunkedCube::decode_into(const Block& b, const std::array<Index, 3>& origin
 bool ChunkedCube::read(const Block& b, void* buffer) const {
   auto* out = static_cast<unsigned char*>(buffer);
   const auto chunks = chunk_origins(b, chunk_, K_);
+  if (held_) {
+    for (const auto& origin : chunks)
+      if (origin[2] == 0 && !held_into(b, origin, out)) return false;
+    return true;
+  }
 #ifdef _OPENMP
   if (chunks.size() > 1 && !omp_in_parallel()) {
     // The overlapped pipeline's reader thread (outside any parallel region):

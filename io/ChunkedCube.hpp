@@ -3,11 +3,15 @@
 #include "core/Plan.hpp"
 #include "io/ChunkFiles.hpp"
 #include "io/Hdf5.hpp"
+#include "io/HeldChunks.hpp"
 #include "io/codecs/Codec.hpp"
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,44 +25,80 @@ namespace cvest::io {
 // lock, only answers where a chunk lives; its bytes are read with pread,
 // decoded and copied into the block on the calling thread, so several
 // threads decode at once. Other filters, more than one filter that changes
-// a chunk's size, type conversions and byte orders: nullptr (HDF5 reads those).
+// a chunk's size, byte orders and types other than native floats: nullptr
+// (HDF5 reads those).
 class ChunkedCube {
  public:
   // The file that holds the dataset is opened again for reading; `shown`
-  // names it in messages.
+  // names it in messages. InputError where a filter's record is one its own
+  // filter refuses.
   static std::unique_ptr<ChunkedCube> open(const Dataset& ds, const std::string& shown, hid_t mem_type, Index K);
   ~ChunkedCube();
   ChunkedCube(const ChunkedCube&) = delete;
   ChunkedCube& operator=(const ChunkedCube&) = delete;
   // A chunk's extent in dates and ids: a block of whole chunks decodes each
-  // of its chunks once; one that cuts a chunk decodes it again for the next.
+  // of its chunks once on the thread that reads it.
   Index chunk_dates() const { return chunk_[0]; }
   Index chunk_ids() const { return chunk_[1]; }
+  Index chunk_cols() const { return chunk_[2]; }
   std::size_t chunk_bytes() const { return std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * es_; }
+  // What decoding one chunk holds beside the decoded chunk: its stored
+  // bytes (at most what the filters can store it in) and, with two filters
+  // or more, a chunk's bytes between them.
+  std::size_t decode_scratch_bytes() const;
+  // Chunks that blocks cut, decoded once and held while their blocks run
+  // (io/HeldChunks.hpp), at most `cells` cells (the chunks of a date range
+  // and id range, every column range) at once; without it a cut chunk is
+  // decoded again for each block.
+  void hold(std::size_t cells);
+  bool holds() const { return held_ != nullptr; }
+  // A new pass over `blocks` (a job's, a verification's): the held chunks
+  // learn what the pass copies out of each, the decode counts start again.
+  void begin_pass(const std::vector<Block>& blocks);
+  // Chunks decoded since the pass began, and how many different ones.
+  std::uint64_t decodes() const { return decodes_.load(); }
+  std::uint64_t distinct_decodes() const;
   // False when a chunk the block needs is not in the file (HDF5 supplies
   // fill values then).
   bool read(const Block& block, void* buffer) const;
 
  private:
   ChunkedCube() = default;
-  // The chunk at `origin` read and decoded (every filter undone) into this
-  // thread's scratch: chunk_bytes() of them; nullptr where it is not in the file.
-  const unsigned char* decoded(const std::array<Index, 3>& origin) const;
+  // The chunk at `origin` read and decoded (every filter undone) into
+  // `out` (chunk_bytes() of it); false where it is not in the file.
+  bool decode_chunk(const std::array<Index, 3>& origin, unsigned char* out) const;
   // Its part of block `b` copied into `out` (the block's C-order buffer).
   bool decode_into(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const;
+  void copy_piece(const Block& b, const std::array<Index, 3>& origin, const unsigned char* data,
+                  unsigned char* out) const;
+  // The block's part of the held cell at `cell` (its chunks of every
+  // column range) copied into `out`.
+  bool held_into(const Block& b, const std::array<Index, 3>& cell, unsigned char* out) const;
+  // Elements of the chunk at `origin` in block `b`; of the cell at `cell`
+  // (all columns).
+  std::uint64_t piece_elements(const Block& b, const std::array<Index, 3>& origin) const;
+  std::uint64_t cell_piece(const Block& b, const std::array<Index, 3>& cell) const;
+  void count_decode(const std::array<Index, 3>& origin) const;
   hid_t ds_ = -1;
   std::string path_;
   int fd_ = -1;
   haddr_t chunk_base_ = 0;
   std::uint64_t file_bytes_ = 0;
-  Index K_ = 0;
+  Index T_ = 1, N_ = 0, K_ = 0;
   std::array<Index, 3> chunk_{};  // dates, ids, columns (a rank-2 (ids, K) dataset: one date)
   int rank_ = 3;
-  std::size_t es_ = 8;
+  std::size_t es_ = 8;      // the file's element bytes (chunks are decoded at them)
+  std::size_t mem_es_ = 8;  // the block's (converted as copied where they differ)
   // The pipeline's filters in order: each one's codec and record; a
   // chunk's mask bit k set: filter k skipped for it.
   std::vector<const Codec*> codecs_;
   std::vector<FilterUse> uses_;
+  std::size_t max_stored_ = 0;  // what a chunk record may claim
+  std::size_t largest_stored_ = SIZE_MAX;  // the largest the index records (held chunks)
+  std::unique_ptr<HeldChunks> held_;
+  mutable std::atomic<std::uint64_t> decodes_{0};
+  mutable std::mutex seen_lock_;
+  mutable std::set<std::array<Index, 3>> seen_;
 };
 
 }  // namespace cvest::io

@@ -2,14 +2,29 @@
 
 #include "io/codecs/Codec.hpp"
 
+#include <algorithm>
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 namespace cvest::io {
 
+namespace {
+// A cell of chunks HDF5 may hold in its cache beyond a budget that holds
+// none decoded by cvest: within the slack a run's RSS has over its budget
+// (64 MiB), where a tiny budget would otherwise refuse small chunks.
+constexpr double hdf5_chunk_slack = 16 << 20;
+}  // namespace
+
+double HeldChunk::holding_bytes(int cells, int threads) const {
+  // A cell is decoded by one thread, a chunk at a time.
+  return double(cells * per_cell) * double(bytes) + double(std::min(cells, std::max(threads, 1))) * double(decode_bytes);
+}
+
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
-                       std::size_t scratch_bytes, DirectMode reads, const std::string& reads_because)
+                       std::size_t scratch_bytes, DirectMode reads, const std::string& reads_because,
+                       std::size_t held_bytes)
     : ds_(ds), path_(path), name_(name), K_(K) {
   Dataspace space(H5Dget_space(ds.get()));
   rank_ = H5Sget_simple_extent_ndims(space.get());
@@ -24,27 +39,61 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
     const Datatype type(H5Dget_type(ds.get()));
     if (filters.empty()) plain_chunk_bytes_ = std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * H5Tget_size(type.get());
     const File file(H5Iget_file_id(ds.get()));
-    hsize_t file_bytes = 0;
+    hsize_t file_bytes = 0, userblock = 0;
     if (file && H5Fget_filesize(file.get(), &file_bytes) >= 0) file_bytes_ = file_bytes;
+    const PropList file_create(file ? H5Fget_create_plist(file.get()) : -1);
+    if (file_create && H5Pget_userblock(file_create.get(), &userblock) >= 0) userblock_ = userblock;
   }
   for (Precision p : {Precision::f64, Precision::f32}) {
     const int k = p == Precision::f64 ? 0 : 1;
     raw_[k] = RawCube::open(ds, path + ": dataset '" + name + "'", native_type(p), false, N, K, reads, reads_because);
     if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path + ": dataset '" + name + "'", native_type(p), K);
     // Three buffers per decoding thread: the host threads, and as many
-    // again in the team of the overlapped pipeline's reader. Over that share
-    // HDF5 reads instead, unless it cannot (lzf without h5py's plugin).
-    if (chunked_[k] && hdf5_decodes &&
-        6.0 * double(chunked_[k]->chunk_bytes()) * double(omp_get_max_threads()) >
-            double(scratch_bytes))
-      chunked_[k].reset();
+    // again in the team of the overlapped pipeline's reader. Over that
+    // share, chunks are held decoded, once each, while blocks cut them
+    // (discount's; multBy's (N, K) rows are read again for every date, so
+    // HDF5 reads a large-chunked multBy, unless it cannot).
+    if (chunked_[k] && 6.0 * double(chunked_[k]->chunk_bytes()) * double(omp_get_max_threads()) >
+                           double(scratch_bytes)) {
+      if (rank_ == 3 || !hdf5_decodes) chunked_[k]->hold(1);
+      else chunked_[k].reset();
+      // Where even one cell does not fit, HDF5 reads chunks small enough for
+      // its chunk cache to hold a cell (each read once where the budget has
+      // room for it, io/ChunkCache.hpp);
+      // larger ones stay held, and the run is refused (app/run/ChunkHolding.hpp).
+      const HeldChunk h = chunked_[k] ? held_chunk(p) : HeldChunk{};
+      if (chunked_[k] && hdf5_decodes && h.holding_bytes(1, omp_get_max_threads()) > double(held_bytes) &&
+          double(h.bytes) * h.per_cell <= std::max(double(held_bytes), double(hdf5_chunk_slack)))
+        chunked_[k].reset();
+    }
   }
 }
 
-std::array<Index, 2> CubeReader::decoded_chunk() const {
-  for (const auto& c : chunked_)
-    if (c) return {c->chunk_dates(), c->chunk_ids()};
+std::array<Index, 2> CubeReader::decoded_chunk(Precision precision) const {
+  const auto& c = chunked_[precision == Precision::f64 ? 0 : 1];
+  if (c && !c->holds()) return {c->chunk_dates(), c->chunk_ids()};
   return {0, 0};
+}
+
+HeldChunk CubeReader::held_chunk(Precision precision) const {
+  const auto& c = chunked_[precision == Precision::f64 ? 0 : 1];
+  if (!c || !c->holds()) return {};
+  return {c->chunk_dates(), c->chunk_ids(), c->chunk_cols(), c->chunk_bytes(), c->decode_scratch_bytes(),
+          int((K_ + c->chunk_cols() - 1) / c->chunk_cols())};
+}
+
+void CubeReader::hold(Precision precision, std::size_t chunks) const {
+  if (const auto& c = chunked_[precision == Precision::f64 ? 0 : 1]; c && c->holds()) c->hold(chunks);
+}
+
+void CubeReader::begin_pass(Precision precision, const std::vector<Block>& blocks) const {
+  if (const auto& c = chunked_[precision == Precision::f64 ? 0 : 1]) c->begin_pass(blocks);
+}
+
+std::array<std::uint64_t, 2> CubeReader::decodes(Precision precision) const {
+  const auto& c = chunked_[precision == Precision::f64 ? 0 : 1];
+  if (!c) return {0, 0};
+  return {c->decodes(), c->distinct_decodes()};
 }
 
 CubeStorage CubeReader::storage(Precision precision) const {
@@ -65,6 +114,7 @@ CubeStorage CubeReader::storage(Precision precision) const {
   for (const Filter& f : filters) st.filters.push_back(f.name);
   const int k = precision == Precision::f64 ? 0 : 1;
   st.read_by = raw_[k] ? ReadBy::pread : chunked_[k] ? ReadBy::decode : ReadBy::hdf5;
+  st.held = chunked_[k] && chunked_[k]->holds();
   if (const Filter* missing = missing_in_hdf5(filters); missing && st.read_by == ReadBy::hdf5) {
     st.read_by = ReadBy::none;
     st.unreadable = missing->name + " (HDF5 filter " + std::to_string(missing->id) + ")";
@@ -82,7 +132,9 @@ std::string to_text(const CubeStorage& st) {
   for (const auto& f : st.filters) text += ", " + f;
   switch (st.read_by) {
     case ReadBy::pread: return text + "; read with pread";
-    case ReadBy::decode: return text + "; decoded by cvest's threads";
+    case ReadBy::decode:
+      return text + (st.held ? "; decoded by cvest's threads, each chunk once, held while the blocks that cut it run"
+                             : "; decoded by cvest's threads");
     case ReadBy::hdf5: return text + "; read by HDF5 (H5Dread, one thread at a time)";
     case ReadBy::none: break;
   }
@@ -119,8 +171,8 @@ void CubeReader::check_chunk_records(const Block& b) const {
     haddr_t addr = HADDR_UNDEF;
     hsize_t stored = 0;
     if (!chunk_record(ds_.get(), rank_, origin, mask, addr, stored)) continue;  // not stored, or HDF5's read reports it
-    check_chunk_record([&] { return chunk_text(shown, rank_, origin, chunk_); }, addr, stored, file_bytes_,
-                       plain_chunk_bytes_);
+    check_chunk_record([&] { return chunk_text(shown, rank_, origin, chunk_); }, userblock_ + addr, stored,
+                       file_bytes_, plain_chunk_bytes_);
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,8 +23,22 @@ struct CubeStorage {
   std::vector<std::string> filters;  // HDF5's names, in pipeline order
   ReadBy read_by = ReadBy::hdf5;     // none: HDF5 lacks a filter it would need (`unreadable` names it)
   std::string unreadable;
+  bool held = false;                 // decoded chunks held while blocks cut them (io/HeldChunks.hpp)
 };
 std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), deflate; decoded by cvest's threads"
+
+// Chunks too large for a block's share of the budget, decoded once each and
+// held while the blocks that cut them run: their extent, what one held chunk
+// and its decoding take, and how many make up a cell (the chunks of one date
+// range and id range across the columns, which a block needs together).
+struct HeldChunk {
+  Index dates = 0, ids = 0, cols = 0;
+  std::size_t bytes = 0, decode_bytes = 0;
+  int per_cell = 1;
+  // Held chunks of `cells` cells and their decoding: a cell's decode under
+  // way per reading thread at most.
+  double holding_bytes(int cells, int threads) const;
+};
 
 // Reads blocks of a (T, N, K) dataset (or id ranges of an (N, K) one, as
 // blocks of one date) in C order, converted to the asked
@@ -32,21 +47,37 @@ std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), defl
 // H5Dread. Safe from several threads.
 class CubeReader {
  public:
-  // `scratch_bytes`: what decoding may hold (three chunk-sized buffers per
-  // decoding thread, in place of HDF5's chunk cache); larger chunks go
-  // through H5Dread.
+  // `scratch_bytes`: what decoding whole chunks may hold (three chunk-sized
+  // buffers per decoding thread, in place of HDF5's chunk cache); larger
+  // chunks are held decoded (held_chunk) where cvest has their filters,
+  // else read through H5Dread.
   // `reads`: whether bytes read with pread go past the page cache
   // (io/DirectReader.hpp; `reads_because` says why, for reads_text).
+  // `held_bytes`: what one cell of held chunks and its decoding may take;
+  // over it HDF5 reads the chunks where it has their filters and a cell
+  // alone fits (a row in its chunk cache, io/ChunkCache.hpp), else they are
+  // held all the same (a run refuses them: app/run/ChunkHolding.hpp).
   CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
              std::size_t scratch_bytes = std::size_t(64) << 20, DirectMode reads = DirectMode::off,
-             const std::string& reads_because = "");
+             const std::string& reads_because = "", std::size_t held_bytes = SIZE_MAX);
   // IoError naming the chunk where the chunk index records a chunk outside
   // the file (or, unfiltered, of the wrong size): checked before HDF5 reads
   // chunks, which HDF5 1.10.8 does not (it crashed on such a file).
   void read(const Block& block, Precision precision, void* buffer) const;
-  // The (dates, ids) extent of the chunks it decodes itself; {0, 0} when it
-  // reads otherwise (any block shape is then as good as another).
-  std::array<Index, 2> decoded_chunk() const;
+  // The (dates, ids) extent of the chunks it decodes itself whole, a block
+  // at a time; {0, 0} when it reads otherwise (any block shape is then as
+  // good as another, or they are held: held_chunk).
+  std::array<Index, 2> decoded_chunk(Precision precision) const;
+  // The chunks it holds decoded for the blocks that cut them (bytes 0: none).
+  HeldChunk held_chunk(Precision precision) const;
+  // At most `chunks` held at once (1 until said), in reads at `precision`.
+  void hold(Precision precision, std::size_t chunks) const;
+  // A new pass over `blocks`: what each held chunk gives the pass, and the
+  // decode counts started again.
+  void begin_pass(Precision precision, const std::vector<Block>& blocks) const;
+  // Chunks it decoded since the pass began, and how many different ones
+  // (equal: each decoded once); {0, 0} where it decodes none.
+  std::array<std::uint64_t, 2> decodes(Precision precision) const;
   CubeStorage storage(Precision precision) const;
   // How its bytes were read: DirectReader::text, or the page cache's path.
   std::string reads_text(Precision precision) const;
@@ -67,6 +98,7 @@ class CubeReader {
   std::array<Index, 3> chunk_{};
   std::size_t plain_chunk_bytes_ = 0;
   std::uint64_t file_bytes_ = 0;
+  haddr_t userblock_ = 0;  // chunk addresses count from its end
   void check_chunk_records(const Block& block) const;
 };
 

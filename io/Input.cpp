@@ -16,8 +16,10 @@ File open_job_input(const std::string& path, const std::string& multby, const st
 }  // namespace
 
 InputFile::InputFile(const std::string& path, const std::string& multby, const std::string& discount,
-                     std::size_t chunk_cache_bytes, DirectMode reads, const std::string& reads_because)
+                     std::size_t chunk_cache_bytes, DirectMode reads, const std::string& reads_because,
+                     std::size_t held_bytes)
     : path_(path), multby_name_(multby), discount_name_(discount), reads_(reads), reads_because_(reads_because),
+      held_bytes_(held_bytes),
       file_(open_job_input(path, multby, discount)) {
   DatasetShape m, d;
   multby_ = open_dataset(file_, path, multby, 2, m, chunk_cache_bytes);
@@ -30,7 +32,7 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision, m.precision};
   discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes,
-                                                  reads, reads_because);
+                                                  reads, reads_because, held_bytes);
   multby_reader_ = std::make_unique<CubeReader>(multby_, path, multby, shape_.N, shape_.K, chunk_cache_bytes, reads,
                                                 reads_because);
 }

@@ -29,9 +29,10 @@ struct InputShape {
 class InputFile {
  public:
   // `reads`, `reads_because`: the read mode (CubeReader).
+  // `held_bytes`: CubeReader's, for discount.
   InputFile(const std::string& path, const std::string& multby, const std::string& discount,
             std::size_t chunk_cache_bytes = 64u << 20, DirectMode reads = DirectMode::off,
-            const std::string& reads_because = "");
+            const std::string& reads_because = "", std::size_t held_bytes = SIZE_MAX);
   InputFile(const InputFile&) = delete;  // its reader refers to its dataset
   InputFile& operator=(const InputFile&) = delete;
   const InputShape& shape() const { return shape_; }
@@ -43,7 +44,15 @@ class InputFile {
   void read_discount(const Block& block, Precision precision, void* buffer) const;
   // discount's chunk extent (dates, ids) when cvest decodes its chunks
   // itself, else {0, 0}: blocks of whole chunks decode each chunk once.
-  std::array<Index, 2> decoded_chunk() const { return discount_reader_->decoded_chunk(); }
+  std::array<Index, 2> decoded_chunk(Precision precision) const { return discount_reader_->decoded_chunk(precision); }
+  // discount's chunks held decoded while blocks cut them (CubeReader::held_chunk);
+  // how many at once; a pass over `blocks` begun; its chunks decoded.
+  HeldChunk held_chunk(Precision precision) const { return discount_reader_->held_chunk(precision); }
+  void hold(Precision precision, std::size_t chunks) const { discount_reader_->hold(precision, chunks); }
+  void begin_pass(Precision precision, const std::vector<Block>& blocks) const {
+    discount_reader_->begin_pass(precision, blocks);
+  }
+  std::array<std::uint64_t, 2> chunk_decodes(Precision precision) const { return discount_reader_->decodes(precision); }
   CubeStorage discount_storage(Precision precision) const { return discount_reader_->storage(precision); }
   CubeStorage multby_storage(Precision precision) const { return multby_reader_->storage(precision); }
   // How discount's bytes were read (CubeReader::reads_text).
@@ -52,12 +61,14 @@ class InputFile {
   // The read mode it was opened with, and why (to open it again alike).
   DirectMode reads() const { return reads_; }
   const std::string& reads_because() const { return reads_because_; }
+  std::size_t held_bytes() const { return held_bytes_; }
   const Dataset& discount_dataset() const { return discount_; }
 
  private:
   std::string path_, multby_name_, discount_name_;
   DirectMode reads_;
   std::string reads_because_;
+  std::size_t held_bytes_;
   File file_;
   Dataset multby_, discount_;
   InputShape shape_;

@@ -150,6 +150,7 @@ PipelineStats JobRunner::run_once(const JobPlan& job, const BlockPlan& mine, Job
   options.label = fmt::format("{}/{}", to_string(job.strategy), to_string(job.layout));
   options.threads = job.pipeline_threads;
   options.read_ahead = job.read_ahead;
+  plan_.input->begin_pass(plan_.precision, todo.blocks);
   ranks_.barrier();  // the ranks start together: their times compare
   PipelineStats stats;
   ranks_.together([&] {
@@ -158,6 +159,9 @@ PipelineStats JobRunner::run_once(const JobPlan& job, const BlockPlan& mine, Job
       return run_pipeline<Scalar, decltype(layout_tag)>(todo, block_io<Scalar>(sink), options, progress_);
     });
   });
+  const auto decodes = plan_.input->chunk_decodes(plan_.precision);
+  report.chunks_decoded = decodes[0];
+  report.chunks_distinct = decodes[1];
   if (writes) {
     const auto committed = out->commit(spec.attributes, plan_.input->discount_dataset());
     if (committed.parts_stored_s > 0) report.parts_stored_s = committed.parts_stored_s;

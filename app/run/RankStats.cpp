@@ -3,6 +3,8 @@
 #include "app/run/RunReport.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -48,7 +50,14 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
   job.summarize_roof();
 }
 
+// VmHWM, this program's own high-water mark: getrusage's ru_maxrss keeps
+// the largest RSS across execve, so it counted the process cvest was
+// started from (a Python test holding 220 MiB read as cvest's peak) and
+// cvest's own restart for thread placement.
 double peak_rss_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;  // "VmHWM:  123456 kB"
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return double(usage.ru_maxrss) * 1024.0;

@@ -254,6 +254,8 @@ nlohmann::json job_json(const RunReport& rep, const JobReport& job) {
   }
   if (!job.per_rank.empty()) add_ranks_json(job, jj);
   jj["resumed_blocks"] = job.resumed_blocks;
+  jj["chunks_decoded"] = job.chunks_decoded;
+  jj["chunks_decoded_distinct"] = job.chunks_distinct;
   jj["timeline"] = nlohmann::json::array();
   for (const auto& span : job.stats.timeline)
     jj["timeline"].push_back({{"block", span.block}, {"phase", to_string(span.phase)}, {"begin_s", span.begin_s},
@@ -283,7 +285,8 @@ nlohmann::json to_json(const RunReport& rep) {
                         {"chunk", rep.input_storage.chunk.empty() ? nlohmann::json(nullptr)
                                                                    : nlohmann::json(rep.input_storage.chunk)},
                         {"filters", rep.input_storage.filters},
-                        {"read_by", to_string(rep.input_storage.read_by)}};
+                        {"read_by", to_string(rep.input_storage.read_by)},
+                        {"held", rep.input_storage.held}};
   j["shape"] = {{"dates", rep.T}, {"ids", rep.N}, {"cols", rep.K}};
   j["memory_budget_bytes"] = rep.memory_budget;
   j["ranks"] = rep.ranks;

@@ -1,5 +1,6 @@
 #include "app/run/RunPlan.hpp"
 
+#include "app/run/ChunkHolding.hpp"
 #include "core/Errors.hpp"
 #include "core/Policies.hpp"
 #include "core/Spaces.hpp"
@@ -42,6 +43,20 @@ DirectMode reads_mode(const Deck& deck, std::string& because) {
                                  (std::filesystem::path(deck.input.file).parent_path() / ".").string());
 }
 
+// The direct writer's aligned copies, within the budget, wherever it may
+// write direct: decided from the deck alone, so every rank and every run of
+// the deck plans the same blocks (auto's choice reads the host's free
+// memory, which differs). The input reader's aligned buffers, where it may
+// read direct (an eighth of the budget at most, as the writer's copies;
+// reads_mode).
+void reserve_direct_memory(const Deck& deck, RunPlan& plan) {
+  if (deck.output.compression.kind == Compression::none && deck.output.direct != DirectMode::off)
+    plan.direct_memory = io::direct_write_memory(deck.run.memory_budget);
+  if (deck.input.direct == DirectMode::on ||
+      (deck.input.direct == DirectMode::automatic && room_for_direct_reads(deck)))
+    plan.read_memory = std::min(io::direct_read_memory, deck.run.memory_budget / 8);
+}
+
 // Opens the input (the deck's generate spec in its place where it is not on
 // disk yet): its shape, the run's precision, and a chunk cache that holds a
 // row of chunks HDF5 reads (HDF5's cache, or cvest's decoding scratch in its
@@ -56,7 +71,8 @@ io::ChunkRow open_input(const Deck& deck, bool input_on_disk, RunPlan& plan, std
     std::string because;
     const DirectMode reads = reads_mode(deck, because);
     auto input = std::make_unique<const io::InputFile>(deck.input.file, deck.input.multby, deck.input.discount,
-                                                       default_cache, reads, because);
+                                                       default_cache, reads, because,
+                                                       held_room(deck.run.memory_budget, plan.reserved_memory()));
     plan.shape = input->shape();
     row = io::fit_chunk_cache(input, deck.run.precision.value_or(plan.shape.promoted()), deck.run.memory_budget,
                               default_cache, Kokkos::DefaultHostExecutionSpace().concurrency(), progress);
@@ -103,24 +119,39 @@ void plan_input_storage(const Deck& deck, RunPlan& plan, std::ostream& progress)
 // The output's chunks: the deck's ids, else about 1 MiB; where cvest decodes
 // the input's chunks itself (a whole chunk at a time), whole input chunks,
 // so blocks align with both and decode each chunk once.
-Index output_chunk_ids(const Deck& deck, const RunPlan& plan, std::array<Index, 2> decoded) {
+Index output_chunk_ids(const Deck& deck, const RunPlan& plan, std::array<Index, 2> decoded,
+                       const ChunkHolding& holding) {
   const Index N = plan.shape.N;
   Index ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, N)
                                         : io::cube_chunk(N, plan.shape.K, element_size(plan.precision))[1];
+  // Blocks stay inside held cells: output chunks too, where cells are
+  // narrower than N (the deck's own are kept: blocks of them may then reach
+  // into the next cell, which is held in turn).
+  if (holding.cell[1] > 0 && holding.cell[1] < N && deck.output.chunk_ids == 0)
+    return output_chunk_ids_in_cells(holding.cell[1], ids);
   if (decoded[1] > 0 && deck.output.chunk_ids == 0)
     ids = std::min(N, decoded[1] * std::max<Index>(1, (ids + decoded[1] / 2) / decoded[1]));
   return ids;
 }
 
 void plan_layouts(const Deck& deck, const io::ChunkRow& row, std::array<Index, 2> decoded, Index chunk_ids,
-                  RunPlan& plan, std::ostream& progress) {
+                  const std::array<Index, 2> held_cells, RunPlan& plan, std::ostream& progress) {
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   const auto& s = plan.shape;
   for (const LayoutKind layout : deck.run.layouts) {
     const bool whole_output_chunks = layout == LayoutKind::right || deck.output.compression.kind != Compression::none;
+    // Blocks of whole output chunks stay inside held cells only where those
+    // chunks end where cells do (a block reaching into the next cell would
+    // need both held at once).
+    if (whole_output_chunks && held_cells[1] > 0 && held_cells[1] < s.N && held_cells[1] % chunk_ids != 0)
+      throw InputError(fmt::format("{}: [output] chunk_ids = {} does not divide {}'s chunks of {} ids along "
+                                   "'{}', which are held decoded one cell at a time; choose a divisor of {}",
+                                   deck.path, chunk_ids, deck.input.file, held_cells[1], deck.input.discount,
+                                   held_cells[1]));
+    const BlockQuantum quantum =
+        block_quantum(row.quantum, decoded, whole_output_chunks ? chunk_ids : 0, held_cells);
     plan.blocks.push_back(plan_blocks(s.T, s.N, s.K, element_size(plan.precision),
-                                      deck.run.memory_budget - row.cache_bytes - plan.reserved_memory(),
-                                      block_quantum(row.quantum, decoded, whole_output_chunks ? chunk_ids : 0),
+                                      deck.run.memory_budget - row.cache_bytes - plan.reserved_memory(), quantum,
                                       max_block, layout));
     const BlockPlan& p = plan.blocks.back();
     fmt::print(progress, "cvest: {} x {} x {} {}, {}: {} blocks of up to {} dates x {} ids ({} of buffers)\n", s.T,
@@ -244,24 +275,22 @@ BlockPlan RunPlan::share(LayoutKind layout, int rank) const {
 RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::ostream& progress) {
   RunPlan plan;
   ranks.together([&] {
+    reserve_direct_memory(deck, plan);
     const io::ChunkRow row = open_input(deck, input_on_disk, plan, progress);
     note_narrowing(deck, plan, progress);
     plan_input_storage(deck, plan, progress);
-    // Chunks cvest decodes itself (dates, ids), 0 where it decodes none.
-    const auto decoded = plan.input ? plan.input->decoded_chunk() : std::array<Index, 2>{0, 0};
-    const Index chunk_ids = output_chunk_ids(deck, plan, decoded);
-    // The direct writer's aligned copies, within the budget, wherever it may
-    // write direct: decided from the deck alone, so every rank and every
-    // run of the deck plans the same blocks (auto's choice reads the host's
-    // free memory, which differs).
-    if (deck.output.compression.kind == Compression::none && deck.output.direct != DirectMode::off)
-      plan.direct_memory = io::direct_write_memory(deck.run.memory_budget);
-    // The input reader's aligned buffers, where it may read direct (an
-    // eighth of the budget at most, as the writer's copies; reads_mode).
-    if (deck.input.direct == DirectMode::on ||
-        (deck.input.direct == DirectMode::automatic && room_for_direct_reads(deck)))
-      plan.read_memory = std::min(io::direct_read_memory, deck.run.memory_budget / 8);
-    plan_layouts(deck, row, decoded, chunk_ids, plan, progress);
+    // Chunks cvest decodes itself whole (dates, ids), 0 where it decodes
+    // none or holds them decoded.
+    const auto decoded = plan.input ? plan.input->decoded_chunk(plan.precision) : std::array<Index, 2>{0, 0};
+    ChunkHolding holding;
+    if (plan.input) {
+      holding = hold_chunks(*plan.input, plan.precision, deck.run.memory_budget, plan.reserved_memory(),
+                            deck.input.discount, Kokkos::DefaultHostExecutionSpace().concurrency());
+      plan.held_memory = holding.reserved;
+      if (holding.cells > 0) fmt::print(progress, "cvest: {} '{}': {}\n", deck.input.file, deck.input.discount, holding.text);
+    }
+    const Index chunk_ids = output_chunk_ids(deck, plan, decoded, holding);
+    plan_layouts(deck, row, decoded, chunk_ids, holding.cell, plan, progress);
     warn_tiny_blocks(deck, plan, progress);
     share_among_ranks(ranks, chunk_ids, plan, progress);
     plan.output = output_spec(deck, plan, chunk_ids, ranks);

@@ -43,6 +43,9 @@ struct JobReport {
   // the slowest rank's). Empty in one process.
   std::vector<RankStats> per_rank;
   double parts_stored_s = 0;  // compressed output: rank 0 storing the other ranks' chunks
+  // discount's chunks cvest decoded in its last run, and how many different
+  // ones (equal: each once); 0 where it decoded none (read with pread or by HDF5).
+  std::uint64_t chunks_decoded = 0, chunks_distinct = 0;
   int resumed_blocks = 0;     // blocks a killed run left on disk, not written again (summed over ranks at rank 0)
   int slowest_rank() const;
   double load_balance() const;  // the slowest rank's wall time over the mean

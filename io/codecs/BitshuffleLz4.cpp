@@ -146,6 +146,18 @@ class BitshuffleLz4Codec final : public Codec {
   bool decodes(const std::vector<unsigned>& values) const override {
     return values.size() < 5 || values[4] == 0 || values[4] == lz4_inside;
   }
+  std::string record_error(const std::vector<unsigned>& values) const override {
+    if (values.size() > 3 && values[3] % 8 != 0)
+      return "bitshuffle's block size " + std::to_string(values[3]) + " in the filter's record is not a multiple of 8";
+    return "";
+  }
+  // Per block of the record's size (the filter writes in those) its 4-byte
+  // size and LZ4's bound; the 12-byte header.
+  std::size_t max_stored(std::size_t plain, const FilterUse& use) const override {
+    const std::size_t element = std::max<std::size_t>(element_of(use), 1);
+    const std::size_t blocks = plain / (std::max<std::size_t>(block_of(use, element), 8) * element) + 1;
+    return 12 + plain + plain / 255 + blocks * 20;
+  }
   std::size_t encode(const unsigned char* in, std::size_t bytes, const FilterUse& use,
                      std::vector<unsigned char>& out) const override {
     const std::size_t element = element_of(use), n = bytes / element;
@@ -183,7 +195,7 @@ class BitshuffleLz4Codec final : public Codec {
   bool decode(const unsigned char* in, std::size_t stored, const FilterUse& use, unsigned char* out,
               std::size_t plain) const override {
     const std::size_t element = element_of(use);
-    if (element == 0 || plain % element != 0) return false;
+    if (element == 0 || plain % element != 0 || !record_error(use.values).empty()) return false;
     const std::size_t n = plain / element;
     Scratch& s = scratch();
     if (keeps_size(use.values)) {  // transposed blocks, no LZ4
@@ -224,8 +236,8 @@ class BitshuffleLz4Codec final : public Codec {
   }
   // Elements per block: the record's (a multiple of 8), else bitshuffle's default.
   static std::size_t block_of(const FilterUse& use, std::size_t element) {
-    const unsigned b = use.values.size() > 3 ? use.values[3] : 0;
-    return b > 0 && b % 8 == 0 ? b : default_block_elements(element);
+    const unsigned b = use.values.size() > 3 ? use.values[3] : 0;  // a multiple of 8 (record_error)
+    return b > 0 ? b : default_block_elements(element);
   }
 };
 

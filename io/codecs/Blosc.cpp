@@ -42,6 +42,8 @@ class BloscCodecImpl final : public Codec {
             spec.blosc_codec == BloscCodec::zstd ? unsigned(BLOSC_ZSTD) : unsigned(BLOSC_LZ4)};
   }
   bool keeps_size(const std::vector<unsigned>&) const override { return false; }
+  // c-blosc's own guarantee: never more than the plain bytes and its header.
+  std::size_t max_stored(std::size_t plain, const FilterUse&) const override { return plain + BLOSC_MAX_OVERHEAD; }
   std::size_t encode(const unsigned char* in, std::size_t bytes, const FilterUse& use,
                      std::vector<unsigned char>& out) const override {
     // The record's settings, hdf5plugin's defaults where it has none.

@@ -44,6 +44,13 @@ class Codec {
   // (else HDF5 reads the dataset, where it has the filter).
   virtual bool keeps_size(const std::vector<unsigned>& values) const = 0;
   virtual bool decodes(const std::vector<unsigned>& /*values*/) const { return true; }
+  // What is wrong with a record this codec's own filter would refuse (empty
+  // where nothing): said as an error, never read with a default in its place.
+  virtual std::string record_error(const std::vector<unsigned>& /*values*/) const { return ""; }
+  // The most bytes the filter can store a chunk of `plain` bytes in: a
+  // chunk record that claims more is damaged, refused before anything is
+  // allocated for it. Generous: a bound, not the encoder's exact worst case.
+  virtual std::size_t max_stored(std::size_t plain, const FilterUse& use) const = 0;
   // `bytes` of `in` filtered into `out` (resized to fit). Returns the bytes
   // to store, or 0 where they would be no fewer (stored unfiltered, the
   // filter's mask bit set). std::bad_alloc or std::runtime_error on failure.

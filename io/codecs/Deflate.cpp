@@ -48,6 +48,8 @@ class DeflateCodec final : public Codec {
     return {unsigned(spec.gzip_level)};
   }
   bool keeps_size(const std::vector<unsigned>&) const override { return false; }
+  // Stored blocks: 5 bytes per 64 KiB at worst, the zlib wrapper's 6 bytes.
+  std::size_t max_stored(std::size_t plain, const FilterUse&) const override { return plain + plain / 1024 + 4096; }
   std::size_t encode(const unsigned char* in, std::size_t bytes, const FilterUse& use,
                      std::vector<unsigned char>& out) const override {
     const int level = !use.values.empty() ? int(use.values[0]) : 4;

@@ -24,6 +24,8 @@ class LzfCodec final : public Codec {
     return {h5py_lzf_revision, LZF_VERSION, unsigned(chunk_bytes)};
   }
   bool keeps_size(const std::vector<unsigned>&) const override { return false; }
+  // Literal runs: a control byte per 32 bytes at worst.
+  std::size_t max_stored(std::size_t plain, const FilterUse&) const override { return plain + plain / 32 + 64; }
   std::size_t encode(const unsigned char* in, std::size_t bytes, const FilterUse&,
                      std::vector<unsigned char>& out) const override {
     out.resize(bytes);

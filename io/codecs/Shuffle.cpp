@@ -50,6 +50,7 @@ class ShuffleCodec final : public Codec {
     return {};  // HDF5's set_local records the element size
   }
   bool keeps_size(const std::vector<unsigned>&) const override { return true; }
+  std::size_t max_stored(std::size_t plain, const FilterUse&) const override { return plain; }
   std::size_t encode(const unsigned char* in, std::size_t bytes, const FilterUse& use,
                      std::vector<unsigned char>& out) const override {
     out.resize(bytes);

@@ -3,6 +3,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
+
 using namespace cvest;
 
 namespace {
@@ -209,4 +214,29 @@ TEST_CASE("split_blocks shares a plan's blocks among ranks, consecutive and bala
     const auto ranges = split_blocks(plan, 2, [](const Block&) { return false; });
     CHECK(ranges[1].begin == 25);
   }
+}
+
+TEST_CASE("held cells: blocks cut at their edges and run cell by cell", "[plan]") {
+  // Cells of input chunks held decoded (2 dates x 700 ids, and a date's
+  // whole ids): no block reaches into two, and once a cell's blocks are
+  // done no later block returns to it, so each is decoded once and let go.
+  for (const std::array<Index, 2> cells : {std::array<Index, 2>{2, 700}, std::array<Index, 2>{1, 2003}})
+    for (const LayoutKind layout : {LayoutKind::right, LayoutKind::left})
+      for (std::size_t budget : {std::size_t(1) << 16, std::size_t(1) << 20, std::size_t(1) << 26}) {
+        CAPTURE(cells[0], cells[1], int(layout), budget);
+        BlockQuantum quantum{1, 100};
+        quantum.cells = cells;
+        const BlockPlan plan = plan_blocks(5, 2003, 5, 8, budget, quantum, 0, layout);
+        check_cover(plan);
+        std::vector<std::pair<Index, Index>> order;
+        for (const Block& b : plan.blocks) {
+          const std::pair<Index, Index> cell{b.dates.begin / cells[0], b.ids.begin / cells[1]};
+          CHECK(cell == std::pair<Index, Index>{(b.dates.end - 1) / cells[0], (b.ids.end - 1) / cells[1]});
+          if (order.empty() || order.back() != cell) {
+            CHECK(std::find(order.begin(), order.end(), cell) == order.end());
+            order.push_back(cell);
+          }
+        }
+        CHECK(std::is_sorted(order.begin(), order.end()));  // the file's order: dates, then ids
+      }
 }

@@ -31,9 +31,9 @@ case $target in
   input)
     hdf5_include=$(pkg-config --cflags hdf5-serial 2> /dev/null || echo -I/usr/include/hdf5/serial)
     hdf5_libs=$(pkg-config --libs hdf5-serial 2> /dev/null || echo "-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5")
-    sources=("$src/io/Input.cpp" "$src/io/ChunkFiles.cpp" "$src/io/RawCube.cpp" "$src/io/ChunkedCube.cpp" "$src/io/CubeReader.cpp" "$src"/io/codecs/*.cpp "$src/io/DirectIo.cpp" "$src/io/DirectWriter.cpp" "$src/io/DirectReader.cpp" "$src/io/Hdf5.cpp" "$src/io/MetadataSandbox.cpp" "$src/io/Faults.cpp" "$src/io/TempFiles.cpp" "$src/core/Interrupt.cpp" "$src/core/Names.cpp"
+    sources=("$src/io/Input.cpp" "$src/io/ChunkFiles.cpp" "$src/io/RawCube.cpp" "$src/io/ChunkedCube.cpp" "$src/io/HeldChunks.cpp" "$src/io/CubeReader.cpp" "$src"/io/codecs/*.cpp "$src/io/DirectIo.cpp" "$src/io/DirectWriter.cpp" "$src/io/DirectReader.cpp" "$src/io/Hdf5.cpp" "$src/io/MetadataSandbox.cpp" "$src/io/Faults.cpp" "$src/io/TempFiles.cpp" "$src/core/Interrupt.cpp" "$src/core/Names.cpp"
              "$src/core/Plan.cpp")
-    headers=("$src/io/Input.hpp" "$src/io/Chunks.hpp" "$src/io/ChunkFiles.hpp" "$src/io/RawCube.hpp" "$src/io/ChunkedCube.hpp" "$src/io/CubeReader.hpp" "$src"/io/codecs/*.hpp "$src/io/DirectIo.hpp" "$src/io/DirectReader.hpp" "$src/io/DirectWriter.hpp" "$src/io/Hdf5.hpp" "$src/io/MetadataSandbox.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
+    headers=("$src/io/Input.hpp" "$src/io/Chunks.hpp" "$src/io/ChunkFiles.hpp" "$src/io/RawCube.hpp" "$src/io/ChunkedCube.hpp" "$src/io/HeldChunks.hpp" "$src/io/CubeReader.hpp" "$src"/io/codecs/*.hpp "$src/io/DirectIo.hpp" "$src/io/DirectReader.hpp" "$src/io/DirectWriter.hpp" "$src/io/Hdf5.hpp" "$src/io/MetadataSandbox.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
     flags+=(-fopenmp $hdf5_include)
     flags+=($(pkg-config --cflags liblzf libdeflate blosc liblz4))
     libs=($hdf5_libs -lhdf5_hl $(pkg-config --libs liblzf libdeflate blosc liblz4) -lfmt)

@@ -7,6 +7,8 @@ ENV = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads")
 
 
 def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, str):
         return f'"{v}"'
     if isinstance(v, (list, tuple)):

@@ -60,29 +60,42 @@ TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would"
       const InputFile input(path.string(), "multBy", "discount");
       // plain (1, ids, K) chunks are read straight into blocks instead
       const bool decoded = filters != Filters::none || chunk[0] != 1 || Index(chunk[2]) != K;
-      CHECK(input.decoded_chunk() ==
+      CHECK(input.decoded_chunk(Precision::f64) ==
             (decoded ? std::array<Index, 2>{Index(chunk[0]), Index(chunk[1])} : std::array<Index, 2>{0, 0}));
       {
         File f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
         Dataset d(H5Dopen2(f.get(), "discount", H5P_DEFAULT));
         CHECK(ChunkedCube::open(d, path.string(), H5T_NATIVE_DOUBLE, K));
-        CHECK_FALSE(ChunkedCube::open(d, path.string(), H5T_NATIVE_FLOAT, K));  // a conversion: HDF5's
-        // chunks whose decoding would not fit the scratch allowed go through
-        // HDF5, with the same result
+        CHECK(ChunkedCube::open(d, path.string(), H5T_NATIVE_FLOAT, K));  // converted as copied
+        CHECK_FALSE(ChunkedCube::open(d, path.string(), H5T_NATIVE_INT, K));  // HDF5's
+        // chunks whose decoding would not fit the scratch allowed are held
+        // decoded while blocks cut them, with HDF5's result
         const CubeReader tight(d, path.string(), "discount", N, K, 1);
-        CHECK(tight.decoded_chunk() == std::array<Index, 2>{0, 0});
-        CHECK(tight.storage(Precision::f64).read_by == (decoded ? ReadBy::hdf5 : ReadBy::pread));
+        CHECK(tight.decoded_chunk(Precision::f64) == std::array<Index, 2>{0, 0});
+        CHECK(tight.storage(Precision::f64).read_by == (decoded ? ReadBy::decode : ReadBy::pread));
+        CHECK(tight.storage(Precision::f64).held == decoded);
+        CHECK(tight.held_chunk(Precision::f64).bytes == (decoded ? std::size_t(chunk[0] * chunk[1] * chunk[2]) * 8 : 0));
         const auto storage = input.discount_storage(Precision::f64);
         CHECK(storage.read_by == (decoded ? ReadBy::decode : ReadBy::pread));
-        CHECK(input.discount_storage(Precision::f32).read_by == ReadBy::hdf5);  // a conversion
+        // narrowed to float as copied, as HDF5 narrows
+        CHECK(input.discount_storage(Precision::f32).read_by == ReadBy::decode);
         CHECK(storage.chunk == std::vector<Index>{Index(chunk[0]), Index(chunk[1]), Index(chunk[2])});
         CHECK(storage.filters == (filters == Filters::none      ? std::vector<std::string>{}
                                   : filters == Filters::deflate ? std::vector<std::string>{"deflate"}
                                                                 : std::vector<std::string>{"shuffle", "deflate"}));
         const Block b{{1, 4}, {333, 2222}};
         std::vector<double> via_hdf5(std::size_t(b.dates.size() * b.ids.size() * K)), decoded(via_hdf5.size());
-        tight.read(b, Precision::f64, via_hdf5.data());
+        read_hyperslab(d, H5T_NATIVE_DOUBLE, {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K},
+                       via_hdf5.data(), path.string());
         input.read_discount(b, Precision::f64, decoded.data());
+        CHECK(std::memcmp(via_hdf5.data(), decoded.data(), decoded.size() * sizeof(double)) == 0);
+        std::vector<float> narrowed_hdf5(decoded.size()), narrowed(decoded.size());
+        read_hyperslab(d, H5T_NATIVE_FLOAT, {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K},
+                       narrowed_hdf5.data(), path.string());
+        input.read_discount(b, Precision::f32, narrowed.data());
+        CHECK(std::memcmp(narrowed_hdf5.data(), narrowed.data(), narrowed.size() * sizeof(float)) == 0);
+        std::fill(decoded.begin(), decoded.end(), 0.0);
+        tight.read(b, Precision::f64, decoded.data());
         CHECK(std::memcmp(via_hdf5.data(), decoded.data(), decoded.size() * sizeof(double)) == 0);
       }
       // blocks cutting chunks at every side, one in the partial last chunks,

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -86,6 +87,7 @@ TEST_CASE("every codec gives back every chunk it coded, of any size, in double a
           else CHECK(put < plain.size());  // 0: no fewer bytes, stored without it
           if (smooth && n >= 2048 && !codec->keeps_size(use.values)) CHECK(put > 0);  // it does compress these
           if (put == 0) continue;
+          CHECK(put <= codec->max_stored(plain.size(), use));  // what a chunk record may claim
           std::vector<unsigned char> back(plain.size() + 64, 0xA5);  // bytes past the chunk stay untouched
           REQUIRE(codec->decode(stored.data(), put, use, back.data(), plain.size()));
           CHECK(std::memcmp(back.data(), plain.data(), plain.size()) == 0);
@@ -193,4 +195,23 @@ TEST_CASE("the output's filters: each compression's pipeline, and what cvest inf
   for (const char* name : {"shuffle", "deflate (libdeflate ", "lzf (liblzf ", "blosc (c-blosc ", "bitshuffle-lz4 (lz4 "})
     CHECK_THAT(text, Catch::Contains(name));
   CHECK(to_text(zstd) == "blosc (zstd, bit shuffle, level 7)");
+}
+
+TEST_CASE("a chunk record's bound: every chunk a filter stores, and not the whole file", "[io][codecs]") {
+  // What a record may claim before anything is allocated for it: at least
+  // the plain bytes (a filter that cannot shrink a chunk is skipped), and a
+  // bound near them, not the file's size.
+  for (const Setting& s : settings())
+    for (std::size_t plain : {std::size_t(8), std::size_t(40000), std::size_t(400) << 20}) {
+      INFO(s.label << ", " << plain << " plain bytes");
+      const Codec* codec = codec_for(s.id);
+      const FilterUse use = use_of(s, 8, plain);
+      CHECK(codec->max_stored(plain, use) >= plain);
+      CHECK(double(codec->max_stored(plain, use)) <= 1.05 * double(plain) + 8192);
+    }
+  // bitshuffle's own plugin refuses blocks that are not a multiple of 8; so
+  // does cvest, where it once read them as the default
+  CHECK(codec_for(32008)->record_error({0, 3, 8, 12, 2}) == "bitshuffle's block size 12 in the filter's record is not a multiple of 8");
+  CHECK(codec_for(32008)->record_error({0, 3, 8, 16, 2}).empty());
+  CHECK(codec_for(32008)->record_error({0, 3, 8, 0, 2}).empty());  // 0: the default
 }

@@ -1,0 +1,52 @@
+#include "app/run/ChunkHolding.hpp"
+
+#include "core/Errors.hpp"
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace cvest::app {
+
+ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::size_t budget, std::size_t reserved,
+                         const std::string& dataset, int threads) {
+  ChunkHolding holding;
+  const io::HeldChunk h = input.held_chunk(precision);
+  if (h.bytes == 0) return holding;
+  const double room = double(held_room(budget, reserved));
+  const int cells = h.holding_bytes(2, threads) <= room ? 2 : h.holding_bytes(1, threads) <= room ? 1 : 0;
+  const auto& s = input.shape();
+  const std::string shape = fmt::format("({}, {}, {})", h.dates, h.ids, h.cols);
+  if (cells == 0) {
+    const double needed = h.holding_bytes(1, threads) + double(blocks_least(budget)) + double(reserved);
+    const Index ids = io::cube_chunk(s.N, s.K, element_size(s.precision))[1];
+    throw InputError(fmt::format(
+        "{}: dataset '{}' is stored in chunks of {} ({} decoded{}), each decoded once and held while its blocks "
+        "run: that takes {} with its decoding, and memory_budget {} holds none beside the blocks; memory_budget = "
+        "\"{}MiB\" reads it, or rechunk the file: h5repack -l {}:CHUNK=1x{}x{} {} rechunked.h5",
+        input.path(), dataset, shape, format_bytes(double(h.bytes)), h.per_cell > 1 ? fmt::format(", {} across the "
+        "columns", h.per_cell) : std::string(), format_bytes(h.holding_bytes(1, threads)), format_bytes(double(budget)),
+        std::ceil(needed / double(1 << 20)), dataset, ids, s.K, input.path()));
+  }
+  holding.cells = std::size_t(cells);
+  holding.reserved = std::size_t(h.holding_bytes(cells, threads));
+  holding.cell = {h.dates, h.ids};
+  holding.text = fmt::format("{} cell{} of {} chunk{} {} held decoded at once ({} with decoding)", cells,
+                             cells == 1 ? "" : "s", h.per_cell, h.per_cell == 1 ? "" : "s", shape,
+                             format_bytes(double(holding.reserved)));
+  input.hold(precision, holding.cells);
+  return holding;
+}
+
+Index output_chunk_ids_in_cells(Index cell_ids, Index wanted) {
+  // The largest divisor up to twice the default; where the cell's ids have
+  // only small ones (a prime), the cell's own ids (one output chunk a cell).
+  Index best = 1;
+  for (Index d = 1; d * d <= cell_ids; ++d)
+    if (cell_ids % d == 0)
+      for (const Index q : {d, cell_ids / d})
+        if (q <= 2 * wanted) best = std::max(best, q);
+  return best * 4 >= wanted ? best : cell_ids;
+}
+
+}  // namespace cvest::app

@@ -1,0 +1,46 @@
+#pragma once
+// How many of an input's large chunks are held decoded at once, out of the
+// budget (io/HeldChunks.hpp): two cells (one decoded while the blocks of the
+// other run) where they fit beside the blocks' least, else one; where not
+// even one fits beside the blocks, the run is refused before any block, with
+// the budget that would do and an h5repack line that rechunks the file.
+#include "core/Plan.hpp"
+#include "io/Input.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <string>
+
+namespace cvest::app {
+
+struct ChunkHolding {
+  std::size_t cells = 0;          // held at once (0: the input's chunks are not held)
+  std::size_t reserved = 0;       // the budget's bytes they and their decoding take
+  std::array<Index, 2> cell{0, 0};  // dates and ids of a cell (BlockQuantum::cells)
+  std::string text;               // "2 cells of (1, 10000000, 5) held (800 MB with decoding)"
+};
+
+// The least the blocks keep of `budget` beside held chunks: a quarter, at
+// most 64 MiB (blocks on host spaces are 2 MiB at most).
+inline std::size_t blocks_least(std::size_t budget) { return std::min(budget / 4, std::size_t(64) << 20); }
+// What one cell of held chunks may take of `budget` beside `reserved`
+// (InputFile's held_bytes: over it, HDF5 reads chunks it can).
+inline std::size_t held_room(std::size_t budget, std::size_t reserved) {
+  return budget > reserved + blocks_least(budget) ? budget - reserved - blocks_least(budget) : 0;
+}
+
+// For `input` read at `precision` within `budget` bytes (`dataset` names it
+// in the refusal); the input is told how many to hold. InputError where one
+// cell does not fit.
+// `budget`: memory_budget; `reserved`: what else it holds before blocks;
+// `threads`: the host threads that read blocks.
+ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::size_t budget, std::size_t reserved,
+                         const std::string& dataset, int threads);
+
+// The output chunk's ids where blocks stay inside cells of `cell_ids` ids
+// (fewer than N): a divisor of the cell's ids, the largest up to twice
+// cvest's default (`wanted`).
+Index output_chunk_ids_in_cells(Index cell_ids, Index wanted);
+
+}  // namespace cvest::app

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Inputs as users' tools write them, read by cvest bit for bit against
+NumPy's multBy[None] * discount, each chunk decoded once, within the budget:
+h5py writing one date a chunk (plain, gzip, gzip after a shuffle, lzf, and
+Blosc and bitshuffle through hdf5plugin), h5py's automatic chunks, chunks
+of all dates and some ids, a contiguous cube, float32 discount beside a
+float64 multBy, xarray's to_netcdf (h5netcdf) and Dask's to_hdf5 with a date
+a chunk. One-date chunks here (6 MB) are larger than the decoding scratch a
+32 MiB budget allows a thread, so they are held decoded while their blocks
+run (one cell at 32 MiB, two at 64 MiB); an lzf file whose 24 MB chunks do
+not fit an 8 MiB budget is refused in one line before any block, with the
+budget that would do and an h5repack line.
+
+    user_files.py CVEST_BINARY
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+from cvest_deck import ENV, toml_value
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+from user_corpus import corpus, values, write_h5py  # noqa: E402  (the bench's corpus, small here)
+
+cvest = sys.argv[1]
+failures = []
+T, N, K = 3, 150_000, 5
+
+
+def fail(case, why):
+    failures.append(f"{case}: {why}")
+    print(f"FAIL {case}: {why}", flush=True)
+
+
+def run(work, tag, src, budget, layouts=("right", "left")):
+    deck = os.path.join(work, f"{tag}.toml")
+    out, report = os.path.join(work, f"cv_{tag}.h5"), os.path.join(work, f"{tag}.json")
+    sections = {"input": {"file": src}, "output": {"file": out, "overwrite": True},
+                "run": {"strategy": ["flat"], "layout": list(layouts), "memory_budget": budget},
+                "report": {"json": report}}
+    with open(deck, "w") as fh:
+        for name, keys in sections.items():
+            fh.write(f"[{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in keys.items()))
+    proc = subprocess.run([cvest, "run", deck], env=ENV, capture_output=True, text=True)
+    return proc, out, report
+
+
+def check_run(tag, proc, out, report, m, d, budget_bytes, held):
+    if proc.returncode != 0:
+        return fail(tag, f"exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
+    with h5py.File(out, "r") as f:
+        got = f["cv"][...]
+    want = m[None] * d  # NumPy's promotion (float64 here)
+    if got.dtype != want.dtype or not np.array_equal(got.view(np.uint8), want.view(np.uint8)):
+        return fail(tag, "output differs from multBy[None] * discount")
+    rep = json.load(open(report))
+    storage = rep["input_storage"]
+    if storage["held"] != held:
+        fail(tag, f"input held {storage['held']}, expected {held} ({storage})")
+    chunks = storage["chunk"]
+    decoded = storage["read_by"] == "decode"
+    expected = 0
+    if decoded:
+        expected = 1
+        for extent, c in zip((T, N, K), chunks):
+            expected *= -(-extent // c)
+    for job in rep["jobs"]:
+        if job["chunks_decoded"] != expected or job["chunks_decoded_distinct"] != expected:
+            fail(tag, f"{job['layout']}: {job['chunks_decoded']} chunk decodes of "
+                      f"{job['chunks_decoded_distinct']} chunks, expected each of {expected} once")
+        if job["peak_rss_bytes"] > budget_bytes + (64 << 20):
+            fail(tag, f"{job['layout']}: peak RSS {job['peak_rss_bytes'] / 2**20:.1f} MiB, over the budget + 64 MiB")
+    return storage
+
+
+with tempfile.TemporaryDirectory(prefix="cvest-userfiles-") as work:
+    rng = np.random.default_rng(58)
+    m, d64 = values(T, N, K)
+    for tag, writer, dtype in corpus(T, N, K):
+        src = os.path.join(work, f"{tag}.h5")
+        d = d64.astype(dtype)
+        writer(src, m, d)
+        held = tag.startswith(("date_chunks_", "float32_", "xarray_", "dask_", "ids_")) and tag != "date_chunks_plain"
+        for budget, budget_bytes in (("32MiB", 32 << 20), ("64MiB", 64 << 20)):
+            proc, out, report = run(work, f"{tag}_{budget}", src, budget)
+            storage = check_run(f"{tag} at {budget}", proc, out, report, m, d, budget_bytes, held)
+            if storage and held:
+                # 6 MB chunks and as much again to decode one: one cell at
+                # 32 MiB, two at 64 MiB (float32's half as large: two at both)
+                cells = 2 if budget == "64MiB" or dtype == np.float32 else 1
+                line = f"{cells} cell{'s' if cells > 1 else ''} of 1 chunk (1, {N}, {K}) held decoded at once"
+                if tag.startswith(("date_chunks_", "float32_")) and line not in proc.stdout + proc.stderr:
+                    fail(f"{tag} at {budget}", f"expected '{line}' in the plan's lines")
+        print(f"{'ok' if not failures else 'so far ' + str(len(failures)) + ' failed,'} {tag}: "
+              f"{storage and storage['read_by']}", flush=True)
+
+    # One-date lzf chunks of 24 MB, which an 8 MiB budget cannot hold
+    # decoded, nor HDF5's chunk cache within the slack a run has over its
+    # budget: refused at once, in one line, nothing written.
+    src = os.path.join(work, "large_chunks_lzf.h5")
+    big = 600_000
+    write_h5py(src, rng.uniform(0.5, 1.5, (big, K)), rng.uniform(0, 1, (2, big, K)), chunks=(1, big, K),
+               compression="lzf")
+    proc, out, _ = run(work, "refused", src, "8MiB")
+    lines = [l for l in proc.stderr.splitlines() if "error" in l]
+    if proc.returncode != 2 or len(lines) != 1:
+        fail("refusal", f"exit {proc.returncode}, expected 2 and one error line: {proc.stderr.strip()}")
+    else:
+        for part in (src, "'discount'", f"(1, {big}, {K})", "memory_budget = ", f"h5repack -l discount:CHUNK=1x"):
+            if part not in lines[0]:
+                fail("refusal", f"expected {part!r} in: {lines[0]}")
+    if os.path.exists(out):
+        fail("refusal", f"{out} was written")
+    print("refusal checked", flush=True)
+
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
