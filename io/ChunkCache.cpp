@@ -17,7 +17,9 @@ ChunkRow chunk_row_for_hdf5(const CubeStorage& storage, const InputShape& shape,
   // chunk its cache cannot hold straight from the file. Filtered, it
   // decodes the whole chunk for each part unless its cache holds it.
   if (ct <= 1 && ci >= shape.N && storage.filters.empty()) return row;
-  row.quantum = {ct, ci, true};
+  // Id-major where a row is narrower than the ids (its dates' blocks first);
+  // a row of whole dates is finished in date order.
+  row.quantum = {ct, ci, ci < shape.N};
   // HDF5 caches chunks at the file's element size.
   const double bytes = double((shape.K + ck - 1) / ck) * double(ct * ci * ck) * double(element_size(shape.precision));
   const std::size_t needed = std::size_t(bytes) + (std::size_t(1) << 20);

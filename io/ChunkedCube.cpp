@@ -126,12 +126,15 @@ std::size_t ChunkedCube::decode_scratch_bytes() const {
 }
 
 void ChunkedCube::hold(std::size_t cells) {
+  const bool scanned = held_ != nullptr;
   held_ = std::make_unique<HeldChunks>(cells);
+  if (scanned) return;
   // Held chunks are few and large: the largest one stored is what a decode
-  // reads, where the index answers (a few hundred records at most).
+  // reads, where the index answers (each record a walk of the index: at
+  // most a thousand of them; else the filters' bound).
   const Dataspace space(H5Dget_space(ds_));
   hsize_t count = 0;
-  if (!space || H5Dget_num_chunks(ds_, space.get(), &count) < 0 || count > 100000) return;
+  if (!space || H5Dget_num_chunks(ds_, space.get(), &count) < 0 || count > 1000) return;
   std::size_t largest = 0;
   for (hsize_t j = 0; j < count; ++j) {
     hsize_t offset[3] = {0, 0, 0}, stored = 0;

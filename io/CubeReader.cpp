@@ -24,7 +24,7 @@ double HeldChunk::holding_bytes(int cells, int threads) const {
 
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
                        std::size_t scratch_bytes, DirectMode reads, const std::string& reads_because,
-                       std::size_t held_bytes)
+                       std::size_t held_bytes, bool holds)
     : ds_(ds), path_(path), name_(name), K_(K) {
   Dataspace space(H5Dget_space(ds.get()));
   rank_ = H5Sget_simple_extent_ndims(space.get());
@@ -50,20 +50,21 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
     if (!raw_[k]) chunked_[k] = ChunkedCube::open(ds, path + ": dataset '" + name + "'", native_type(p), K);
     // Three buffers per decoding thread: the host threads, and as many
     // again in the team of the overlapped pipeline's reader. Over that
-    // share, chunks are held decoded, once each, while blocks cut them
-    // (discount's; multBy's (N, K) rows are read again for every date, so
-    // HDF5 reads a large-chunked multBy, unless it cannot).
+    // share, a job's discount is held decoded, each chunk once, while
+    // blocks cut it (`holds`); other datasets (multBy, whose rows are read
+    // again for every date; outputs read back) go through HDF5, unless it
+    // cannot decode them.
     if (chunked_[k] && 6.0 * double(chunked_[k]->chunk_bytes()) * double(omp_get_max_threads()) >
                            double(scratch_bytes)) {
-      if (rank_ == 3 || !hdf5_decodes) chunked_[k]->hold(1);
-      else chunked_[k].reset();
-      // Where even one cell does not fit, HDF5 reads chunks small enough for
-      // its chunk cache to hold a cell (each read once where the budget has
-      // room for it, io/ChunkCache.hpp);
-      // larger ones stay held, and the run is refused (app/run/ChunkHolding.hpp).
+      if (holds) chunked_[k]->hold(1);
+      else if (hdf5_decodes) chunked_[k].reset();
+      // Where even one cell does not fit, HDF5 reads cells within the slack
+      // (io/ChunkCache.hpp); larger ones stay held and the run is refused
+      // (app/run/ChunkHolding.hpp): HDF5 read one-date chunks of 400 MB
+      // for minutes, decoding each again for every block.
       const HeldChunk h = chunked_[k] ? held_chunk(p) : HeldChunk{};
       if (chunked_[k] && hdf5_decodes && h.holding_bytes(1, omp_get_max_threads()) > double(held_bytes) &&
-          double(h.bytes) * h.per_cell <= std::max(double(held_bytes), double(hdf5_chunk_slack)))
+          double(h.bytes) * h.per_cell <= hdf5_chunk_slack)
         chunked_[k].reset();
     }
   }

@@ -53,13 +53,15 @@ class CubeReader {
   // else read through H5Dread.
   // `reads`: whether bytes read with pread go past the page cache
   // (io/DirectReader.hpp; `reads_because` says why, for reads_text).
-  // `held_bytes`: what one cell of held chunks and its decoding may take;
+  // `holds`: large chunks may be held decoded (a job's discount, whose
+  // passes say what they read: begin_pass); `held_bytes`: what one cell of
+  // held chunks and its decoding may take;
   // over it HDF5 reads the chunks where it has their filters and a cell
   // alone fits (a row in its chunk cache, io/ChunkCache.hpp), else they are
   // held all the same (a run refuses them: app/run/ChunkHolding.hpp).
   CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
              std::size_t scratch_bytes = std::size_t(64) << 20, DirectMode reads = DirectMode::off,
-             const std::string& reads_because = "", std::size_t held_bytes = SIZE_MAX);
+             const std::string& reads_because = "", std::size_t held_bytes = SIZE_MAX, bool holds = false);
   // IoError naming the chunk where the chunk index records a chunk outside
   // the file (or, unfiltered, of the wrong size): checked before HDF5 reads
   // chunks, which HDF5 1.10.8 does not (it crashed on such a file).

@@ -12,7 +12,8 @@ void HeldChunks::begin_pass(std::map<Key, std::uint64_t> elements) {
   const std::lock_guard lock(mutex_);
   for (auto it = held_.begin(); it != held_.end();)
     it = it->second.pins == 0 ? held_.erase(it) : std::next(it);
-  expected_ = std::move(elements);
+  to_go_.clear();
+  for (const auto& [key, n] : elements) to_go_[key] = std::int64_t(n);
 }
 
 std::size_t HeldChunks::size() const {
@@ -21,11 +22,17 @@ std::size_t HeldChunks::size() const {
 }
 
 bool HeldChunks::drop_stale() {
+  // First a chunk the pass has nothing more to copy from (decoded ahead of
+  // a pass cut short, or named by none), else the least recently used.
   auto stale = held_.end();
-  for (auto it = held_.begin(); it != held_.end(); ++it)
-    if (it->second.pins == 0 && it->second.state != Entry::State::decoding &&
-        (stale == held_.end() || it->second.last_use < stale->second.last_use))
+  for (auto it = held_.begin(); it != held_.end(); ++it) {
+    if (it->second.pins > 0 || it->second.state == Entry::State::decoding) continue;
+    const bool done = !to_go_.count(it->first);
+    const bool stale_done = stale != held_.end() && !to_go_.count(stale->first);
+    if (stale == held_.end() || (done && !stale_done) ||
+        (done == stale_done && it->second.last_use < stale->second.last_use))
       stale = it;
+  }
   if (stale == held_.end()) return false;
   held_.erase(stale);
   return true;
@@ -44,10 +51,6 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
       ++it->second.pins;
       break;
     }
-    if (it != held_.end() && it->second.state == Entry::State::failed && it->second.pins == 0) {
-      held_.erase(it);  // the thread that decoded it reported why; this one tries again
-      continue;
-    }
     if (it == held_.end() && held_.size() < capacity_) {
       it = decode_here(lock, key, bytes, whole, decode);
       break;
@@ -56,7 +59,7 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
     // least recently used chunk no thread holds is one a cut-short pass
     // left behind.
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      if (it == held_.end()) drop_stale();
+      if (!held_.count(key)) drop_stale();
       deadline = std::chrono::steady_clock::now() + patience_;
     }
   }
@@ -71,8 +74,13 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
   }
   lock.lock();
   --e.pins;
-  e.remaining -= std::int64_t(elements);
-  if (e.remaining <= 0 && e.pins == 0) {
+  // What the pass still copies from it: counted per key, so that a chunk
+  // dropped and decoded again is let go when its last piece is copied.
+  const auto to_go = to_go_.find(key);
+  std::int64_t& left = to_go != to_go_.end() ? to_go->second : e.unnamed_left;
+  left -= std::int64_t(elements);
+  if (left <= 0 && to_go != to_go_.end()) to_go_.erase(to_go);
+  if (left <= 0 && e.pins == 0) {
     held_.erase(it);
     changed_.notify_all();
   }
@@ -82,12 +90,18 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
 
 void HeldChunks::decode_ahead(std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes,
                               const Decode& decode) {
-  const auto next = expected_.upper_bound(key);
-  if (next == expected_.end() || held_.size() >= capacity_ || held_.count(next->first)) return;
+  const auto next_it = to_go_.upper_bound(key);
+  if (next_it == to_go_.end() || held_.size() >= capacity_ || held_.count(next_it->first)) return;
+  const Key next = next_it->first;  // to_go_ may change while it decodes
   try {
-    const auto it = decode_here(lock, next->first, bytes, next->second, decode);
+    const auto it = decode_here(lock, next, bytes, 0, decode);
     --it->second.pins;  // held for the threads whose blocks need it
+    if (!to_go_.count(next) && it->second.pins == 0) {  // its blocks came and went meanwhile
+      held_.erase(it);
+      changed_.notify_all();
+    }
   } catch (...) {
+    // Left to the thread whose block needs it, which decodes it again and reports why.
   }
 }
 
@@ -95,17 +109,15 @@ std::map<HeldChunks::Key, HeldChunks::Entry>::iterator HeldChunks::decode_here(
     std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes, std::uint64_t whole, const Decode& decode) {
   Entry& e = held_[key];
   e.pins = 1;  // this thread's, through its copy
-  const auto expected = expected_.find(key);
-  e.remaining = std::int64_t(expected != expected_.end() ? expected->second : whole);
+  e.unnamed_left = std::int64_t(whole);
   lock.unlock();
   try {
     e.data.reset(new unsigned char[bytes]);
     decode(key, e.data.get());
   } catch (...) {
+    // Gone, so that it holds no room; threads waiting on it decode it again.
     lock.lock();
-    e.state = Entry::State::failed;
-    e.data.reset();
-    --e.pins;
+    held_.erase(key);
     changed_.notify_all();
     throw;
   }

@@ -4,10 +4,10 @@
 // and decoded once, by the first thread that needs it, into a buffer every
 // thread copies its pieces from; it is let go when the pieces the pass
 // expects of it have all been copied. At most `capacity` are held at once;
-// a thread that needs one more waits for one to be let go, and where one is
-// left behind (a pass cut short: a failure, a verification that stopped at
-// the first difference) it is dropped after a while, to be decoded again if
-// needed (the caller counts its decodes).
+// a thread that needs one more waits for one to be let go, and when none is
+// in `patience` (a pass cut short: a failure, a verification that stopped
+// at the first difference) drops one no thread is copying from, to be
+// decoded again if needed (the caller counts its decodes).
 #include "core/Names.hpp"
 
 #include <array>
@@ -28,7 +28,8 @@ class HeldChunks {
   HeldChunks(const HeldChunks&) = delete;
   HeldChunks& operator=(const HeldChunks&) = delete;
 
-  // A new pass: what is held is dropped, and `elements` says how many elements the pass copies out of each chunk (a
+  // A new pass: what is held and not being copied from is dropped, and
+  // `elements` says how many elements the pass copies out of each chunk (a
   // chunk it does not name: all of `whole(key)`).
   void begin_pass(std::map<Key, std::uint64_t> elements);
   // Copies `elements` of the chunk at `key` with `use(data)`: the chunk is
@@ -46,9 +47,9 @@ class HeldChunks {
  private:
   struct Entry {
     std::unique_ptr<unsigned char[]> data;
-    enum class State { decoding, ready, failed } state = State::decoding;
-    int pins = 0;                  // threads copying from it (or decoding it)
-    std::int64_t remaining = 0;    // elements the pass still copies from it
+    enum class State { decoding, ready } state = State::decoding;
+    int pins = 0;                    // threads copying from it (or decoding it)
+    std::int64_t unnamed_left = 0;   // elements still to copy, where the pass names none
     std::uint64_t last_use = 0;
   };
   // The least recently used chunk no thread holds, dropped; false where none.
@@ -66,7 +67,7 @@ class HeldChunks {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<Key, Entry> held_;
-  std::map<Key, std::uint64_t> expected_;
+  std::map<Key, std::int64_t> to_go_;  // elements the pass still copies from each chunk it names
   std::uint64_t clock_ = 0;
 };
 

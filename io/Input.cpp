@@ -32,7 +32,7 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision, m.precision};
   discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes,
-                                                  reads, reads_because, held_bytes);
+                                                  reads, reads_because, held_bytes, true);
   multby_reader_ = std::make_unique<CubeReader>(multby_, path, multby, shape_.N, shape_.K, chunk_cache_bytes, reads,
                                                 reads_because);
 }

@@ -18,7 +18,10 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
   const auto& s = input.shape();
   const std::string shape = fmt::format("({}, {}, {})", h.dates, h.ids, h.cols);
   if (cells == 0) {
-    const double needed = h.holding_bytes(1, threads) + double(blocks_least(budget)) + double(reserved);
+    // The least budget whose room (held_room) holds a cell: the blocks
+    // keep a quarter of it up to 256 MiB, 64 MiB above.
+    const double cell = h.holding_bytes(1, threads) + double(reserved);
+    const double needed = 4.0 * cell / 3.0 <= double(256 << 20) ? 4.0 * cell / 3.0 : cell + double(64 << 20);
     const Index ids = io::cube_chunk(s.N, s.K, element_size(s.precision))[1];
     throw InputError(fmt::format(
         "{}: dataset '{}' is stored in chunks of {} ({} decoded{}), each decoded once and held while its blocks "

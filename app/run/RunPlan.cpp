@@ -125,8 +125,8 @@ Index output_chunk_ids(const Deck& deck, const RunPlan& plan, std::array<Index, 
   Index ids = deck.output.chunk_ids > 0 ? std::min(deck.output.chunk_ids, N)
                                         : io::cube_chunk(N, plan.shape.K, element_size(plan.precision))[1];
   // Blocks stay inside held cells: output chunks too, where cells are
-  // narrower than N (the deck's own are kept: blocks of them may then reach
-  // into the next cell, which is held in turn).
+  // narrower than N (the deck's own are kept where they divide a cell's
+  // ids; plan_layouts refuses others).
   if (holding.cell[1] > 0 && holding.cell[1] < N && deck.output.chunk_ids == 0)
     return output_chunk_ids_in_cells(holding.cell[1], ids);
   if (decoded[1] > 0 && deck.output.chunk_ids == 0)

@@ -70,7 +70,7 @@ TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would"
         CHECK_FALSE(ChunkedCube::open(d, path.string(), H5T_NATIVE_INT, K));  // HDF5's
         // chunks whose decoding would not fit the scratch allowed are held
         // decoded while blocks cut them, with HDF5's result
-        const CubeReader tight(d, path.string(), "discount", N, K, 1);
+        const CubeReader tight(d, path.string(), "discount", N, K, 1, DirectMode::off, "", SIZE_MAX, true);
         CHECK(tight.decoded_chunk(Precision::f64) == std::array<Index, 2>{0, 0});
         CHECK(tight.storage(Precision::f64).read_by == (decoded ? ReadBy::decode : ReadBy::pread));
         CHECK(tight.storage(Precision::f64).held == decoded);
