@@ -21,6 +21,14 @@ std::size_t HeldChunks::size() const {
   return held_.size();
 }
 
+void HeldChunks::drop_unnamed() {
+  for (auto it = held_.begin(); it != held_.end(); ++it)
+    if (it->second.pins == 0 && it->second.state == Entry::State::ready && !to_go_.count(it->first)) {
+      held_.erase(it);
+      return;
+    }
+}
+
 bool HeldChunks::drop_stale() {
   // First a chunk the pass has nothing more to copy from (decoded ahead of
   // a pass cut short, or named by none), else the least recently used.
@@ -51,6 +59,9 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
       ++it->second.pins;
       break;
     }
+    // No room: a chunk the pass does not name (a reader given no pass), no
+    // thread copying from it, makes room at once.
+    if (it == held_.end() && held_.size() >= capacity_) drop_unnamed();
     if (it == held_.end() && held_.size() < capacity_) {
       it = decode_here(lock, key, bytes, whole, decode);
       break;

@@ -54,6 +54,8 @@ class HeldChunks {
   };
   // The least recently used chunk no thread holds, dropped; false where none.
   bool drop_stale();
+  // A chunk the pass does not name and no thread copies from, dropped.
+  void drop_unnamed();
   // `key` added and decoded by this thread (`lock` released meanwhile),
   // pinned for its copy; on a failure it is marked so and the error thrown.
   std::map<Key, Entry>::iterator decode_here(std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes,
