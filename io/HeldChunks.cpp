@@ -88,8 +88,8 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
   // What the pass still copies from it: counted per key, so that a chunk
   // dropped and decoded again is let go when its last piece is copied.
   const auto to_go = to_go_.find(key);
-  std::int64_t& left = to_go != to_go_.end() ? to_go->second : e.unnamed_left;
-  left -= std::int64_t(elements);
+  std::int64_t& counted = to_go != to_go_.end() ? to_go->second : e.unnamed_left;
+  const std::int64_t left = counted -= std::int64_t(elements);
   if (left <= 0 && to_go != to_go_.end()) to_go_.erase(to_go);
   if (left <= 0 && e.pins == 0) {
     held_.erase(it);

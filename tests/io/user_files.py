@@ -69,11 +69,13 @@ def check_run(tag, proc, out, report, m, d, budget_bytes, held):
         expected = 1
         for extent, c in zip((T, N, K), chunks):
             expected *= -(-extent // c)
+    # (peak RSS not judged under AddressSanitizer: its shadow memory and
+    # quarantine are not cvest's)
     for job in rep["jobs"]:
         if job["chunks_decoded"] != expected or job["chunks_decoded_distinct"] != expected:
             fail(tag, f"{job['layout']}: {job['chunks_decoded']} chunk decodes of "
                       f"{job['chunks_decoded_distinct']} chunks, expected each of {expected} once")
-        if job["peak_rss_bytes"] > budget_bytes + (64 << 20):
+        if job["peak_rss_bytes"] > budget_bytes + (64 << 20) and not os.environ.get("CVEST_SANITIZED"):
             fail(tag, f"{job['layout']}: peak RSS {job['peak_rss_bytes'] / 2**20:.1f} MiB, over the budget + 64 MiB")
     return storage
 
