@@ -41,7 +41,6 @@ class HeldChunks {
   void use(const Key& key, std::size_t bytes, std::uint64_t elements, std::uint64_t whole, const Decode& decode,
            const std::function<void(const unsigned char* data)>& use);
 
-  std::size_t capacity() const { return capacity_; }
   std::size_t size() const;  // chunks held (or being decoded) now
 
  private:
