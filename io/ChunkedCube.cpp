@@ -77,6 +77,8 @@ std::unique_ptr<ChunkedCube> ChunkedCube::open(const Dataset& ds, const std::str
   std::size_t bound = cube->chunk_bytes();
   for (std::size_t f = 0; f < codecs.size(); ++f) bound = codecs[f]->max_stored(bound, uses[f]);
   cube->max_stored_ = bound;
+  // Parts of a chunk are runs of its bytes only where it holds one date.
+  cube->streams_ = chunk[0] == 1 && (codecs.empty() || (codecs.size() == 1 && codecs[0]->streams(uses[0])));
   cube->codecs_ = std::move(codecs);
   cube->uses_ = std::move(uses);
   return cube;
@@ -125,9 +127,14 @@ std::size_t ChunkedCube::decode_scratch_bytes() const {
   return (codecs_.empty() ? 0 : std::min(max_stored_, largest_stored_)) + (codecs_.size() > 1 ? chunk_bytes() : 0);
 }
 
-void ChunkedCube::hold(std::size_t cells) {
+std::size_t ChunkedCube::stream_bytes(std::size_t part) const {
+  return codecs_.empty() ? 0 : codecs_[0]->stream_bytes(uses_[0], part, chunk_bytes());
+}
+
+void ChunkedCube::hold(std::size_t cells, Index part_ids) {
   const bool scanned = held_ != nullptr;
   held_ = std::make_unique<HeldChunks>(cells);
+  part_ids_ = streams_ && part_ids > 0 && part_ids < chunk_[1] && chunk_[1] % part_ids == 0 ? part_ids : 0;
   if (scanned) return;
   // Held chunks are few and large: the largest one stored is what a decode
   // reads, where the index answers (each record a walk of the index: at
@@ -153,11 +160,23 @@ void ChunkedCube::begin_pass(const std::vector<Block>& blocks) {
     seen_.clear();
   }
   if (!held_) return;
+  {
+    const std::lock_guard lock(streams_lock_);
+    streams_open_.clear();  // a pass cut short left them part way
+  }
   std::map<HeldChunks::Key, std::uint64_t> expected;
   for (const Block& b : blocks)
-    for (const auto& origin : chunk_origins(b, chunk_, K_))
-      if (origin[2] == 0) expected[origin] += cell_piece(b, origin);
+    for (const auto& cell : cells_of(b)) expected[cell] += cell_piece(b, cell);
   held_->begin_pass(std::move(expected));
+}
+
+std::vector<std::array<Index, 3>> ChunkedCube::cells_of(const Block& b) const {
+  const auto [ct, ci, ck] = cell_extent();
+  (void)ck;
+  std::vector<std::array<Index, 3>> cells;
+  for (Index t = b.dates.begin - b.dates.begin % ct; t < b.dates.end; t += ct)
+    for (Index i = b.ids.begin - b.ids.begin % ci; i < b.ids.end; i += ci) cells.push_back({t, i, 0});
+  return cells;
 }
 
 std::uint64_t ChunkedCube::distinct_decodes() const {
@@ -171,14 +190,77 @@ void ChunkedCube::count_decode(const std::array<Index, 3>& origin) const {
   seen_.insert(origin);
 }
 
-std::uint64_t ChunkedCube::piece_elements(const Block& b, const std::array<Index, 3>& origin) const {
-  const Index t = std::min(origin[0] + chunk_[0], b.dates.end) - std::max(origin[0], b.dates.begin);
-  const Index i = std::min(origin[1] + chunk_[1], b.ids.end) - std::max(origin[1], b.ids.begin);
-  return std::uint64_t(t) * std::uint64_t(i) * std::uint64_t(std::min(chunk_[2], K_ - origin[2]));
+std::uint64_t ChunkedCube::piece_elements(const Block& b, const std::array<Index, 3>& origin,
+                                          const std::array<Index, 3>& extent) const {
+  const Index t = std::min(origin[0] + extent[0], b.dates.end) - std::max(origin[0], b.dates.begin);
+  const Index i = std::min(origin[1] + extent[1], b.ids.end) - std::max(origin[1], b.ids.begin);
+  return std::uint64_t(t) * std::uint64_t(i) * std::uint64_t(std::min(extent[2], K_ - origin[2]));
 }
 
 std::uint64_t ChunkedCube::cell_piece(const Block& b, const std::array<Index, 3>& cell) const {
-  return piece_elements(b, {cell[0], cell[1], 0}) / std::uint64_t(std::min(chunk_[2], K_)) * std::uint64_t(K_);
+  return piece_elements(b, {cell[0], cell[1], 0}, cell_extent()) / std::uint64_t(std::min(chunk_[2], K_)) *
+         std::uint64_t(K_);
+}
+
+bool ChunkedCube::stored_chunk(const std::array<Index, 3>& origin, unsigned& mask, haddr_t& addr,
+                               hsize_t& stored) const {
+  const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
+  quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
+  if (!chunk_record(ds_, rank_, origin, mask, addr, stored) || stored == 0) return false;
+  // (its decoders check the sizes they produce)
+  check_chunk_record(where, chunk_base_ + addr, stored, file_bytes_, 0);
+  if (stored > max_stored_)
+    throw IoError(where() + ": recorded as " + std::to_string(stored) + " bytes, more than its filters store a chunk "
+                  "of " + std::to_string(chunk_bytes()) + " bytes in (at most " + std::to_string(max_stored_) +
+                  "; damaged chunk index)");
+  return true;
+}
+
+bool ChunkedCube::decode_part(const std::array<Index, 3>& origin, std::size_t from, std::size_t bytes,
+                              unsigned char* out) const {
+  std::shared_ptr<OpenStream> open;
+  {
+    const std::lock_guard lock(streams_lock_);
+    auto& slot = streams_open_[origin];
+    if (!slot) slot = std::make_shared<OpenStream>();
+    open = slot;
+  }
+  const std::lock_guard lock(open->lock);  // a chunk's parts in order, one thread at a time
+  const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
+  const bool filtered = !codecs_.empty();
+  if (!open->stream) {
+    unsigned mask = 0;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t stored = 0;
+    if (!stored_chunk(origin, mask, addr, stored)) return false;
+    const int fd = fd_;
+    const off_t at = off_t(chunk_base_ + addr);
+    const std::string shown = where();
+    ReadStored read = [fd, at, shown](std::size_t offset, std::size_t n, unsigned char* into) {
+      read_at(fd, into, n, at + off_t(offset), shown);
+    };
+    if (!filtered || (mask & 1u)) {  // stored as it is (the filter skipped for this chunk)
+      if (stored != chunk_bytes())
+        throw IoError(where() + ": " + std::to_string(stored) + " bytes, expected " + std::to_string(chunk_bytes()));
+      open->stream = plain_stream(std::move(read), stored);
+    } else {
+      open->stream = codecs_[0]->stream(uses_[0], stored, chunk_bytes(), std::move(read));
+      if (!open->stream) throw IoError(where() + ": its " + codecs_[0]->name() + " record cannot be read in parts");
+    }
+  }
+  const int restarts = open->stream->restarts();
+  if (!open->stream->part(from, bytes, out))
+    throw IoError(where() + ": not a valid " + (filtered ? codecs_[0]->name() : std::string("plain")) +
+                  " stream of " + std::to_string(chunk_bytes()) + " bytes (its bytes from " + std::to_string(from) +
+                  " to " + std::to_string(from + bytes) + ")");
+  decodes_ += std::uint64_t(open->stream->restarts() - restarts);  // an earlier part decoded again from the start
+  // The dataset's last part of this chunk: the stream is done.
+  const std::size_t row = std::size_t(chunk_[2]) * es_;
+  if (from + bytes >= std::size_t(std::min(chunk_[1], N_ - origin[1])) * row) {
+    const std::lock_guard streams(streams_lock_);
+    streams_open_.erase(origin);
+  }
+  return true;
 }
 
 bool ChunkedCube::decode_chunk(const std::array<Index, 3>& origin, unsigned char* out) const {
@@ -190,17 +272,10 @@ bool ChunkedCube::decode_chunk(const std::array<Index, 3>& origin, unsigned char
   auto& between = held_ ? own_between : kept_between;
   const std::size_t chunk_bytes = this->chunk_bytes();
   const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
-  quiet_hdf5_errors();  // this thread's (a team's threads are new to HDF5)
   unsigned mask = 0;
   haddr_t addr = HADDR_UNDEF;
   hsize_t stored = 0;
-  if (!chunk_record(ds_, rank_, origin, mask, addr, stored) || stored == 0) return false;
-  // (its decoders check the sizes they produce)
-  check_chunk_record(where, chunk_base_ + addr, stored, file_bytes_, 0);
-  if (stored > max_stored_)
-    throw IoError(where() + ": recorded as " + std::to_string(stored) + " bytes, more than its filters store a chunk "
-                  "of " + std::to_string(chunk_bytes) + " bytes in (at most " + std::to_string(max_stored_) +
-                  "; damaged chunk index)");
+  if (!stored_chunk(origin, mask, addr, stored)) return false;
   // The filters this chunk went through, undone last to first: the last
   // one undone writes `out`, the others the scratch between.
   std::vector<std::size_t> applied;
@@ -237,11 +312,11 @@ bool ChunkedCube::decode_chunk(const std::array<Index, 3>& origin, unsigned char
   return true;
 }
 
-void ChunkedCube::copy_piece(const Block& b, const std::array<Index, 3>& origin, const unsigned char* data,
-                             unsigned char* out) const {
+void ChunkedCube::copy_piece(const Block& b, const std::array<Index, 3>& origin, const std::array<Index, 3>& extent,
+                             const unsigned char* data, unsigned char* out) const {
   // The part of the chunk inside the block: dates [t0, t1), ids [i0, i1),
   // columns [kc, kc + nk).
-  const Index ct = chunk_[0], ci = chunk_[1], ck = chunk_[2];
+  const Index ct = extent[0], ci = extent[1], ck = extent[2];
   const Index tc = origin[0], ic = origin[1], kc = origin[2];
   const std::size_t row = std::size_t(K_) * mem_es_, chunk_row = std::size_t(ck) * es_;
   const Index t0 = std::max(tc, b.dates.begin), t1 = std::min(tc + ct, b.dates.end);
@@ -266,16 +341,18 @@ bool ChunkedCube::decode_into(const Block& b, const std::array<Index, 3>& origin
   whole_chunk.resize(chunk_bytes());
   if (!decode_chunk(origin, whole_chunk.data())) return false;
   count_decode(origin);
-  copy_piece(b, origin, whole_chunk.data(), out);
+  copy_piece(b, origin, chunk_, whole_chunk.data(), out);
   return true;
 }
 
 bool ChunkedCube::held_into(const Block& b, const std::array<Index, 3>& cell, unsigned char* out) const {
-  // The cell's chunks (one per column range), decoded once, by the first
-  // block that needs them, and held together for the others: a block
-  // needs them all, so they are held and let go as one.
+  // The cell's chunks (one per column range), or the same part of each,
+  // decoded once, by the first block that needs them, and held together
+  // for the others: a block needs them all, so they are held and let go as
+  // one.
   struct NotStored {};
-  const std::size_t bytes = chunk_bytes();
+  const std::array<Index, 3> extent = cell_extent();
+  const std::size_t bytes = std::size_t(extent[0] * extent[1] * extent[2]) * es_;
   const Index per_cell = (K_ + chunk_[2] - 1) / chunk_[2];
   try {
     held_->use(
@@ -283,13 +360,21 @@ bool ChunkedCube::held_into(const Block& b, const std::array<Index, 3>& cell, un
         [&](const HeldChunks::Key& at, unsigned char* into) {
           for (Index j = 0; j < per_cell; ++j) {
             const std::array<Index, 3> origin{at[0], at[1], j * chunk_[2]};
-            if (!decode_chunk(origin, into + std::size_t(j) * bytes)) throw NotStored{};
+            if (part_ids_ == 0) {
+              if (!decode_chunk(origin, into + std::size_t(j) * bytes)) throw NotStored{};
+              count_decode(origin);
+              continue;
+            }
+            // A part: the chunk's ids from at[1] on (one date: a run of its bytes).
+            const std::array<Index, 3> chunk{at[0], at[1] - at[1] % chunk_[1], j * chunk_[2]};
+            const std::size_t from = std::size_t(at[1] - chunk[1]) * std::size_t(chunk_[2]) * es_;
+            if (!decode_part(chunk, from, bytes, into + std::size_t(j) * bytes)) throw NotStored{};
             count_decode(origin);
           }
         },
         [&](const unsigned char* data) {
           for (Index j = 0; j < per_cell; ++j)
-            copy_piece(b, {cell[0], cell[1], j * chunk_[2]}, data + std::size_t(j) * bytes, out);
+            copy_piece(b, {cell[0], cell[1], j * chunk_[2]}, extent, data + std::size_t(j) * bytes, out);
         });
   } catch (const NotStored&) {
     return false;  // HDF5 reads the block, fill values and all
@@ -301,8 +386,8 @@ bool ChunkedCube::read(const Block& b, void* buffer) const {
   auto* out = static_cast<unsigned char*>(buffer);
   const auto chunks = chunk_origins(b, chunk_, K_);
   if (held_) {
-    for (const auto& origin : chunks)
-      if (origin[2] == 0 && !held_into(b, origin, out)) return false;
+    for (const auto& cell : cells_of(b))
+      if (!held_into(b, cell, out)) return false;
     return true;
   }
 #ifdef _OPENMP

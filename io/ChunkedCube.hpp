@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -49,9 +50,17 @@ class ChunkedCube {
   // Chunks that blocks cut, decoded once and held while their blocks run
   // (io/HeldChunks.hpp), at most `cells` cells (the chunks of a date range
   // and id range, every column range) at once; without it a cut chunk is
-  // decoded again for each block.
-  void hold(std::size_t cells);
+  // decoded again for each block. `part_ids` (a divisor of the chunk's ids,
+  // where streams()): a cell is that many ids of the chunks, decoded a part
+  // at a time (io/codecs/ChunkStream.hpp); 0: whole chunks.
+  void hold(std::size_t cells, Index part_ids = 0);
   bool holds() const { return held_ != nullptr; }
+  Index part_ids() const { return part_ids_; }
+  // Whether its chunks decode in parts: one date each, unfiltered or through
+  // one filter that streams (deflate, Blosc, bitshuffle-LZ4).
+  bool streams() const { return streams_; }
+  // What one open stream holds beside parts of `part` bytes.
+  std::size_t stream_bytes(std::size_t part) const;
   // A new pass over `blocks` (a job's, a verification's): the held chunks
   // learn what the pass copies out of each, the decode counts start again.
   void begin_pass(const std::vector<Block>& blocks);
@@ -67,16 +76,29 @@ class ChunkedCube {
   // The chunk at `origin` read and decoded (every filter undone) into
   // `out` (chunk_bytes() of it); false where it is not in the file.
   bool decode_chunk(const std::array<Index, 3>& origin, unsigned char* out) const;
+  // The chunk's record, checked (IoError where it lies outside the file or
+  // claims more than its filters store); false where it is not stored.
+  bool stored_chunk(const std::array<Index, 3>& origin, unsigned& mask, haddr_t& addr, hsize_t& stored) const;
+  // Plain bytes [from, from + bytes) of the chunk at `origin` into `out`,
+  // from the chunk's stream (opened on first use, closed after the last
+  // part the dataset has); false where it is not in the file.
+  bool decode_part(const std::array<Index, 3>& origin, std::size_t from, std::size_t bytes, unsigned char* out) const;
+  // The cells a block reads from (their origins, columns 0) and a cell's
+  // extent: chunks, or parts of part_ids_ ids.
+  std::vector<std::array<Index, 3>> cells_of(const Block& b) const;
+  std::array<Index, 3> cell_extent() const { return {chunk_[0], part_ids_ > 0 ? part_ids_ : chunk_[1], chunk_[2]}; }
   // Its part of block `b` copied into `out` (the block's C-order buffer).
   bool decode_into(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const;
-  void copy_piece(const Block& b, const std::array<Index, 3>& origin, const unsigned char* data,
-                  unsigned char* out) const;
+  // `data`: what lies at `origin` of the chunks, `extent` of it (a chunk, a part).
+  void copy_piece(const Block& b, const std::array<Index, 3>& origin, const std::array<Index, 3>& extent,
+                  const unsigned char* data, unsigned char* out) const;
   // The block's part of the held cell at `cell` (its chunks of every
   // column range) copied into `out`.
   bool held_into(const Block& b, const std::array<Index, 3>& cell, unsigned char* out) const;
-  // Elements of the chunk at `origin` in block `b`; of the cell at `cell`
-  // (all columns).
-  std::uint64_t piece_elements(const Block& b, const std::array<Index, 3>& origin) const;
+  // Elements of what lies at `origin` (`extent` of it) in block `b`; of the
+  // cell at `cell` (all columns).
+  std::uint64_t piece_elements(const Block& b, const std::array<Index, 3>& origin,
+                               const std::array<Index, 3>& extent) const;
   std::uint64_t cell_piece(const Block& b, const std::array<Index, 3>& cell) const;
   void count_decode(const std::array<Index, 3>& origin) const;
   hid_t ds_ = -1;
@@ -96,6 +118,15 @@ class ChunkedCube {
   std::size_t max_stored_ = 0;  // what a chunk record may claim
   std::size_t largest_stored_ = SIZE_MAX;  // the largest the index records (held chunks)
   std::unique_ptr<HeldChunks> held_;
+  bool streams_ = false;
+  Index part_ids_ = 0;
+  // The chunks being decoded in parts, each stream used by one thread at a time.
+  struct OpenStream {
+    std::mutex lock;
+    std::unique_ptr<ChunkStream> stream;
+  };
+  mutable std::mutex streams_lock_;
+  mutable std::map<std::array<Index, 3>, std::shared_ptr<OpenStream>> streams_open_;
   mutable std::atomic<std::uint64_t> decodes_{0};
   mutable std::mutex seen_lock_;
   mutable std::set<std::array<Index, 3>> seen_;

@@ -22,6 +22,11 @@ double HeldChunk::holding_bytes(int cells, int threads) const {
   return double(cells * per_cell) * double(bytes) + double(std::min(cells, std::max(threads, 1))) * double(decode_bytes);
 }
 
+double HeldChunk::part_holding_bytes(int cells, Index part_ids) const {
+  const std::size_t part = bytes / std::size_t(ids) * std::size_t(part_ids);
+  return double(cells * per_cell) * double(part) + double((cells + 1) * per_cell) * double(stream_bytes(part));
+}
+
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
                        std::size_t scratch_bytes, DirectMode reads, const std::string& reads_because,
                        std::size_t held_bytes, bool holds)
@@ -79,12 +84,14 @@ std::array<Index, 2> CubeReader::decoded_chunk(Precision precision) const {
 HeldChunk CubeReader::held_chunk(Precision precision) const {
   const auto& c = chunked_[precision == Precision::f64 ? 0 : 1];
   if (!c || !c->holds()) return {};
-  return {c->chunk_dates(), c->chunk_ids(), c->chunk_cols(), c->chunk_bytes(), c->decode_scratch_bytes(),
-          int((K_ + c->chunk_cols() - 1) / c->chunk_cols())};
+  HeldChunk h{c->chunk_dates(), c->chunk_ids(), c->chunk_cols(), c->chunk_bytes(), c->decode_scratch_bytes(),
+              int((K_ + c->chunk_cols() - 1) / c->chunk_cols()), {}};
+  if (c->streams()) h.stream_bytes = [cube = c.get()](std::size_t part) { return cube->stream_bytes(part); };
+  return h;
 }
 
-void CubeReader::hold(Precision precision, std::size_t chunks) const {
-  if (const auto& c = chunked_[precision == Precision::f64 ? 0 : 1]; c && c->holds()) c->hold(chunks);
+void CubeReader::hold(Precision precision, std::size_t chunks, Index part_ids) const {
+  if (const auto& c = chunked_[precision == Precision::f64 ? 0 : 1]; c && c->holds()) c->hold(chunks, part_ids);
 }
 
 void CubeReader::begin_pass(Precision precision, const std::vector<Block>& blocks) const {
@@ -116,6 +123,7 @@ CubeStorage CubeReader::storage(Precision precision) const {
   const int k = precision == Precision::f64 ? 0 : 1;
   st.read_by = raw_[k] ? ReadBy::pread : chunked_[k] ? ReadBy::decode : ReadBy::hdf5;
   st.held = chunked_[k] && chunked_[k]->holds();
+  st.held_part_ids = st.held ? chunked_[k]->part_ids() : 0;
   if (const Filter* missing = missing_in_hdf5(filters); missing && st.read_by == ReadBy::hdf5) {
     st.read_by = ReadBy::none;
     st.unreadable = missing->name + " (HDF5 filter " + std::to_string(missing->id) + ")";
@@ -134,6 +142,9 @@ std::string to_text(const CubeStorage& st) {
   switch (st.read_by) {
     case ReadBy::pread: return text + "; read with pread";
     case ReadBy::decode:
+      if (st.held_part_ids > 0)
+        return text + "; decoded by cvest's threads a part of " + std::to_string(st.held_part_ids) +
+               " ids at a time, each part once, held while the blocks that cut it run";
       return text + (st.held ? "; decoded by cvest's threads, each chunk once, held while the blocks that cut it run"
                              : "; decoded by cvest's threads");
     case ReadBy::hdf5: return text + "; read by HDF5 (H5Dread, one thread at a time)";

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@ struct CubeStorage {
   ReadBy read_by = ReadBy::hdf5;     // none: HDF5 lacks a filter it would need (`unreadable` names it)
   std::string unreadable;
   bool held = false;                 // decoded chunks held while blocks cut them (io/HeldChunks.hpp)
+  Index held_part_ids = 0;           // held a part of so many ids at a time (0: whole chunks)
 };
 std::string to_text(const CubeStorage& storage);  // "chunks (2, 12500, 1), deflate; decoded by cvest's threads"
 
@@ -35,9 +37,15 @@ struct HeldChunk {
   Index dates = 0, ids = 0, cols = 0;
   std::size_t bytes = 0, decode_bytes = 0;
   int per_cell = 1;
+  // Where the chunks decode in parts (ChunkedCube::streams): what an open
+  // stream holds beside parts of `part` bytes; empty where they do not.
+  std::function<std::size_t(std::size_t part)> stream_bytes;
   // Held chunks of `cells` cells and their decoding: a cell's decode under
   // way per reading thread at most.
   double holding_bytes(int cells, int threads) const;
+  // Held parts of `part_ids` ids, `cells` cells of them, and the streams
+  // open meanwhile: each held cell's chunks', and those of one more begun.
+  double part_holding_bytes(int cells, Index part_ids) const;
 };
 
 // Reads blocks of a (T, N, K) dataset (or id ranges of an (N, K) one, as
@@ -72,8 +80,9 @@ class CubeReader {
   std::array<Index, 2> decoded_chunk(Precision precision) const;
   // The chunks it holds decoded for the blocks that cut them (bytes 0: none).
   HeldChunk held_chunk(Precision precision) const;
-  // At most `chunks` held at once (1 until said), in reads at `precision`.
-  void hold(Precision precision, std::size_t chunks) const;
+  // At most `chunks` held at once (1 until said), in reads at `precision`;
+  // `part_ids`: parts of so many ids each (0: whole chunks).
+  void hold(Precision precision, std::size_t chunks, Index part_ids = 0) const;
   // A new pass over `blocks`: what each held chunk gives the pass, and the
   // decode counts started again.
   void begin_pass(Precision precision, const std::vector<Block>& blocks) const;

@@ -48,7 +48,9 @@ class InputFile {
   // discount's chunks held decoded while blocks cut them (CubeReader::held_chunk);
   // how many at once; a pass over `blocks` begun; its chunks decoded.
   HeldChunk held_chunk(Precision precision) const { return discount_reader_->held_chunk(precision); }
-  void hold(Precision precision, std::size_t chunks) const { discount_reader_->hold(precision, chunks); }
+  void hold(Precision precision, std::size_t chunks, Index part_ids = 0) const {
+    discount_reader_->hold(precision, chunks, part_ids);
+  }
   void begin_pass(Precision precision, const std::vector<Block>& blocks) const {
     discount_reader_->begin_pass(precision, blocks);
   }

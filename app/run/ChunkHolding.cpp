@@ -18,6 +18,17 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
   const auto& s = input.shape();
   const std::string shape = fmt::format("({}, {}, {})", h.dates, h.ids, h.cols);
   if (cells == 0) {
+    if (const auto [part_ids, part_cells] = held_parts(h, room); part_ids > 0) {
+      holding.cells = std::size_t(part_cells);
+      holding.reserved = std::size_t(h.part_holding_bytes(part_cells, part_ids));
+      holding.cell = {h.dates, part_ids};
+      holding.text = fmt::format("{} part{} of {} ids of {} chunk{} {} held decoded at once, each chunk decoded in "
+                                 "{} parts ({} with decoding)", part_cells, part_cells == 1 ? "" : "s", part_ids,
+                                 h.per_cell, h.per_cell == 1 ? "" : "s", shape, h.ids / part_ids,
+                                 format_bytes(double(holding.reserved)));
+      input.hold(precision, holding.cells, part_ids);
+      return holding;
+    }
     // The least budget whose room (held_room) holds a cell: the blocks
     // keep a quarter of it up to 256 MiB, 64 MiB above.
     const double cell = h.holding_bytes(1, threads) + double(reserved);
@@ -39,6 +50,20 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
                              format_bytes(double(holding.reserved)));
   input.hold(precision, holding.cells);
   return holding;
+}
+
+std::pair<Index, int> held_parts(const io::HeldChunk& h, double room) {
+  if (!h.stream_bytes || h.dates != 1) return {0, 0};
+  const std::size_t id_bytes = h.bytes / std::size_t(h.ids);
+  for (const int cells : {2, 1}) {
+    Index best = 0;
+    for (Index d = 1; d * d <= h.ids; ++d)
+      if (h.ids % d == 0)
+        for (const Index q : {d, h.ids / d})
+          if (q < h.ids && q > best && h.part_holding_bytes(cells, q) <= room) best = q;
+    if (best > 0 && std::size_t(best) * id_bytes >= least_part_bytes) return {best, cells};
+  }
+  return {0, 0};
 }
 
 Index output_chunk_ids_in_cells(Index cell_ids, Index wanted) {

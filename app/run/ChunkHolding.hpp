@@ -3,7 +3,8 @@
 // budget (io/HeldChunks.hpp): two cells (one decoded while the blocks of the
 // other run) where they fit beside the blocks' least, else one; where not
 // even one fits beside the blocks, the run is refused before any block, with
-// the budget that would do and an h5repack line that rechunks the file.
+// the budget that would do and an h5repack line that rechunks the file,
+// unless a part of each chunk at a time fits (held_parts).
 #include "core/Plan.hpp"
 #include "io/Input.hpp"
 
@@ -11,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <string>
+#include <utility>
 
 namespace cvest::app {
 
@@ -29,6 +31,13 @@ inline std::size_t blocks_least(std::size_t budget) { return std::min(budget / 4
 inline std::size_t held_room(std::size_t budget, std::size_t reserved) {
   return budget > reserved + blocks_least(budget) ? budget - reserved - blocks_least(budget) : 0;
 }
+
+// Where one cell of whole chunks does not fit `room` and they decode in
+// parts (deflate, Blosc, bitshuffle, unfiltered: io/codecs/ChunkStream.hpp):
+// the most ids of a part (a divisor of the chunk's ids) of which two cells,
+// else one, fit, and that count; {0, 0} where none of least_part_bytes does.
+constexpr std::size_t least_part_bytes = std::size_t(256) << 10;
+std::pair<Index, int> held_parts(const io::HeldChunk& h, double room);
 
 // For `input` read at `precision` within `budget` bytes (`dataset` names it
 // in the refusal); the input is told how many to hold. InputError where one

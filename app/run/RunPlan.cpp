@@ -278,7 +278,6 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     reserve_direct_memory(deck, plan);
     const io::ChunkRow row = open_input(deck, input_on_disk, plan, progress);
     note_narrowing(deck, plan, progress);
-    plan_input_storage(deck, plan, progress);
     // Chunks cvest decodes itself whole (dates, ids), 0 where it decodes
     // none or holds them decoded.
     const auto decoded = plan.input ? plan.input->decoded_chunk(plan.precision) : std::array<Index, 2>{0, 0};
@@ -287,8 +286,9 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
       holding = hold_chunks(*plan.input, plan.precision, deck.run.memory_budget, plan.reserved_memory(),
                             deck.input.discount, Kokkos::DefaultHostExecutionSpace().concurrency());
       plan.held_memory = holding.reserved;
-      if (holding.cells > 0) fmt::print(progress, "cvest: {} '{}': {}\n", deck.input.file, deck.input.discount, holding.text);
     }
+    plan_input_storage(deck, plan, progress);  // (after holding: parts held are part of it)
+    if (holding.cells > 0) fmt::print(progress, "cvest: {} '{}': {}\n", deck.input.file, deck.input.discount, holding.text);
     const Index chunk_ids = output_chunk_ids(deck, plan, decoded, holding);
     plan_layouts(deck, row, decoded, chunk_ids, holding.cell, plan, progress);
     warn_tiny_blocks(deck, plan, progress);

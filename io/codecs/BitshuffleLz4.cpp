@@ -128,6 +128,82 @@ Scratch& scratch() {
   return s;
 }
 
+constexpr std::size_t stream_input = std::size_t(1) << 20;  // stored bytes read at a time
+
+// A chunk's parts decoded in order, block by block: blocks before a part
+// are passed over by their sizes, undecoded; the block a part ends in is
+// kept for the next part.
+class BitshuffleStream final : public ChunkStream {
+ public:
+  BitshuffleStream(ReadStored read, std::size_t stored, std::size_t plain, std::size_t element, std::size_t block)
+      : in_(std::move(read), stored, stream_input), plain_(plain), element_(element), block_(block) {
+    rewind();
+  }
+
+ protected:
+  std::size_t position() const override { return pos_; }
+  void rewind() override {
+    at_ = 12, first_ = 0, pos_ = 0, kept_begin_ = kept_end_ = 0;
+  }
+  bool next(std::size_t bytes, unsigned char* out) override {
+    if (!checked_) valid_ = check();
+    if (!valid_) return false;
+    const std::size_t n = plain_ / element_;
+    while (bytes > 0) {
+      if (pos_ >= kept_begin_ && pos_ < kept_end_) {  // in the block kept
+        const std::size_t take = std::min(bytes, kept_end_ - pos_);
+        if (out) std::memcpy(out, kept_.data() + (pos_ - kept_begin_), take), out += take;
+        pos_ += take, bytes -= take;
+        continue;
+      }
+      if (first_ >= n || pos_ >= plain_) return false;
+      if (first_ + 8 > n) {  // the elements after the last block, as they are
+        const std::size_t tail = (n - first_) * element_;
+        const unsigned char* p = in_.stored() - at_ == tail ? in_.at(at_, tail) : nullptr;
+        if (!p) return false;
+        kept_.assign(p, p + tail);
+        kept_begin_ = first_ * element_, kept_end_ = plain_, first_ = n;
+        continue;
+      }
+      const std::size_t count = std::min(block_, (n - first_) / 8 * 8);
+      const unsigned char* head = in_.at(at_, 4);
+      if (!head) return false;
+      const std::uint64_t packed = get_be(head, 4);
+      if (packed > in_.stored() - at_ - 4) return false;
+      if (pos_ >= (first_ + count) * element_) {  // before the part: passed over
+        at_ += 4 + std::size_t(packed), first_ += count;
+        continue;
+      }
+      const unsigned char* data = in_.at(at_ + 4, std::size_t(packed));
+      Scratch& s = scratch();
+      s.rows.resize(count * element_);
+      if (!data || LZ4_decompress_safe(reinterpret_cast<const char*>(data), reinterpret_cast<char*>(s.rows.data()),
+                                       int(packed), int(count * element_)) != int(count * element_))
+        return false;
+      kept_.resize(count * element_);
+      rows_to_bits(s.rows.data(), count, element_, kept_.data(), s.planes);
+      kept_begin_ = first_ * element_, kept_end_ = (first_ + count) * element_;
+      at_ += 4 + std::size_t(packed), first_ += count;
+    }
+    return true;
+  }
+
+ private:
+  // The header, as the filter writes it: the chunk's bytes, its blocks'.
+  bool check() {
+    checked_ = true;
+    const unsigned char* head = in_.at(0, 12);
+    return head && get_be(head, 8) == plain_ && get_be(head + 8, 4) == block_ * element_ &&
+           plain_ <= std::size_t(INT_MAX) && plain_ % element_ == 0;
+  }
+  StoredBytes in_;
+  std::size_t plain_, element_, block_;
+  bool checked_ = false, valid_ = false;
+  std::size_t at_ = 12, first_ = 0, pos_ = 0;  // the next block's stored offset and first element; the plain offset
+  std::vector<unsigned char> kept_;
+  std::size_t kept_begin_ = 0, kept_end_ = 0;  // the plain bytes kept_ holds
+};
+
 class BitshuffleLz4Codec final : public Codec {
  public:
   H5Z_filter_t id() const override { return 32008; }
@@ -227,6 +303,20 @@ class BitshuffleLz4Codec final : public Codec {
     if (stored - at != tail) return false;
     std::memcpy(out + first * element, in + at, tail);
     return true;
+  }
+  // LZ4 blocks of the record's size (the header must say the same); the
+  // form without LZ4 is decoded whole.
+  bool streams(const FilterUse& use) const override { return !keeps_size(use.values) && decodes(use.values); }
+  std::unique_ptr<ChunkStream> stream(const FilterUse& use, std::size_t stored, std::size_t plain,
+                                      ReadStored read) const override {
+    const std::size_t element = element_of(use);
+    if (element == 0 || !record_error(use.values).empty()) return nullptr;
+    return std::make_unique<BitshuffleStream>(std::move(read), stored, plain, element, block_of(use, element));
+  }
+  // Its input buffer; a block kept, decoded and transposed (three of a block's bytes).
+  std::size_t stream_bytes(const FilterUse& use, std::size_t, std::size_t) const override {
+    const std::size_t element = std::max<std::size_t>(element_of(use), 1);
+    return stream_input + 3 * block_of(use, element) * element;
   }
 
  private:

@@ -6,10 +6,12 @@
 // side by side; the table that names them is io/codecs/Codecs.cpp, so a new
 // codec is one file and a line there.
 #include "core/Names.hpp"
+#include "io/codecs/ChunkStream.hpp"
 
 #include <hdf5.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,18 @@ class Codec {
   // False where the bytes are not what this filter writes (damaged).
   virtual bool decode(const unsigned char* in, std::size_t stored, const FilterUse& use, unsigned char* out,
                       std::size_t plain) const = 0;
+  // Whether a chunk it stored (as the last filter, alone) decodes in parts
+  // (io/codecs/ChunkStream.hpp); the stream over one of `stored` bytes
+  // holding `plain`, reading through `read`; and what an open stream
+  // holds while it decodes parts of `part` bytes (its buffers, not the part).
+  virtual bool streams(const FilterUse& /*use*/) const { return false; }
+  virtual std::unique_ptr<ChunkStream> stream(const FilterUse& /*use*/, std::size_t /*stored*/, std::size_t /*plain*/,
+                                              ReadStored /*read*/) const {
+    return nullptr;
+  }
+  virtual std::size_t stream_bytes(const FilterUse& /*use*/, std::size_t /*part*/, std::size_t /*plain*/) const {
+    return 0;
+  }
 };
 
 // The codec for HDF5 filter `id`, or nullptr where cvest has none.

@@ -1,11 +1,14 @@
 // HDF5's deflate filter (id 1, "gzip"): a zlib stream per chunk, written and
 // read by libdeflate (whole buffers, as chunks are, at about twice zlib's
-// speed for the same ratio).
+// speed for the same ratio); a chunk too large to hold decoded is inflated
+// by zlib a part at a time (libdeflate has no streaming).
 #include "io/codecs/Codecs.hpp"
 
 #include <H5Zpublic.h>
 #include <libdeflate.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <new>
 
 namespace cvest::io {
@@ -39,6 +42,62 @@ libdeflate_decompressor* thread_decompressor() {
   return mine.d;
 }
 
+constexpr std::size_t inflate_input = std::size_t(1) << 20;  // stored bytes read at a time
+constexpr std::size_t skip_bytes = std::size_t(64) << 10;      // where bytes before a part are inflated
+
+// A chunk's zlib stream inflated in order, a part at a time.
+class InflateStream final : public ChunkStream {
+ public:
+  InflateStream(ReadStored read, std::size_t stored) : in_(std::move(read), stored, inflate_input) { start(); }
+  ~InflateStream() override { inflateEnd(&z_); }
+
+ protected:
+  std::size_t position() const override { return produced_; }
+  void rewind() override {
+    inflateEnd(&z_);
+    start();
+  }
+  bool next(std::size_t bytes, unsigned char* out) override {
+    if (!ok_) return false;
+    std::vector<unsigned char> skip(out ? 0 : std::min(bytes, skip_bytes));
+    while (bytes > 0) {
+      const std::size_t n = std::min(bytes, out ? std::size_t(1) << 30 : skip.size());
+      z_.next_out = out ? out : skip.data();
+      z_.avail_out = uInt(n);
+      while (z_.avail_out > 0) {
+        if (z_.avail_in == 0) {
+          const std::size_t take = std::min(inflate_input, in_.stored() - consumed_);
+          const unsigned char* p = take > 0 ? in_.at(consumed_, take) : nullptr;
+          if (!p) return ok_ = false;  // the stream ends before the chunk does
+          z_.next_in = const_cast<Bytef*>(p);
+          z_.avail_in = uInt(take);
+          consumed_ += take;
+        }
+        const int r = inflate(&z_, Z_NO_FLUSH);
+        if (r == Z_STREAM_END && z_.avail_out > 0) return ok_ = false;
+        if (r != Z_OK && r != Z_STREAM_END) return ok_ = false;
+        if (r == Z_STREAM_END) break;
+      }
+      produced_ += n;
+      bytes -= n;
+      if (out) out += n;
+    }
+    return true;
+  }
+
+ private:
+  void start() {
+    z_ = z_stream{};
+    ok_ = inflateInit(&z_) == Z_OK;
+    if (!ok_) throw std::bad_alloc();
+    consumed_ = produced_ = 0;
+  }
+  StoredBytes in_;
+  z_stream z_{};
+  bool ok_ = false;
+  std::size_t consumed_ = 0, produced_ = 0;
+};
+
 class DeflateCodec final : public Codec {
  public:
   H5Z_filter_t id() const override { return H5Z_FILTER_DEFLATE; }
@@ -63,6 +122,14 @@ class DeflateCodec final : public Codec {
     std::size_t got = 0;
     return libdeflate_zlib_decompress(thread_decompressor(), in, stored, out, plain, &got) == LIBDEFLATE_SUCCESS &&
            got == plain;
+  }
+  bool streams(const FilterUse&) const override { return true; }
+  std::unique_ptr<ChunkStream> stream(const FilterUse&, std::size_t stored, std::size_t, ReadStored read) const override {
+    return std::make_unique<InflateStream>(std::move(read), stored);
+  }
+  // Its input buffer, zlib's state and window (about 40 KiB), the skip buffer.
+  std::size_t stream_bytes(const FilterUse&, std::size_t, std::size_t) const override {
+    return inflate_input + (128 << 10);
   }
 };
 
