@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cctype>
 #include <cmath>
 #include <stdexcept>
@@ -22,7 +23,7 @@ const BlockPlan& plan_for(const std::vector<BlockPlan>& plans, LayoutKind layout
 }
 
 BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids,
-                           std::array<Index, 2> held_cells) {
+                           std::array<Index, 3> held_cells) {
   if (hdf5_row.ids > 0) return hdf5_row;
   const Index dates = std::max<Index>(decoded[0], 1);
   BlockQuantum q{dates, output_chunk_ids > 0 ? output_chunk_ids : std::max<Index>(decoded[1], 1)};
@@ -139,20 +140,23 @@ void list_blocks(BlockPlan& plan, Index dates, Index ids, Index id_quantum, bool
   }
 }
 
-// Blocks cut at the edges of held cells (`cells`: dates, ids), then cell
-// by cell in the file's order (dates, then ids), each cell's blocks in the
-// order they had: the blocks of a cell run together, so a cell's chunks are
-// let go before the next but one is decoded.
-void in_cells(BlockPlan& plan, std::array<Index, 2> cells) {
-  const Index ct = cells[0], ci = cells[1];
+// Blocks cut at the edges of held cells (`cells`: dates, ids, dates in
+// turn), then cell by cell in the file's order (dates, then ids; groups of
+// cells[2] dates: ids, then dates), each cell's blocks in the order they
+// had: the blocks of a cell run together, so a cell's chunks are let go
+// before the next but one is decoded.
+void in_cells(BlockPlan& plan, std::array<Index, 3> cells) {
+  const Index ct = cells[0], ci = cells[1], together = std::max<Index>(cells[2], 1);
   std::vector<Block> cut;
   for (const Block& b : plan.blocks)
     for (Index t = b.dates.begin; t < b.dates.end; t = std::min(b.dates.end, t - t % ct + ct))
       for (Index i = b.ids.begin; i < b.ids.end; i = std::min(b.ids.end, i - i % ci + ci))
         cut.push_back({{t, std::min(b.dates.end, t - t % ct + ct)}, {i, std::min(b.ids.end, i - i % ci + ci)}});
-  std::stable_sort(cut.begin(), cut.end(), [&](const Block& a, const Block& b) {
-    return std::pair(a.dates.begin / ct, a.ids.begin / ci) < std::pair(b.dates.begin / ct, b.ids.begin / ci);
-  });
+  const auto order = [&](const Block& b) {
+    const Index cell_date = b.dates.begin / ct;
+    return std::tuple(cell_date / together, b.ids.begin / ci, cell_date);
+  };
+  std::stable_sort(cut.begin(), cut.end(), [&](const Block& a, const Block& b) { return order(a) < order(b); });
   plan.blocks = std::move(cut);
 }
 

@@ -54,8 +54,11 @@ struct BlockQuantum {
   bool ids_outer = false;
   // Cells of held input chunks (dates, ids; 0: none, io/HeldChunks.hpp):
   // blocks are cut at their edges and go cell by cell, so each cell's
-  // chunks are decoded once and let go before the cell after next.
-  std::array<Index, 2> cells{0, 0};
+  // chunks are decoded once and let go before the cell after next. The
+  // third: cells of so many dates in turn (parts of chunks decoded as
+  // streams: the same part of each date's chunk, then the next part, so
+  // that threads decode different chunks at once); 1: the file's order.
+  std::array<Index, 3> cells{0, 0, 1};
 };
 
 // What blocks are made of, from the chunks on both sides (one rule for a
@@ -68,7 +71,7 @@ struct BlockQuantum {
 // output chunks would make as large as a chunk times the dates, so where the
 // output is plain they pass 0 and take any id range at its offsets.
 BlockQuantum block_quantum(BlockQuantum hdf5_row, std::array<Index, 2> decoded, Index output_chunk_ids,
-                           std::array<Index, 2> held_cells = {0, 0});
+                           std::array<Index, 3> held_cells = {0, 0, 1});
 
 // LayoutRight (the file's own order): plans blocks of whole dates when one
 // date's N x K slab fits; otherwise blocks of one date and as many ids as

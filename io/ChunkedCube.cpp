@@ -164,10 +164,10 @@ void ChunkedCube::begin_pass(const std::vector<Block>& blocks) {
     const std::lock_guard lock(streams_lock_);
     streams_open_.clear();  // a pass cut short left them part way
   }
-  std::map<HeldChunks::Key, std::uint64_t> expected;
+  std::vector<std::pair<HeldChunks::Key, std::uint64_t>> expected;
   for (const Block& b : blocks)
-    for (const auto& cell : cells_of(b)) expected[cell] += cell_piece(b, cell);
-  held_->begin_pass(std::move(expected));
+    for (const auto& cell : cells_of(b)) expected.emplace_back(cell, cell_piece(b, cell));
+  held_->begin_pass(expected);
 }
 
 std::vector<std::array<Index, 3>> ChunkedCube::cells_of(const Block& b) const {

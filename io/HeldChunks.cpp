@@ -8,12 +8,23 @@ namespace cvest::io {
 HeldChunks::HeldChunks(std::size_t capacity, std::chrono::milliseconds patience)
     : capacity_(std::max<std::size_t>(capacity, 1)), patience_(patience) {}
 
-void HeldChunks::begin_pass(std::map<Key, std::uint64_t> elements) {
+void HeldChunks::begin_pass(const std::vector<std::pair<Key, std::uint64_t>>& elements) {
   const std::lock_guard lock(mutex_);
   for (auto it = held_.begin(); it != held_.end();)
-    it = it->second.pins == 0 ? held_.erase(it) : std::next(it);
+    it = it->second.pins == 0 ? let_go(it) : std::next(it);
   to_go_.clear();
-  for (const auto& [key, n] : elements) to_go_[key] = std::int64_t(n);
+  order_.clear();
+  rank_.clear();
+  for (const auto& [key, n] : elements) {
+    if (rank_.emplace(key, order_.size()).second) order_.push_back(key);
+    to_go_[key] += std::int64_t(n);
+  }
+}
+
+std::map<HeldChunks::Key, HeldChunks::Entry>::iterator HeldChunks::let_go(std::map<Key, Entry>::iterator it) {
+  if (it->second.data && held_.size() + spare_.size() <= capacity_)
+    spare_.emplace_back(std::move(it->second.data), it->second.bytes);
+  return held_.erase(it);
 }
 
 std::size_t HeldChunks::size() const {
@@ -24,7 +35,7 @@ std::size_t HeldChunks::size() const {
 void HeldChunks::drop_unnamed() {
   for (auto it = held_.begin(); it != held_.end(); ++it)
     if (it->second.pins == 0 && it->second.state == Entry::State::ready && !to_go_.count(it->first)) {
-      held_.erase(it);
+      let_go(it);
       return;
     }
 }
@@ -42,7 +53,7 @@ bool HeldChunks::drop_stale() {
       stale = it;
   }
   if (stale == held_.end()) return false;
-  held_.erase(stale);
+  let_go(stale);
   return true;
 }
 
@@ -66,6 +77,8 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
       it = decode_here(lock, key, bytes, whole, decode);
       break;
     }
+    // Decoding elsewhere: the next chunk meanwhile, where there is room.
+    if (it != held_.end() && held_.size() < capacity_ && decode_ahead(lock, key, bytes, decode)) continue;
     // Decoding elsewhere, or no room: wait. Nothing let go in time, the
     // least recently used chunk no thread holds is one a cut-short pass
     // left behind.
@@ -92,43 +105,58 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
   const std::int64_t left = counted -= std::int64_t(elements);
   if (left <= 0 && to_go != to_go_.end()) to_go_.erase(to_go);
   if (left <= 0 && e.pins == 0) {
-    held_.erase(it);
+    let_go(it);
     changed_.notify_all();
   }
   if (error) std::rethrow_exception(error);
-  decode_ahead(lock, key, bytes, decode);
+  (void)decode_ahead(lock, key, bytes, decode);
 }
 
-void HeldChunks::decode_ahead(std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes,
+bool HeldChunks::decode_ahead(std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes,
                               const Decode& decode) {
-  const auto next_it = to_go_.upper_bound(key);
-  if (next_it == to_go_.end() || held_.size() >= capacity_ || held_.count(next_it->first)) return;
-  const Key next = next_it->first;  // to_go_ may change while it decodes
+  if (held_.size() >= capacity_) return false;
+  const auto at = rank_.find(key);
+  if (at == rank_.end()) return false;
+  std::size_t j = at->second + 1;
+  const std::size_t end = std::min(order_.size(), at->second + 1 + capacity_);
+  for (; j < end && (held_.count(order_[j]) || !to_go_.count(order_[j])); ++j) {
+  }
+  if (j == end) return false;
+  const Key next = order_[j];  // order_ may change while it decodes
   try {
     const auto it = decode_here(lock, next, bytes, 0, decode);
     --it->second.pins;  // held for the threads whose blocks need it
     if (!to_go_.count(next) && it->second.pins == 0) {  // its blocks came and went meanwhile
-      held_.erase(it);
+      let_go(it);
       changed_.notify_all();
     }
   } catch (...) {
     // Left to the thread whose block needs it, which decodes it again and reports why.
   }
+  return true;
 }
 
 std::map<HeldChunks::Key, HeldChunks::Entry>::iterator HeldChunks::decode_here(
     std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes, std::uint64_t whole, const Decode& decode) {
   Entry& e = held_[key];
   e.pins = 1;  // this thread's, through its copy
+  e.bytes = bytes;
+  for (auto spare = spare_.begin(); spare != spare_.end() && !e.data; ++spare)
+    if (spare->second == bytes) {
+      e.data = std::move(spare->first);
+      spare_.erase(spare);
+      break;
+    }
+  if (!e.data && !spare_.empty()) spare_.pop_back();  // one of another size makes room for this one
   e.unnamed_left = std::int64_t(whole);
   lock.unlock();
   try {
-    e.data.reset(new unsigned char[bytes]);
+    if (!e.data) e.data.reset(new unsigned char[bytes]);
     decode(key, e.data.get());
   } catch (...) {
     // Gone, so that it holds no room; threads waiting on it decode it again.
     lock.lock();
-    held_.erase(key);
+    let_go(held_.find(key));
     changed_.notify_all();
     throw;
   }

@@ -18,6 +18,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 namespace cvest::io {
 
@@ -30,13 +32,15 @@ class HeldChunks {
 
   // A new pass: what is held and not being copied from is dropped, and
   // `elements` says how many elements the pass copies out of each chunk (a
-  // chunk it does not name: all of `whole(key)`).
-  void begin_pass(std::map<Key, std::uint64_t> elements);
+  // chunk it does not name: all of `whole(key)`), in the order its blocks
+  // reach them (what is decoded ahead follows it).
+  void begin_pass(const std::vector<std::pair<Key, std::uint64_t>>& elements);
   // Copies `elements` of the chunk at `key` with `use(data)`: the chunk is
   // decoded first (`decode(key, into)`, `bytes` of it) unless held. `whole`:
   // the elements of the chunk in the dataset (where the pass named none).
   // Then, where there is room, the next chunk the pass names is decoded
-  // ahead by this thread, while the others copy from this one.
+  // ahead by this thread, while the others copy from this one; a thread
+  // whose chunk another is decoding decodes the next one meanwhile.
   using Decode = std::function<void(const Key& key, unsigned char* into)>;
   void use(const Key& key, std::size_t bytes, std::uint64_t elements, std::uint64_t whole, const Decode& decode,
            const std::function<void(const unsigned char* data)>& use);
@@ -46,6 +50,7 @@ class HeldChunks {
  private:
   struct Entry {
     std::unique_ptr<unsigned char[]> data;
+    std::size_t bytes = 0;
     enum class State { decoding, ready } state = State::decoding;
     int pins = 0;                    // threads copying from it (or decoding it)
     std::int64_t unnamed_left = 0;   // elements still to copy, where the pass names none
@@ -59,16 +64,25 @@ class HeldChunks {
   // pinned for its copy; on a failure it is marked so and the error thrown.
   std::map<Key, Entry>::iterator decode_here(std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes,
                                              std::uint64_t whole, const Decode& decode);
-  // The pass's chunk after `key` decoded now, where it is not held and
-  // there is room; errors are left to the thread that needs it.
-  void decode_ahead(std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes, const Decode& decode);
+  // The pass's first chunk after `key` (within `capacity` of it) that is
+  // not held, decoded now where there is room; false where none was.
+  // Errors are left to the thread that needs it.
+  bool decode_ahead(std::unique_lock<std::mutex>& lock, const Key& key, std::size_t bytes, const Decode& decode);
 
   std::size_t capacity_;
   std::chrono::milliseconds patience_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::map<Key, Entry> held_;
+  // Buffers let go, kept for the next chunks (never more than the capacity
+  // with those held): memory the system handed out once, not faulted in
+  // again for each chunk.
+  std::vector<std::pair<std::unique_ptr<unsigned char[]>, std::size_t>> spare_;
+  // held_'s entry at `it` erased, its buffer kept where there is room.
+  std::map<Key, Entry>::iterator let_go(std::map<Key, Entry>::iterator it);
   std::map<Key, std::int64_t> to_go_;  // elements the pass still copies from each chunk it names
+  std::vector<Key> order_;             // the chunks it names, in its order
+  std::map<Key, std::size_t> rank_;    // each one's place in order_
   std::uint64_t clock_ = 0;
 };
 

@@ -17,11 +17,14 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
   const int cells = h.holding_bytes(2, threads) <= room ? 2 : h.holding_bytes(1, threads) <= room ? 1 : 0;
   const auto& s = input.shape();
   const std::string shape = fmt::format("({}, {}, {})", h.dates, h.ids, h.cols);
-  if (cells == 0) {
-    if (const auto [part_ids, part_cells] = held_parts(h, room); part_ids > 0) {
+  if (cells < 2) {
+    // Parts of two cells or more before one whole one: decoded ahead while
+    // blocks run, by several threads at once, in a fraction of the memory.
+    const auto [part_ids, part_cells] = held_parts(h, room, threads);
+    if (part_ids > 0 && (cells == 0 || part_cells >= 2)) {
       holding.cells = std::size_t(part_cells);
       holding.reserved = std::size_t(h.part_holding_bytes(part_cells, part_ids));
-      holding.cell = {h.dates, part_ids};
+      holding.cell = {h.dates, part_ids, part_cells > 2 ? Index(part_cells - 1) : 1};
       holding.text = fmt::format("{} part{} of {} ids of {} chunk{} {} held decoded at once, each chunk decoded in "
                                  "{} parts ({} with decoding)", part_cells, part_cells == 1 ? "" : "s", part_ids,
                                  h.per_cell, h.per_cell == 1 ? "" : "s", shape, h.ids / part_ids,
@@ -29,6 +32,8 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
       input.hold(precision, holding.cells, part_ids);
       return holding;
     }
+  }
+  if (cells == 0) {
     // The least budget whose room (held_room) holds a cell: the blocks
     // keep a quarter of it up to 256 MiB, 64 MiB above.
     const double cell = h.holding_bytes(1, threads) + double(reserved);
@@ -44,7 +49,7 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
   }
   holding.cells = std::size_t(cells);
   holding.reserved = std::size_t(h.holding_bytes(cells, threads));
-  holding.cell = {h.dates, h.ids};
+  holding.cell = {h.dates, h.ids, 1};
   holding.text = fmt::format("{} cell{} of {} chunk{} {} held decoded at once ({} with decoding)", cells,
                              cells == 1 ? "" : "s", h.per_cell, h.per_cell == 1 ? "" : "s", shape,
                              format_bytes(double(holding.reserved)));
@@ -52,15 +57,16 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
   return holding;
 }
 
-std::pair<Index, int> held_parts(const io::HeldChunk& h, double room) {
+std::pair<Index, int> held_parts(const io::HeldChunk& h, double room, int threads) {
   if (!h.stream_bytes || h.dates != 1) return {0, 0};
   const std::size_t id_bytes = h.bytes / std::size_t(h.ids);
-  for (const int cells : {2, 1}) {
+  for (const int cells : {std::max(threads, 1) + 1, 2, 1}) {
     Index best = 0;
     for (Index d = 1; d * d <= h.ids; ++d)
       if (h.ids % d == 0)
         for (const Index q : {d, h.ids / d})
-          if (q < h.ids && q > best && h.part_holding_bytes(cells, q) <= room) best = q;
+          if (q < h.ids && q > best && std::size_t(q) * id_bytes <= most_part_bytes &&
+              h.part_holding_bytes(cells, q) <= room) best = q;
     if (best > 0 && std::size_t(best) * id_bytes >= least_part_bytes) return {best, cells};
   }
   return {0, 0};

@@ -19,7 +19,7 @@ namespace cvest::app {
 struct ChunkHolding {
   std::size_t cells = 0;          // held at once (0: the input's chunks are not held)
   std::size_t reserved = 0;       // the budget's bytes they and their decoding take
-  std::array<Index, 2> cell{0, 0};  // dates and ids of a cell (BlockQuantum::cells)
+  std::array<Index, 3> cell{0, 0, 1};  // dates and ids of a cell, dates in turn (BlockQuantum::cells)
   std::string text;               // "2 cells of (1, 10000000, 5) held (800 MB with decoding)"
 };
 
@@ -32,12 +32,15 @@ inline std::size_t held_room(std::size_t budget, std::size_t reserved) {
   return budget > reserved + blocks_least(budget) ? budget - reserved - blocks_least(budget) : 0;
 }
 
-// Where one cell of whole chunks does not fit `room` and they decode in
+// Where two cells of whole chunks do not fit `room` and they decode in
 // parts (deflate, Blosc, bitshuffle, unfiltered: io/codecs/ChunkStream.hpp):
-// the most ids of a part (a divisor of the chunk's ids) of which two cells,
-// else one, fit, and that count; {0, 0} where none of least_part_bytes does.
-constexpr std::size_t least_part_bytes = std::size_t(256) << 10;
-std::pair<Index, int> held_parts(const io::HeldChunk& h, double room);
+// the most ids of a part (a divisor of the chunk's ids) of which a cell per
+// thread and one more (each thread decoding a date's part while the blocks
+// of another run), else two, else one fit, and that count; {0, 0} where
+// none of least_part_bytes does. Parts of most_part_bytes at most: larger
+// ones were no faster at 10,000,000 ids (docs/benchmarks.md), only larger.
+constexpr std::size_t least_part_bytes = std::size_t(256) << 10, most_part_bytes = std::size_t(64) << 20;
+std::pair<Index, int> held_parts(const io::HeldChunk& h, double room, int threads);
 
 // For `input` read at `precision` within `budget` bytes (`dataset` names it
 // in the refusal); the input is told how many to hold. InputError where one

@@ -286,7 +286,8 @@ nlohmann::json to_json(const RunReport& rep) {
                                                                    : nlohmann::json(rep.input_storage.chunk)},
                         {"filters", rep.input_storage.filters},
                         {"read_by", to_string(rep.input_storage.read_by)},
-                        {"held", rep.input_storage.held}};
+                        {"held", rep.input_storage.held},
+                        {"held_part_ids", rep.input_storage.held_part_ids}};
   j["shape"] = {{"dates", rep.T}, {"ids", rep.N}, {"cols", rep.K}};
   j["memory_budget_bytes"] = rep.memory_budget;
   j["ranks"] = rep.ranks;

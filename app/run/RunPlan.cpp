@@ -135,7 +135,7 @@ Index output_chunk_ids(const Deck& deck, const RunPlan& plan, std::array<Index, 
 }
 
 void plan_layouts(const Deck& deck, const io::ChunkRow& row, std::array<Index, 2> decoded, Index chunk_ids,
-                  const std::array<Index, 2> held_cells, RunPlan& plan, std::ostream& progress) {
+                  const std::array<Index, 3> held_cells, RunPlan& plan, std::ostream& progress) {
   const std::size_t max_block = deck.run.max_block.value_or(policy::default_block_bytes<ExecSpace>);
   const auto& s = plan.shape;
   for (const LayoutKind layout : deck.run.layouts) {

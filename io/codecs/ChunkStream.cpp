@@ -11,11 +11,17 @@ StoredBytes::StoredBytes(ReadStored read, std::size_t stored, std::size_t buffer
 const unsigned char* StoredBytes::at(std::size_t offset, std::size_t bytes) {
   if (offset > stored_ || bytes > stored_ - offset) return nullptr;
   if (offset >= begin_ && offset + bytes <= begin_ + data_.size()) return data_.data() + (offset - begin_);
-  // The next buffer starts at `offset`: a piece bigger than the buffer (a
-  // compressed block larger than it) is read whole.
+  // The next buffer starts at `offset`, what this one holds from there on
+  // kept (each byte read once); a piece bigger than the buffer (a compressed
+  // block larger than it) is read whole.
   const std::size_t size = std::min(std::max(buffer_, bytes), stored_ - offset);
+  std::size_t kept = 0;
+  if (offset >= begin_ && offset < begin_ + data_.size()) {
+    kept = begin_ + data_.size() - offset;
+    std::memmove(data_.data(), data_.data() + (offset - begin_), kept);
+  }
   data_.resize(size);
-  read_(offset, size, data_.data());
+  read_(offset + kept, size - kept, data_.data() + kept);
   begin_ = offset;
   return data_.data();
 }

@@ -217,26 +217,31 @@ TEST_CASE("split_blocks shares a plan's blocks among ranks, consecutive and bala
 }
 
 TEST_CASE("held cells: blocks cut at their edges and run cell by cell", "[plan]") {
-  // Cells of input chunks held decoded (2 dates x 700 ids, and a date's
-  // whole ids): no block reaches into two, and once a cell's blocks are
-  // done no later block returns to it, so each is decoded once and let go.
-  for (const std::array<Index, 2> cells : {std::array<Index, 2>{2, 700}, std::array<Index, 2>{1, 2003}})
+  // Cells of input chunks held decoded (2 dates x 700 ids, a date's whole
+  // ids, and parts of 500 ids of one-date chunks, two dates in turn): no
+  // block reaches into two, and once a cell's blocks are done no later block
+  // returns to it, so each is decoded once and let go; cells go in the
+  // file's order (dates, then ids), or by groups of dates: ids, then dates.
+  for (const std::array<Index, 3> cells :
+       {std::array<Index, 3>{2, 700, 1}, std::array<Index, 3>{1, 2003, 1}, std::array<Index, 3>{1, 500, 2}})
     for (const LayoutKind layout : {LayoutKind::right, LayoutKind::left})
       for (std::size_t budget : {std::size_t(1) << 16, std::size_t(1) << 20, std::size_t(1) << 26}) {
-        CAPTURE(cells[0], cells[1], int(layout), budget);
+        CAPTURE(cells[0], cells[1], cells[2], int(layout), budget);
         BlockQuantum quantum{1, 100};
         quantum.cells = cells;
         const BlockPlan plan = plan_blocks(5, 2003, 5, 8, budget, quantum, 0, layout);
         check_cover(plan);
-        std::vector<std::pair<Index, Index>> order;
+        std::vector<std::array<Index, 3>> order;  // (group of dates, cell's ids, cell's dates)
         for (const Block& b : plan.blocks) {
           const std::pair<Index, Index> cell{b.dates.begin / cells[0], b.ids.begin / cells[1]};
           CHECK(cell == std::pair<Index, Index>{(b.dates.end - 1) / cells[0], (b.ids.end - 1) / cells[1]});
-          if (order.empty() || order.back() != cell) {
-            CHECK(std::find(order.begin(), order.end(), cell) == order.end());
-            order.push_back(cell);
+          const std::array<Index, 3> at{cell.first / cells[2], cell.second, cell.first};
+          if (order.empty() || order.back() != at) {
+            CHECK(std::find(order.begin(), order.end(), at) == order.end());
+            order.push_back(at);
           }
         }
-        CHECK(std::is_sorted(order.begin(), order.end()));  // the file's order: dates, then ids
+        CHECK(std::is_sorted(order.begin(), order.end()));
+        if (cells[2] == 2 && order.size() > 1) CHECK(order[1] == std::array<Index, 3>{0, 0, 1});  // date 1's first part next
       }
 }

@@ -29,11 +29,11 @@ void decode_as(const HeldChunks::Key& key, unsigned char* into, std::size_t byte
 TEST_CASE("held chunks: each decoded once across threads, never more held than the capacity", "[io][held]") {
   constexpr int chunks = 12, pieces = 16, threads = 4;
   constexpr std::size_t bytes = 4096;
-  const std::size_t capacity = GENERATE(1, 2);
+  const std::size_t capacity = GENERATE(1, 2, 3);
   CAPTURE(capacity);
   HeldChunks held(capacity, std::chrono::minutes(5));  // no patience needed: nothing is left behind
-  std::map<HeldChunks::Key, std::uint64_t> expected;
-  for (Index c = 0; c < chunks; ++c) expected[{c, 0, 0}] = pieces;
+  std::vector<std::pair<HeldChunks::Key, std::uint64_t>> expected;
+  for (Index c = 0; c < chunks; ++c) expected.push_back({{c, 0, 0}, pieces});
   held.begin_pass(expected);
   std::atomic<int> next{0}, wrong{0}, over{0};
   std::vector<std::atomic<int>> decodes(chunks);
@@ -104,4 +104,36 @@ TEST_CASE("held chunks: a failed decode is reported to its thread and tried agai
   CHECK(tries == 2);
   CHECK(seen == 7);
   CHECK(held.size() == 1);  // the failed decode holds nothing; the retried one its chunk, a piece to go
+}
+
+TEST_CASE("held chunks: a thread whose chunk another decodes decodes the pass's next one meanwhile", "[io][held]") {
+  HeldChunks held(3, std::chrono::minutes(5));
+  // The pass's order is not the keys' (dates in turn: parts of two dates' chunks).
+  held.begin_pass({{{0, 0, 0}, 2}, {{1, 0, 0}, 2}, {{0, 5, 0}, 2}, {{1, 5, 0}, 2}});
+  std::atomic<int> decoding{0}, most{0};
+  std::atomic<bool> started{false};
+  std::mutex seen_lock;
+  std::vector<HeldChunks::Key> decoded;
+  const auto decode = [&](const HeldChunks::Key& at, unsigned char* into) {
+    const int now = ++decoding;
+    for (int m = most; now > m && !most.compare_exchange_weak(m, now);) {
+    }
+    {
+      const std::lock_guard lock(seen_lock);
+      decoded.push_back(at);
+    }
+    started = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    decode_as(at, into, 8);
+    --decoding;
+  };
+  const auto nothing = [](const unsigned char*) {};
+  std::thread first([&] { held.use({0, 0, 0}, 8, 1, 2, decode, nothing); });
+  while (!started) std::this_thread::yield();
+  held.use({0, 0, 0}, 8, 1, 2, decode, nothing);  // decodes {1, 0, 0} while the first thread decodes {0, 0, 0}
+  first.join();
+  CHECK(most == 2);
+  REQUIRE(decoded.size() >= 2);
+  CHECK(decoded[0] == HeldChunks::Key{0, 0, 0});
+  CHECK(decoded[1] == HeldChunks::Key{1, 0, 0});  // the pass's next, not the next key
 }

@@ -7,7 +7,9 @@ of all dates and some ids, a contiguous cube, float32 discount beside a
 float64 multBy, xarray's to_netcdf (h5netcdf) and Dask's to_hdf5 with a date
 a chunk. One-date chunks here (6 MB) are larger than the decoding scratch a
 32 MiB budget allows a thread, so they are held decoded while their blocks
-run (one cell at 32 MiB, two at 64 MiB); an lzf file whose 24 MB chunks do
+run (one cell at 32 MiB, or parts of them where they decode in parts, two
+at 64 MiB); one-date chunks of 24 MB at a
+16 MiB budget a part of ids at a time (gzip, Blosc, bitshuffle); an lzf file whose 24 MB chunks do
 not fit an 8 MiB budget is refused in one line before any block, with the
 budget that would do and an h5repack line.
 
@@ -50,7 +52,7 @@ def run(work, tag, src, budget, layouts=("right", "left")):
     return proc, out, report
 
 
-def check_run(tag, proc, out, report, m, d, budget_bytes, held):
+def check_run(tag, proc, out, report, m, d, budget_bytes, held, shape=(T, N, K)):
     if proc.returncode != 0:
         return fail(tag, f"exit {proc.returncode}: {proc.stderr.strip()[-400:]}")
     with h5py.File(out, "r") as f:
@@ -66,8 +68,10 @@ def check_run(tag, proc, out, report, m, d, budget_bytes, held):
     decoded = storage["read_by"] == "decode"
     expected = 0
     if decoded:
+        # each chunk once, or each part of one (held_part_ids ids of it)
         expected = 1
-        for extent, c in zip((T, N, K), chunks):
+        parts = storage.get("held_part_ids", 0)
+        for extent, c in zip(shape, chunks[:1] + [parts or chunks[1]] + chunks[2:]):
             expected *= -(-extent // c)
     # (peak RSS not judged under AddressSanitizer: its shadow memory and
     # quarantine are not cvest's)
@@ -94,12 +98,41 @@ with tempfile.TemporaryDirectory(prefix="cvest-userfiles-") as work:
             if storage and held:
                 # 6 MB chunks and as much again to decode one: one cell at
                 # 32 MiB, two at 64 MiB (float32's half as large: two at both)
+                # (gzip, Blosc and bitshuffle: parts of the chunks, three or
+                # two cells of them, where two whole cells do not fit)
                 cells = 2 if budget == "64MiB" or dtype == np.float32 else 1
                 line = f"{cells} cell{'s' if cells > 1 else ''} of 1 chunk (1, {N}, {K}) held decoded at once"
+                if cells == 1 and tag in ("date_chunks_gzip", "date_chunks_blosc", "date_chunks_bitshuffle"):
+                    line = f"ids of 1 chunk (1, {N}, {K}) held decoded at once, each chunk decoded in"
                 if tag.startswith(("date_chunks_", "float32_")) and line not in proc.stdout + proc.stderr:
                     fail(f"{tag} at {budget}", f"expected '{line}' in the plan's lines")
         print(f"{'ok' if not failures else 'so far ' + str(len(failures)) + ' failed,'} {tag}: "
               f"{storage and storage['read_by']}", flush=True)
+
+    # One-date chunks of 24 MB (more than HDF5 may cache for a run) that a
+    # 16 MiB budget cannot hold decoded whole: gzip (h5py's and xarray's),
+    # Blosc and bitshuffle are decoded a part of ids at a time, each part
+    # once, bit for bit; shuffled gzip has no parts, and is refused.
+    Tp, Np = 2, 600_000
+    mp, dp = values(Tp, Np, K)
+    for tag, writer, dtype in corpus(Tp, Np, K):
+        parts = tag in ("date_chunks_gzip", "date_chunks_blosc", "date_chunks_bitshuffle", "xarray_date_chunks")
+        if not parts and tag != "date_chunks_shuffle_gzip":
+            continue
+        src = os.path.join(work, f"parts_{tag}.h5")
+        writer(src, mp, dp)
+        proc, out, report = run(work, f"parts_{tag}", src, "16MiB")
+        if not parts:
+            if proc.returncode != 2 or "h5repack -l discount:CHUNK=1x" not in proc.stderr:
+                fail(f"parts {tag}", f"exit {proc.returncode}, expected 2 and the refusal: {proc.stderr.strip()}")
+            continue
+        storage = check_run(f"parts {tag}", proc, out, report, mp, dp, 16 << 20, True, (Tp, Np, K))
+        if storage and not 0 < storage.get("held_part_ids", 0) < Np:
+            fail(f"parts {tag}", f"expected parts of the chunk's ids held: {storage}")
+        if storage and f"ids of 1 chunk (1, {Np}, {K}) held decoded at once, each chunk decoded in" not in (
+                proc.stdout + proc.stderr):
+            fail(f"parts {tag}", "expected the parts held in the plan's lines")
+        print(f"{'ok' if not failures else 'so far ' + str(len(failures)) + ' failed,'} parts {tag}", flush=True)
 
     # One-date lzf chunks of 24 MB, which an 8 MiB budget cannot hold
     # decoded, nor HDF5's chunk cache within the slack a run has over its
