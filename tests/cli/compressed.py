@@ -9,6 +9,8 @@ and bit shuffle, bitshuffle-LZ4), in double and float, in chunks of 700 ids
 are stored compressed and, where a filter cannot shrink one, without it):
   - h5py with hdf5plugin (Debian's, which takes HDF5's plugin path) reads the
     output bit for bit equal to NumPy's multBy[None] * discount;
+  - Blosc's filter record holds the deck's level, shuffle and compressor,
+    and its chunks' own headers the same compressor and shuffle;
   - its chunks take at most 2% more than h5py + hdf5plugin's same filters
     on the same values (libdeflate's gzip is not zlib's; the others match
     byte for byte), smooth values fewer than plain;
@@ -54,6 +56,32 @@ def run(deck_path, input_file, output_file, output_keys, env=None, discount="dis
         f.write(f'[input]\nfile = "{input_file}"\ndiscount = "{discount}"\n[output]\nfile = "{output_file}"\n'
                 f'overwrite = true\nchunk = 700\n' + "".join(f"{k} = {toml(v)}\n" for k, v in output_keys.items()))
     return subprocess.run([cvest, "run", deck_path], capture_output=True, text=True, env=env, timeout=120)
+
+
+def blosc_settings(path):
+    """The Blosc filter record's level, shuffle and compressor code (its
+    values 4-6, as hdf5-blosc's set_local writes them), and the first
+    compressed chunk's own header: its compressor's format (flags bits 5-7)
+    and shuffle flags (bit 0 byte, bit 2 bit); None where no chunk was
+    stored compressed. h5py + hdf5plugin decode by the header alone, so a
+    chunk coded otherwise than the record says would still read back."""
+    with h5py.File(path, "r") as f:
+        cv = f["cv"]
+        plist = cv.id.get_create_plist()
+        record = next(tuple(plist.get_filter(i)[2][4:7]) for i in range(plist.get_nfilters())
+                      if plist.get_filter(i)[0] == 32001)
+        for i in range(cv.id.get_num_chunks()):
+            mask, chunk = cv.id.read_direct_chunk(cv.id.get_chunk_info(i).chunk_offset)
+            if mask == 0:
+                return record, (chunk[2] >> 5, chunk[2] & 0x5)
+    return record, None
+
+
+def blosc_wanted(keys, element):
+    """(the record's (level, shuffle, compressor code), the header's (format, shuffle flags)) for a case's keys."""
+    shuffle, codec = keys.get("shuffle", "byte"), keys.get("codec", "lz4")
+    return ((keys.get("level", 5), 2 if shuffle == "bit" else 1, 5 if codec == "zstd" else 1),
+            (4 if codec == "zstd" else 1, 0x4 if shuffle == "bit" else 0x1))
 
 
 def peer_filters(compression, keys):
@@ -102,6 +130,12 @@ with tempfile.TemporaryDirectory() as tmp:
                     stored = cv.id.get_storage_size()
                 check(same_bits(got, expected), f"{tag}: h5py + hdf5plugin reads NumPy's product bit for bit "
                                                 f"(filters {filters}, {stored} of {got.nbytes} bytes)")
+                if compression == "blosc":
+                    record, header = blosc_settings(out)
+                    want = blosc_wanted(keys, np.dtype(dtype).itemsize)
+                    check(record == want[0] and header in (want[1], None) and (header or values == "random"),
+                          f"{tag}: the filter record (level, shuffle, compressor) {record} and a chunk's header "
+                          f"(compressor format, shuffle flags) {header}, as the deck asked: {want}")
                 with h5py.File("peer.h5", "w") as f:
                     peer = f.create_dataset("cv", data=expected, chunks=(1, 700, K),
                                             **peer_filters(compression, keys)).id.get_storage_size()
