@@ -45,7 +45,7 @@ inline void copy_here(Scalar* dst, const Scalar* src, std::size_t n, Stores stor
 // of `run` elements from `first` (the chunk's place in the whole) does, in
 // the kernel's streams (policy::flat_left_streams), each run's multBy value
 // (`rows`: the chunk's first run's) read where the kernel reads it and
-// folded into `bits` (streaming::scaled_runs). Not fenced here.
+// added into `bits` (streaming::scaled_runs). Not fenced here.
 template <class Scalar>
 inline void copy_runs_here(Scalar* dst, const Scalar* src, std::size_t n, std::size_t run, std::size_t first,
                            const policy::FlatStreams& streams, const Scalar* rows, std::uint64_t& bits) {
@@ -53,12 +53,14 @@ inline void copy_runs_here(Scalar* dst, const Scalar* src, std::size_t n, std::s
                                streams.streams, std::size_t(streams.runs_apart));
 }
 
-// Reads n elements at p once (XOR of their bytes, 16 at a time in four
-// independent chains where streaming stores are built (SSE2), else 8 at a
-// time: it runs at load speed, as a kernel's vector loads of multBy do, not
-// an add's latency): a kernel's third stream, its multBy rows, in a copy
-// roof of the same bytes. On the calling host thread; the result goes to a
-// sink so the loads are kept.
+// Reads n elements at p once (the 64-bit sum of their 8-byte words, 16
+// bytes at a time in four independent chains where streaming stores are
+// built (SSE2), else 8 at a time: it runs at load speed, as a kernel's
+// vector loads of multBy do, not one add's latency): a kernel's third
+// stream, its multBy rows, in a copy roof of the same bytes. On the calling
+// host thread; the result is added to a sink so the loads are kept, and so
+// that a test counts the reads (a word read twice adds twice, where an XOR
+// would cancel).
 inline std::atomic<std::uint64_t> read_sink{0};
 template <class Scalar>
 inline void read_here(const Scalar* p, std::size_t n) {
@@ -70,24 +72,24 @@ inline void read_here(const Scalar* p, std::size_t n) {
   __m128i v[4] = {_mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128(), _mm_setzero_si128()};
   for (; w + 8 <= words; w += 8)
     for (int k = 0; k < 4; ++k)
-      v[k] = _mm_xor_si128(v[k], _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 8 * w + 16 * std::size_t(k))));
-  const __m128i all = _mm_xor_si128(_mm_xor_si128(v[0], v[1]), _mm_xor_si128(v[2], v[3]));
+      v[k] = _mm_add_epi64(v[k], _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + 8 * w + 16 * std::size_t(k))));
+  const __m128i all = _mm_add_epi64(_mm_add_epi64(v[0], v[1]), _mm_add_epi64(v[2], v[3]));
   std::uint64_t lanes[2];
   std::memcpy(lanes, &all, sizeof lanes);
-  acc[0] = lanes[0] ^ lanes[1];
+  acc[0] = lanes[0] + lanes[1];
 #endif
   for (; w + 4 <= words; w += 4)
     for (int k = 0; k < 4; ++k) {
       std::uint64_t x;
       std::memcpy(&x, bytes + 8 * (w + std::size_t(k)), 8);
-      acc[k] ^= x;
+      acc[k] += x;
     }
   for (; w < words; ++w) {
     std::uint64_t x;
     std::memcpy(&x, bytes + 8 * w, 8);
-    acc[0] ^= x;
+    acc[0] += x;
   }
-  read_sink.fetch_xor(acc[0] ^ acc[1] ^ acc[2] ^ acc[3], std::memory_order_relaxed);
+  read_sink.fetch_add(acc[0] + acc[1] + acc[2] + acc[3], std::memory_order_relaxed);
 }
 
 // The copy roof of one kernel call, moving the bytes the call moved: `src`
@@ -133,7 +135,7 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
           copy_runs_here(dst + b, src + b, std::size_t(e - b), std::size_t(run), std::size_t(b), streams,
                          rows + b / run, bits);
         streaming::fence_this_thread();
-        read_sink.fetch_xor(bits, std::memory_order_relaxed);
+        read_sink.fetch_add(bits, std::memory_order_relaxed);
         return;
       }
       const Index r0 = share(c), r1 = share(c + 1);
@@ -176,7 +178,7 @@ double copy_and_read(ExecSpace const& space, Scalar* dst, const Scalar* src, Ind
 // it. Read apart from the copy instead (the copy, then a pass over
 // multBy), the reads did not overlap the copy's as the kernel's do: the
 // pipeline's one-date blocks ran their kernel at 1.05-1.11x such a copy.
-// Folds what it reads into `bits`. Streaming stores are not fenced here.
+// Adds what it reads into `bits`. Streaming stores are not fenced here.
 template <class Scalar>
 inline void copy_piece(Scalar* dst, const Scalar* src, const policy::FlatWalk::Piece& p, const Scalar* rows,
                        std::uint64_t& bits, Stores stores) {
@@ -209,7 +211,7 @@ double copy_in_walk(ExecSpace const& space, Scalar* dst, const Scalar* src, cons
     std::uint64_t bits = 0;
     copy_piece(dst, src, walk.piece(c), rows, bits, stores);
     if (stores == Stores::streaming) streaming::fence_this_thread();
-    read_sink.fetch_xor(bits, std::memory_order_relaxed);
+    read_sink.fetch_add(bits, std::memory_order_relaxed);
   });
   space.fence();
   return timer.seconds();
@@ -224,7 +226,7 @@ void copy_in_walk_here(Scalar* dst, const Scalar* src, const policy::FlatWalk& w
   std::uint64_t bits = 0;
   for (Index c = 0; c < walk.chunks(); ++c) copy_piece(dst, src, walk.piece(c), rows, bits, stores);
   if (stores == Stores::streaming) streaming::fence_this_thread();
-  read_sink.fetch_xor(bits, std::memory_order_relaxed);
+  read_sink.fetch_add(bits, std::memory_order_relaxed);
 }
 
 // dst = src. Returns seconds.

@@ -102,9 +102,10 @@ struct Unit {};  // no factor: a copy
 // No factor either, but m read beside the copy where a kernel loads it (the
 // copy roof reading multBy in the kernel's order: a kernel's loads of m
 // interleaved with its loads of d overlap, a copy and then a read of m do
-// not). Each element's bits are XOR-folded into *bits (lanes folded
-// together: the XOR of every element read, as unsigned integers of its
-// size) so the loads stay. In scaled_runs, m[r] is run r's one value.
+// not). Each element's bits, as an unsigned integer of its size, are added
+// into *bits (64-bit, wrapping: the sum over every element read) so the
+// loads stay, and a test sees each read once (a second read adds again,
+// where an XOR would cancel). In scaled_runs, m[r] is run r's one value.
 template <class Scalar>
 struct ReadAlong {
   const Scalar* m;
@@ -122,7 +123,7 @@ inline std::uint64_t bits_of(Scalar x) {
     std::memcpy(&b, &x, 8);
     return b;
   } else {
-    static_assert(sizeof(Scalar) == 4, "ReadAlong folds 4- and 8-byte elements");
+    static_assert(sizeof(Scalar) == 4, "ReadAlong sums 4- and 8-byte elements");
     std::uint32_t b;
     std::memcpy(&b, &x, 4);
     return b;
@@ -137,15 +138,15 @@ inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrd
     if constexpr (scaled) return m_at.scalar(j) * x;
     else return x;
   };
-  std::uint64_t folded = 0;  // reads: the elements of m read one at a time
+  std::uint64_t summed = 0;  // reads: the elements of m read one at a time
   const auto read = [&](std::size_t j) {
-    if constexpr (reads) folded ^= bits_of(m_at.m[j]);
+    if constexpr (reads) summed += bits_of(m_at.m[j]);
   };
   std::size_t j = 0;
 #if CVEST_HAVE_STREAMING_STORES
   if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
     constexpr std::size_t width = 16 / sizeof(Scalar);
-    __m128i vfolded = _mm_setzero_si128();  // reads: the vectors of m
+    __m128i vsummed = _mm_setzero_si128();  // reads: the vectors of m, in 64-bit lanes
     for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j) {
       read(j);
       for (int u = 0; u < U; ++u) store(out + u * stride + j, value(j, d[u * stride + j]));
@@ -155,8 +156,15 @@ inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrd
         const auto mv = m_at.vector(j);
         for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::mul(mv, detail::load(d + u * stride + j)));
       } else {
-        if constexpr (reads)
-          vfolded = _mm_xor_si128(vfolded, _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_at.m + j)));
+        if constexpr (reads) {
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_at.m + j));
+          if constexpr (sizeof(Scalar) == 8) {
+            vsummed = _mm_add_epi64(vsummed, v);
+          } else {  // each float's 32 bits widened to 64 first
+            const __m128i low = _mm_and_si128(v, _mm_set1_epi64x(0xffffffff));
+            vsummed = _mm_add_epi64(vsummed, _mm_add_epi64(low, _mm_srli_epi64(v, 32)));
+          }
+        }
         for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::load(d + u * stride + j));
       }
     }
@@ -166,10 +174,8 @@ inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrd
     }
     if constexpr (reads) {
       std::uint64_t lanes[2];
-      std::memcpy(lanes, &vfolded, sizeof lanes);
-      std::uint64_t v = lanes[0] ^ lanes[1];
-      if constexpr (sizeof(Scalar) == 4) v = (v ^ (v >> 32)) & 0xffffffffu;
-      *m_at.bits ^= folded ^ v;
+      std::memcpy(lanes, &vsummed, sizeof lanes);
+      *m_at.bits += summed + lanes[0] + lanes[1];
     }
     return;
   }
@@ -178,7 +184,7 @@ inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrd
     read(j);
     for (int u = 0; u < U; ++u) out[u * stride + j] = value(j, d[u * stride + j]);
   }
-  if constexpr (reads) *m_at.bits ^= folded;
+  if constexpr (reads) *m_at.bits += summed;
 }
 
 template <class Scalar>
@@ -213,7 +219,7 @@ inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
 // storage order, T dates of one multBy value): out[j] = m[(t0 + j) / T] * d[j]
 // for j < n, the first run entered t0 elements in. m = Unit{}: a copy walked
 // the same way (the roof in flat's walk); ReadAlong{m, bits}: that copy
-// reading m[r] where the kernel does, folding its bits into *bits. Where
+// reading m[r] where the kernel does, adding its bits into *bits. Where
 // every run is whole 16-byte vectors (T a multiple of the width, the runs'
 // starts aligned) they stream with no head, tail or call per run (streaming
 // stores only; regular ones take the per-run loop): runs of 8 floats taken
@@ -229,12 +235,12 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
   constexpr bool reads = reads_along<Rows>;
   constexpr bool scaled = !std::is_same_v<Rows, Unit> && !reads;
   (void)streams, (void)runs_apart;  // the streaming path's
-  std::uint64_t folded = 0;  // reads: every m[r] read
+  std::uint64_t summed = 0;  // reads: every m[r] read
   const auto run = [&](std::size_t j, std::size_t len, std::size_t r) {
     if constexpr (scaled) {
       streamed_rows<1, Stream>(out + j, d + j, len, 0, Constant<Scalar>{m[r]});
     } else {
-      if constexpr (reads) folded ^= bits_of(m.m[r]);
+      if constexpr (reads) summed += bits_of(m.m[r]);
       streamed_rows<1, Stream>(out + j, d + j, len, 0, Unit{});
     }
   };
@@ -258,7 +264,7 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
           for (std::size_t v = 0; v < V; ++v)
             detail::stream(out + at + v * width, detail::mul(mv, detail::load(d + at + v * width)));
         } else {
-          if constexpr (reads) folded ^= bits_of(m.m[ra]);
+          if constexpr (reads) summed += bits_of(m.m[ra]);
           for (std::size_t v = 0; v < V; ++v) detail::stream(out + at + v * width, detail::load(d + at + v * width));
         }
       };
@@ -288,7 +294,7 @@ inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t
     run(j, len, r);
     j += len;
   }
-  if constexpr (reads) *m.bits ^= folded;
+  if constexpr (reads) *m.bits += summed;
 }
 
 // `dates` rows at once (1, 2 or 4: flat's LayoutRight walk), `stride`

@@ -6,6 +6,9 @@
 //   open_input  the input file cannot be opened (as if unreadable);
 //   write       the output's first write fails with ENOSPC (disk full);
 //   write_eio   the same with EIO (a failing disk);
+//   writeback_eio  a compressed output's write-behind (io/WriteBehind.hpp)
+//               reports EIO from writeback at its first chunk, whatever
+//               the output's size;
 //   direct_refused  O_DIRECT writes fail with EINVAL (a file system that
 //               takes O_DIRECT at open but refuses its writes), and `auto`
 //               tries them whatever the output's size;

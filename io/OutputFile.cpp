@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -62,7 +63,7 @@ namespace {
 
 // Write-behind on the HDF5 file's own descriptor (sec2 driver), in batches
 // of 32 MiB; CVEST_WRITE_BEHIND=0 turns it off (for measuring one against
-// the other).
+// the other). The writeback_eio fault fails it with EIO at its first chunk.
 std::unique_ptr<WriteBehind> write_behind_for(const File& file) {
   const char* off = std::getenv("CVEST_WRITE_BEHIND");
   if (off && std::string(off) == "0") return nullptr;
@@ -71,7 +72,10 @@ std::unique_ptr<WriteBehind> write_behind_for(const File& file) {
   if (!access || H5Pget_driver(access.get()) != H5FD_SEC2 ||
       H5Fget_vfd_handle(file.get(), access.get(), &handle) < 0 || !handle)
     return nullptr;
-  return std::make_unique<WriteBehind>(*static_cast<const int*>(handle), std::size_t(32) << 20);
+  const int fd = *static_cast<const int*>(handle);
+  if (fault_injected("writeback_eio"))
+    return std::make_unique<WriteBehind>(fd, 1, [](int, off_t, off_t, unsigned) { return errno = EIO, -1; });
+  return std::make_unique<WriteBehind>(fd, std::size_t(32) << 20);
 }
 
 // The journals beside the temporary file `temp`, of every rank: regular

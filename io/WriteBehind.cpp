@@ -24,15 +24,18 @@ void WriteBehind::wrote(std::size_t bytes) {
   if (::fstat(fd_, &st) != 0) return failed(errno);
   if (st.st_size <= kicked_) return;
   const off_t end = st.st_size;
+  const SyncRange sync = sync_ ? sync_ : [](int fd, off_t at, off_t bytes, unsigned flags) {
+    return ::sync_file_range(fd, at, bytes, flags);
+  };
   // The batch before the last one: on disk (waited for), then dropped.
   if (kicked_ > settled_) {
-    if (::sync_file_range(fd_, settled_, kicked_ - settled_,
-                          SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0)
+    if (sync(fd_, settled_, kicked_ - settled_,
+             SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0)
       return failed(errno);
     ::posix_fadvise(fd_, settled_, kicked_ - settled_, POSIX_FADV_DONTNEED);
     settled_ = kicked_;
   }
-  if (::sync_file_range(fd_, kicked_, end - kicked_, SYNC_FILE_RANGE_WRITE) != 0) return failed(errno);
+  if (sync(fd_, kicked_, end - kicked_, SYNC_FILE_RANGE_WRITE) != 0) return failed(errno);
   kicked_ = end;
 }
 

@@ -18,8 +18,12 @@ namespace cvest::io {
 
 class WriteBehind {
  public:
+  // What hands a range to writeback: sync_file_range(2) where null; a
+  // stand-in that fails for tests and faults (the kernel's own errors are
+  // hard to bring about on purpose).
+  using SyncRange = int (*)(int fd, off_t offset, off_t bytes, unsigned flags);
   // `fd`: the file's descriptor (not owned). batch 0: off.
-  WriteBehind(int fd, std::size_t batch) : fd_(fd), batch_(batch) {}
+  WriteBehind(int fd, std::size_t batch, SyncRange sync = nullptr) : fd_(fd), batch_(batch), sync_(sync) {}
   // `bytes` more were written at the file's end. From several threads at
   // once: one hands a batch on while the others carry on writing.
   void wrote(std::size_t bytes);
@@ -33,6 +37,7 @@ class WriteBehind {
  private:
   int fd_ = -1;
   std::size_t batch_ = 0;
+  SyncRange sync_ = nullptr;
   std::atomic<std::size_t> pending_{0};
   std::atomic<int> error_{0};
   mutable std::mutex step_;  // kicked_, settled_

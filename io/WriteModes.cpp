@@ -4,6 +4,7 @@
 #include "core/Median.hpp"
 #include "core/Spaces.hpp"
 #include "io/DirectReader.hpp"
+#include "io/DeviceIdle.hpp"
 #include "io/DirectWriter.hpp"
 #include "io/Disk.hpp"
 #include "io/Faults.hpp"
@@ -26,10 +27,8 @@
 #include <fstream>
 #include <memory>
 #include <ostream>
-#include <sstream>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <thread>
 #include <unistd.h>
 
 namespace cvest::io {
@@ -65,42 +64,14 @@ std::string device_name(const std::string& number) {
   return name;
 }
 
-// The device's time busy so far (/proc/diskstats, its tenth counter: ms
-// doing I/O, discards included); -1 where it is not listed (no block device:
-// a network or memory file system).
-long busy_ms(const std::string& number) {
-  std::ifstream in("/proc/diskstats");
-  unsigned maj = 0, min = 0;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    std::string name;
-    long counters[10] = {};
-    if (!(words >> maj >> min >> name)) continue;
-    for (long& c : counters) words >> c;
-    if (fmt::format("{}:{}", maj, min) == number) return counters[9];
-  }
-  return -1;
-}
-
 // What a fair pass starts from: nothing of the last one still being written
 // or trimmed (a file just removed has its blocks discarded for seconds after,
 // with no request counted in flight): synced, then the device's busy time
-// unchanged for half a second (at most 30 s).
+// unchanged for half a second (at most 30 s; io/DeviceIdle.hpp).
 void wait_until_idle_number(const std::string& number) {
   if (const char* skip = std::getenv("CVEST_TUNE_NO_WAIT"); skip && *skip) return;  // unit tests: shapes, not timings
   ::sync();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  long last = busy_ms(number);
-  if (last < 0) {  // not a block device: a pause instead
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    return;
-  }
-  while (std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    const long now = busy_ms(number);
-    if (now == last) return;
-    last = now;
-  }
+  wait_until_steady([&] { return busy_ms(number); });
 }
 
 struct AlignedFree {

@@ -94,6 +94,10 @@ case "$case_name" in
                    pattern="out/cv.h5: cannot allocate the output (disk full?)"
                    [ "$compression" = gzip ] && pattern="out/cv.h5: dataset 'cv': write of (1, "
                    expect 3 "$pattern" -- bash -c "trap '' XFSZ; ulimit -f 4096; exec \"$cvest\" run deck.toml" ;;
+  writeback_eio)   # writeback's error, seen by write-behind's sync_file_range, fails the compressed output
+                   # (a later fsync on another descriptor would no longer report it)
+                   deck 'compression = "blosc"\n'
+                   expect 3 "out/cv.h5: dataset 'cv': write failed: Input/output error" -- env CVEST_FAULT=writeback_eio "$cvest" run deck.toml ;;
   verify_mismatch) deck; "$cvest" run deck.toml > /dev/null 2>&1 || fail "run failed"
                    "$cvest" generate --dates 6 --ids 2000 --cols 5 --out other.h5 --seed 99 > /dev/null
                    "$cvest" verify out/cv.h5 --input other.h5 > stdout.txt 2> stderr.txt; rc=$?

@@ -2,6 +2,8 @@
 // copy_and_read copies exactly its n elements and reads exactly its m
 // multBy elements, no fewer (a roof that skipped some would flatter the
 // roof) and no more (it would flatter the kernel), with either kind of store.
+// The reads are counted by what they add to roof::read_sink: the 64-bit sum
+// of what was read, so a word read twice adds twice (an XOR would cancel).
 #include "core/Roof.hpp"
 
 #include <catch2/catch.hpp>
@@ -16,23 +18,23 @@ using namespace cvest;
 
 namespace {
 
-// The XOR of the 8-byte words a read of `rows` folds into roof::read_sink.
-std::uint64_t folded(const std::vector<double>& rows, std::size_t m) {
+// The sum of the 8-byte words a read of `rows` adds to roof::read_sink.
+std::uint64_t summed(const std::vector<double>& rows, std::size_t m) {
   std::uint64_t acc = 0;
   for (std::size_t j = 0; j < m; ++j) {
     std::uint64_t x;
     std::memcpy(&x, &rows[j], 8);
-    acc ^= x;
+    acc += x;
   }
   return acc;
 }
 
-// The XOR of the elements a ReadAlong read of `rows` folds in (copy_piece:
-// as unsigned integers of the element's size).
+// The sum of the elements a ReadAlong read of `rows` adds (copy_piece: as
+// unsigned integers of the element's size).
 template <class Scalar>
-std::uint64_t folded_elements(const Scalar* rows, std::size_t m) {
+std::uint64_t summed_elements(const Scalar* rows, std::size_t m) {
   std::uint64_t acc = 0;
-  for (std::size_t j = 0; j < m; ++j) acc ^= streaming::bits_of(rows[j]);
+  for (std::size_t j = 0; j < m; ++j) acc += streaming::bits_of(rows[j]);
   return acc;
 }
 
@@ -48,21 +50,22 @@ void check_copy_and_read(std::size_t n, std::size_t m, roof::Stores stores, Inde
     const std::uint64_t before = roof::read_sink.load();
     roof::copy_and_read(space, dst.data(), src.data(), Index(n), reinterpret_cast<const Scalar*>(r.data()),
                         Index(m * 8 / sizeof(Scalar)), stores, run);
-    return before ^ roof::read_sink.load();
+    return roof::read_sink.load() - before;
   };
   const std::uint64_t read = sink_of(rows);
-  CHECK(read == folded(rows, m));
+  CHECK(read == summed(rows, m));
   for (std::size_t j = 0; j < n; ++j)
     if (dst[j] != src[j]) FAIL_CHECK("element " << j << " not copied");
   CHECK(dst[n] == Scalar(-1));  // one past: untouched
-  // One bit flipped in the last multBy word read changes the fold; one past it does not.
+  // One bit flipped in the last multBy word read changes the sum by it; one past it does not.
   if (m > 0) {
     std::vector<double> flipped = rows;
     std::uint64_t x;
     std::memcpy(&x, &flipped[m - 1], 8);
+    const std::uint64_t was = x;
     x ^= 1u;
     std::memcpy(&flipped[m - 1], &x, 8);
-    CHECK(sink_of(flipped) == (read ^ 1u));
+    CHECK(sink_of(flipped) == read - was + x);
   }
   std::vector<double> past = rows;
   past[m] = -7.0;
@@ -72,7 +75,7 @@ void check_copy_and_read(std::size_t n, std::size_t m, roof::Stores stores, Inde
 // LayoutLeft's third roof (flat's walk with the multiply removed): runs of
 // T copied in the kernel's streams, each run's one multBy value read beside
 // it as the kernel reads it: once in each work item the run reaches into
-// (the fold: their XOR at element size), none past.
+// (their sum at element size), none past.
 template <class Scalar>
 void check_copy_in_runs(std::size_t n, Index T) {
   CAPTURE(n, T, sizeof(Scalar));
@@ -85,13 +88,13 @@ void check_copy_in_runs(std::size_t n, Index T) {
   const auto sink_of = [&](const std::vector<Scalar>& r) {
     const std::uint64_t before = roof::read_sink.load();
     roof::copy_and_read(space, dst.data(), src.data(), Index(n), r.data(), Index(values), roof::Stores::streaming, T);
-    return before ^ roof::read_sink.load();
+    return roof::read_sink.load() - before;
   };
   const std::uint64_t read = sink_of(rows);
   const std::size_t per = std::size_t(policy::flat_run_elements(sizeof(Scalar)));
-  std::uint64_t want = 0;  // a run across two work items is read in each: its XOR twice, nothing
+  std::uint64_t want = 0;  // a run across two work items is read in each: counted twice
   for (std::size_t b = 0; b < n; b += per)
-    want ^= folded_elements(rows.data() + b / std::size_t(T), (std::min(n, b + per) - 1) / std::size_t(T) - b / std::size_t(T) + 1);
+    want += summed_elements(rows.data() + b / std::size_t(T), (std::min(n, b + per) - 1) / std::size_t(T) - b / std::size_t(T) + 1);
   CHECK(read == want);
   CHECK(read != 0);
   for (std::size_t j = 0; j < n; ++j)
@@ -199,13 +202,13 @@ TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads m
     const std::uint64_t before = roof::read_sink.load();
     if (how < 2) roof::copy_in_walk(space, dst, src, walk, static_cast<const Scalar*>(m), stores);
     else roof::copy_in_walk_here(dst, src, walk, static_cast<const Scalar*>(m), stores);
-    return before ^ roof::read_sink.load();
+    return roof::read_sink.load() - before;
   };
   const std::uint64_t read = sink_of();
   std::size_t wrong = 0;
   for (Index j = 0; j < cube; ++j) wrong += dst[j] != src[j];
   CHECK(wrong == 0);
-  CHECK(read == folded_elements(static_cast<const Scalar*>(m), std::size_t(slice)));
+  CHECK(read == summed_elements(static_cast<const Scalar*>(m), std::size_t(slice)));
   CHECK(read != 0);
   m[slice] = Scalar(-7);  // one past multBy: not read
   CHECK(sink_of() == read);

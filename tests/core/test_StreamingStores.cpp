@@ -17,8 +17,8 @@ namespace {
 // out[j] = m[(t0 + j) / T] * d[j] (or d[j] for a copy, and for a copy that
 // reads m beside it) for j < n, in `streams` stretches of runs at once
 // `apart` runs apart where they fit, checked bit for bit, the elements
-// around it untouched, and a reading copy's fold the XOR of each run's
-// value read once.
+// around it untouched, and a reading copy's sum that of each run's value
+// read once.
 enum class Runs { scale, copy, read };
 template <class Scalar, bool Stream, Runs kind>
 void check_runs(std::size_t T, std::size_t t0, std::size_t n, std::size_t offset, int streams = 1,
@@ -55,7 +55,7 @@ void check_runs(std::size_t T, std::size_t t0, std::size_t n, std::size_t offset
   CHECK(touched == 0);
   if constexpr (kind == Runs::read) {
     std::uint64_t want = 0;  // the runs [0, n) touches
-    for (std::size_t r = 0; n > 0 && r <= (t0 + n - 1) / T; ++r) want ^= streaming::bits_of(m[r]);
+    for (std::size_t r = 0; n > 0 && r <= (t0 + n - 1) / T; ++r) want += streaming::bits_of(m[r]);
     CHECK(bits == want);
   }
 }
@@ -93,8 +93,8 @@ TEST_CASE("runs of T scaled one multBy value each equal the plain loop bit for b
 namespace {
 
 // rows_at_once with ReadAlong: each of the `dates` rows of d copied bit for
-// bit, nothing around them touched, and m's first n elements folded into
-// the sink exactly once each (the XOR of their bits), at every alignment of
+// bit, nothing around them touched, and m's first n elements added into
+// the sink exactly once each (the sum of their bits), at every alignment of
 // out (the scalar head's length) and of m.
 template <class Scalar, bool Stream>
 void check_read_along(int dates, std::size_t n, std::size_t offset, std::size_t m_offset) {
@@ -113,7 +113,7 @@ void check_read_along(int dates, std::size_t n, std::size_t offset, std::size_t 
                                   streaming::ReadAlong<Scalar>{m.data() + m_offset, &bits});
   streaming::fence_this_thread();
   std::uint64_t want = 0;
-  for (std::size_t j = 0; j < n; ++j) want ^= streaming::bits_of(m[m_offset + j]);
+  for (std::size_t j = 0; j < n; ++j) want += streaming::bits_of(m[m_offset + j]);
   CHECK(bits == want);
   std::size_t wrong = 0;
   for (int u = 0; u < dates; ++u)
@@ -137,7 +137,7 @@ void check_read_along_all() {
 
 }  // namespace
 
-TEST_CASE("a copy reading m beside it copies every row and folds each m element once", "[roof][streaming]") {
+TEST_CASE("a copy reading m beside it copies every row and reads each m element once", "[roof][streaming]") {
   check_read_along_all<double>();
   check_read_along_all<float>();
 }

@@ -69,6 +69,24 @@ FilterUse use_of(const Setting& s, std::size_t element, std::size_t bytes) {
   return {codec->values(s.spec, element, bytes, false), element};
 }
 
+// What a Blosc chunk's own 16-byte header says (c-blosc's README_HEADER.rst):
+// its flags byte holds the shuffle (bit 0: byte, bit 2: bit; bit 1: stored
+// plain) and, in bits 5-7, the compressor's format (1: lz4, 4: zstd); then
+// the element's bytes, the plain bytes and the stored bytes. Read here
+// byte by byte, not by c-blosc, which a decode would trust.
+struct BloscHeader {
+  unsigned format, flags, element;
+  std::uint32_t plain, stored;
+};
+BloscHeader blosc_header(const std::vector<unsigned char>& chunk) {
+  REQUIRE(chunk.size() >= 16);
+  const auto u32 = [&](std::size_t at) {
+    return std::uint32_t(chunk[at]) | std::uint32_t(chunk[at + 1]) << 8 | std::uint32_t(chunk[at + 2]) << 16 |
+           std::uint32_t(chunk[at + 3]) << 24;
+  };
+  return {unsigned(chunk[2]) >> 5, unsigned(chunk[2]) & 0x7u, chunk[3], u32(4), u32(12)};
+}
+
 }  // namespace
 
 TEST_CASE("every codec gives back every chunk it coded, of any size, in double and float", "[io][codecs]") {
@@ -94,6 +112,39 @@ TEST_CASE("every codec gives back every chunk it coded, of any size, in double a
           CHECK(std::count(back.begin() + std::ptrdiff_t(plain.size()), back.end(), 0xA5) == 64);
         }
   }
+}
+
+// The round trip decodes by the chunk's own header, so a codec that ignored
+// the record's compressor, shuffle or level would still pass it: each is
+// read from the chunks themselves.
+TEST_CASE("Blosc's chunks are coded with the record's compressor, shuffle and level", "[io][codecs]") {
+  const std::size_t element = 8;
+  const auto plain = values(70001, element, true, 5);
+  for (BloscCodec c : {BloscCodec::lz4, BloscCodec::zstd})
+    for (ShuffleKind s : {ShuffleKind::byte, ShuffleKind::bit}) {
+      std::vector<std::size_t> sizes;  // at levels 1, 5 and 9
+      for (int level : {1, 5, 9}) {
+        const CompressionSpec spec{Compression::blosc, 4, c, s, level};
+        INFO(to_text(spec));
+        const FilterUse use = use_of({to_text(spec), 32001, spec}, element, plain.size());
+        std::vector<unsigned char> stored;
+        const std::size_t put = codec_for(32001)->encode(plain.data(), plain.size(), use, stored);
+        REQUIRE(put > 0);
+        stored.resize(put);
+        const BloscHeader h = blosc_header(stored);
+        CHECK(h.format == (c == BloscCodec::zstd ? 4u : 1u));
+        CHECK(h.flags == (s == ShuffleKind::bit ? 0x4u : 0x1u));  // that shuffle alone, not stored plain
+        CHECK(h.element == element);
+        CHECK(h.plain == plain.size());
+        CHECK(h.stored == put);
+        sizes.push_back(put);
+      }
+      // Each level codes these to a size of its own (c-blosc 1.21: every
+      // level of 1-9 does, each setting): a level ignored gives one size.
+      INFO(to_text({Compression::blosc, 4, c, s, 5}) << ": " << sizes[0] << ", " << sizes[1] << ", " << sizes[2]
+                                                      << " bytes at levels 1, 5, 9");
+      CHECK((sizes[0] != sizes[1] && sizes[1] != sizes[2] && sizes[0] != sizes[2]));
+    }
 }
 
 TEST_CASE("bitshuffle's rows hold bit k of byte j of every element, 8 elements a byte", "[io][codecs]") {

@@ -83,15 +83,30 @@ TEST_CASE("write-behind hands each batch to writeback and drops the one before i
 }
 
 TEST_CASE("write-behind keeps the first error writeback reports, for the output to fail on", "[io]") {
+  // A descriptor no longer open: the file's size cannot be asked (fstat).
   const auto path = scratch("write_behind_error.bin");
+  const int closed = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  REQUIRE(closed >= 0);
+  REQUIRE(::close(closed) == 0);
+  WriteBehind gone(closed, 1);
+  CHECK(gone.error() == 0);
+  gone.wrote(4096);
+  CHECK(gone.error() == EBADF);
+  CHECK(gone.handed() == 0);
+  // Writeback that fails with EIO, then with ENOSPC: the first is the one
+  // kept (a second, different error must not replace it).
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   REQUIRE(fd >= 0);
-  REQUIRE(::close(fd) == 0);  // a descriptor no longer open: every call on it fails
-  WriteBehind behind(fd, 1);
-  CHECK(behind.error() == 0);
-  behind.wrote(4096);
-  CHECK(behind.error() == EBADF);
-  behind.wrote(4096);  // kept, not replaced
-  CHECK(behind.error() == EBADF);
-  CHECK(behind.handed() == 0);
+  static int calls = 0;
+  calls = 0;
+  WriteBehind failing(fd, 1, [](int, off_t, off_t, unsigned) { return errno = calls++ == 0 ? EIO : ENOSPC, -1; });
+  const std::vector<unsigned char> data(4096, 7);
+  for (int piece = 0; piece < 3; ++piece) {
+    REQUIRE(::pwrite(fd, data.data(), data.size(), off_t(piece) * 4096) == ssize_t(data.size()));
+    failing.wrote(data.size());
+    CHECK(failing.error() == EIO);
+  }
+  CHECK(calls >= 1);
+  CHECK(failing.handed() == 0);
+  ::close(fd);
 }

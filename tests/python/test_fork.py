@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 
+import dask  # noqa: F401  (the Dask case's child imports it: missing here fails, never skips)
 import pytest
 
 TIMEOUT = 120
@@ -153,7 +154,6 @@ def test_process_pool_executor(tmp_path):
 
 @pytest.mark.parametrize("context", ["fork", "spawn"])
 def test_dask_processes_scheduler(tmp_path, context):
-    dask = pytest.importorskip("dask")
     out = run_case(f"""
         import dask, dask.array as da
         if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two runs writing one output never both succeed with a result lost.
 
-    concurrent.py CVEST_BINARY
+    concurrent_runs.py CVEST_BINARY
 
 - The batch-array case: two decks (different inputs) writing the same
   output at the same time, overwrite = false: exactly one exits 0, the
