@@ -59,6 +59,9 @@ struct BlockQuantum {
   // streams: the same part of each date's chunk, then the next part, so
   // that threads decode different chunks at once); 1: the file's order.
   std::array<Index, 3> cells{0, 0, 1};
+  // multBy read once and kept whatever its size, its memory reserved by the
+  // caller (its chunks would be decoded whole again for every block).
+  bool multby_kept = false;
 };
 
 // What blocks are made of, from the chunks on both sides (one rule for a

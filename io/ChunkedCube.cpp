@@ -123,8 +123,15 @@ void convert_runs(unsigned char* dst, std::size_t dst_step, const unsigned char*
 
 }  // namespace
 
+bool ChunkedCube::streams_outer() const {
+  return held_ && codecs_.size() > 1 && codecs_.back()->streams(uses_.back());
+}
+
 std::size_t ChunkedCube::decode_scratch_bytes() const {
-  return (codecs_.empty() ? 0 : std::min(max_stored_, largest_stored_)) + (codecs_.size() > 1 ? chunk_bytes() : 0);
+  const std::size_t stored = streams_outer() ? codecs_.back()->stream_bytes(uses_.back(), chunk_bytes(), chunk_bytes())
+                             : codecs_.empty() ? 0
+                                               : std::min(max_stored_, largest_stored_);
+  return stored + (codecs_.size() > 1 ? chunk_bytes() : 0);
 }
 
 std::size_t ChunkedCube::stream_bytes(std::size_t part) const {
@@ -287,22 +294,42 @@ bool ChunkedCube::decode_chunk(const std::array<Index, 3>& origin, unsigned char
     read_at(fd_, out, stored, off_t(chunk_base_ + addr), where());
     return true;
   }
-  packed.resize(stored);
-  read_at(fd_, packed.data(), stored, off_t(chunk_base_ + addr), where());
-  const unsigned char* data = packed.data();
-  std::size_t size = stored;
-  for (std::size_t j = 0; j < applied.size(); ++j) {
+  // Two filters in a row write alternately into `between` and `out`, so
+  // that the last writes `out`.
+  const auto into_for = [&](std::size_t j) {
+    if (j + 1 == applied.size() || (applied.size() - 1 - j) % 2 == 0) return out;
+    between.resize(chunk_bytes);
+    return between.data();
+  };
+  const unsigned char* data = nullptr;
+  std::size_t size = 0, first = 0;
+  if (streams_outer() && applied.size() > 1 && applied[0] == codecs_.size() - 1) {
+    // A held chunk through a shuffle and gzip (h5py's shuffle=True): the
+    // outer filter undone from the file a MiB at a time, its stored bytes
+    // never held beside the chunk and the bytes between.
+    const std::string shown = where();
+    const off_t at = off_t(chunk_base_ + addr);
+    unsigned char* into = into_for(0);
+    const auto stream = codecs_[applied[0]]->stream(
+        uses_[applied[0]], stored, chunk_bytes,
+        [this, at, &shown](std::size_t offset, std::size_t n, unsigned char* to) {
+          read_at(fd_, to, n, at + off_t(offset), shown);
+        });
+    if (!stream || !stream->part(0, chunk_bytes, into))
+      throw IoError(shown + ": not a valid " + codecs_[applied[0]]->name() + " stream of " +
+                    std::to_string(chunk_bytes) + " bytes (" + std::to_string(stored) + " stored)");
+    data = into;
+    size = chunk_bytes;
+    first = 1;
+  } else {
+    packed.resize(stored);
+    read_at(fd_, packed.data(), stored, off_t(chunk_base_ + addr), where());
+    data = packed.data();
+    size = stored;
+  }
+  for (std::size_t j = first; j < applied.size(); ++j) {
     const std::size_t f = applied[j];
-    unsigned char* into = out;
-    if (j + 1 < applied.size()) {
-      // Two filters in a row write alternately into `between` and `out`,
-      // so that the last writes `out`.
-      const bool to_out = (applied.size() - 1 - j) % 2 == 0;
-      if (!to_out) {
-        between.resize(chunk_bytes);
-        into = between.data();
-      }
-    }
+    unsigned char* into = into_for(j);
     if (!codecs_[f]->decode(data, size, uses_[f], into, chunk_bytes))
       throw IoError(where() + ": not a valid " + codecs_[f]->name() + " stream of " + std::to_string(chunk_bytes) +
                     " bytes (" + std::to_string(size) + " stored)");

@@ -76,6 +76,9 @@ class ChunkedCube {
   // The chunk at `origin` read and decoded (every filter undone) into
   // `out` (chunk_bytes() of it); false where it is not in the file.
   bool decode_chunk(const std::array<Index, 3>& origin, unsigned char* out) const;
+  // Whether a held chunk's outer filter (of two or more) is undone from a
+  // stream (io/codecs/ChunkStream.hpp) rather than from its stored bytes.
+  bool streams_outer() const;
   // The chunk's record, checked (IoError where it lies outside the file or
   // claims more than its filters store); false where it is not stored.
   bool stored_chunk(const std::array<Index, 3>& origin, unsigned& mask, haddr_t& addr, hsize_t& stored) const;

@@ -42,7 +42,9 @@ CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::st
     if (rank_ == 2) chunk[2] = chunk[1], chunk[1] = chunk[0], chunk[0] = 1;
     chunk_ = {Index(chunk[0]), Index(chunk[1]), Index(chunk[2])};
     const Datatype type(H5Dget_type(ds.get()));
-    if (filters.empty()) plain_chunk_bytes_ = std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * H5Tget_size(type.get());
+    decoded_chunk_bytes_ = std::size_t(chunk_[0] * chunk_[1] * chunk_[2]) * H5Tget_size(type.get());
+    filtered_ = !filters.empty();
+    if (filters.empty()) plain_chunk_bytes_ = decoded_chunk_bytes_;
     const File file(H5Iget_file_id(ds.get()));
     hsize_t file_bytes = 0, userblock = 0;
     if (file && H5Fget_filesize(file.get(), &file_bytes) >= 0) file_bytes_ = file_bytes;
@@ -79,6 +81,12 @@ std::array<Index, 2> CubeReader::decoded_chunk(Precision precision) const {
   const auto& c = chunked_[precision == Precision::f64 ? 0 : 1];
   if (c && !c->holds()) return {c->chunk_dates(), c->chunk_ids()};
   return {0, 0};
+}
+
+bool CubeReader::rereads_chunks(Precision precision) const {
+  const int k = precision == Precision::f64 ? 0 : 1;
+  if (raw_[k] || !filtered_ || double(decoded_chunk_bytes_) <= hdf5_chunk_slack) return false;
+  return !chunked_[k] || !chunked_[k]->holds();
 }
 
 HeldChunk CubeReader::held_chunk(Precision precision) const {

@@ -92,6 +92,11 @@ class CubeReader {
   CubeStorage storage(Precision precision) const;
   // How its bytes were read: DirectReader::text, or the page cache's path.
   std::string reads_text(Precision precision) const;
+  // Whether reading a few of its rows decodes a chunk larger than HDF5's
+  // slack (16 MiB) whole each time (HDF5's read of a filtered chunk no cache
+  // holds, or cvest's of one not held): Dask's to_hdf5 of an (N, K) array
+  // in one 400 MB gzip chunk. Read such a dataset once, whole.
+  bool rereads_chunks(Precision precision) const;
   // Whether its bytes are read past the page cache (each read then waits on
   // the device).
   bool reads_direct(Precision precision) const;
@@ -108,6 +113,8 @@ class CubeReader {
   // unfiltered chunk's bytes (0 when filtered), the file's bytes.
   std::array<Index, 3> chunk_{};
   std::size_t plain_chunk_bytes_ = 0;
+  std::size_t decoded_chunk_bytes_ = 0;  // a chunk's bytes decoded, filtered or not
+  bool filtered_ = false;
   std::uint64_t file_bytes_ = 0;
   haddr_t userblock_ = 0;  // chunk addresses count from its end
   void check_chunk_records(const Block& block) const;

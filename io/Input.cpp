@@ -4,6 +4,8 @@
 #include "io/Faults.hpp"
 #include "io/MetadataSandbox.hpp"
 
+#include <cstring>
+
 namespace cvest::io {
 
 namespace {
@@ -38,7 +40,19 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
 }
 
 void InputFile::read_multby(Range ids, Precision precision, void* buffer) const {
+  if (!kept_multby_.empty() && precision == kept_precision_) {
+    const std::size_t row = std::size_t(shape_.K) * element_size(precision);
+    std::memcpy(buffer, kept_multby_.data() + std::size_t(ids.begin) * row, std::size_t(ids.size()) * row);
+    return;
+  }
   multby_reader_->read(Block{{0, 1}, ids}, precision, buffer);
+}
+
+void InputFile::keep_multby(Precision precision) const {
+  std::vector<unsigned char> whole(std::size_t(shape_.N * shape_.K) * element_size(precision));
+  multby_reader_->read(Block{{0, 1}, {0, shape_.N}}, precision, whole.data());
+  kept_multby_ = std::move(whole);
+  kept_precision_ = precision;
 }
 
 void InputFile::read_discount(const Block& b, Precision precision, void* buffer) const {

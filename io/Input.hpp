@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cvest::io {
 
@@ -41,6 +42,13 @@ class InputFile {
   const std::string& discount_name() const { return discount_name_; }
   // C-order reads, converted to `precision`.
   void read_multby(Range ids, Precision precision, void* buffer) const;
+  // Whether multBy's rows read a few at a time would decode a large chunk
+  // whole each time (CubeReader::rereads_chunks): read it once instead
+  // (a run's resident multBy, or keep_multby).
+  bool multby_rereads(Precision precision) const { return multby_reader_->rereads_chunks(precision); }
+  // multBy read whole now, once, at `precision`, and its rows served from
+  // memory from then on (N x K of it).
+  void keep_multby(Precision precision) const;  // (before any read, from one thread)
   void read_discount(const Block& block, Precision precision, void* buffer) const;
   // discount's chunk extent (dates, ids) when cvest decodes its chunks
   // itself, else {0, 0}: blocks of whole chunks decode each chunk once.
@@ -73,6 +81,8 @@ class InputFile {
   std::size_t held_bytes_;
   File file_;
   Dataset multby_, discount_;
+  mutable std::vector<unsigned char> kept_multby_;
+  mutable Precision kept_precision_ = Precision::f64;
   InputShape shape_;
   std::unique_ptr<CubeReader> discount_reader_, multby_reader_;
 };

@@ -41,7 +41,9 @@ struct RunPlan {
   std::size_t direct_memory = 0;  // the output's direct writes' aligned copies (io::direct_write_memory), in the budget
   std::size_t read_memory = 0;    // the input's direct reads' aligned buffers (io::direct_read_memory), in the budget
   std::size_t held_memory = 0;    // the input's held decoded chunks (app/run/ChunkHolding.hpp), in the budget
-  std::size_t reserved_memory() const { return direct_memory + read_memory + held_memory; }  // what blocks cannot have
+  std::size_t multby_memory = 0;  // multBy read once and kept (its chunks too large to read by rows), in the budget
+  // what blocks cannot have
+  std::size_t reserved_memory() const { return direct_memory + read_memory + held_memory + multby_memory; }
   std::vector<JobPlan> jobs;   // the deck's strategies x layouts, strategy by strategy
 
   const BlockPlan& plan(LayoutKind layout) const;

@@ -228,10 +228,18 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
   const int threads = host_threads();
   const ChunkRow row = fit_chunk_cache(input_file, p, o.memory_budget, verify_cache, threads, progress);
   const InputFile& input = *input_file;
-  const ChunkHolding holding = hold_chunks(input, p, o.memory_budget, row.cache_bytes, o.discount, threads);
+  // multBy whose rows would decode a large chunk whole for each block: read
+  // once and kept, as a run keeps it (app/run/RunPlan.cpp).
+  const std::size_t kept = input.multby_rereads(p) ? std::size_t(s.N * s.K) * element_size(p) : 0;
+  if (kept > 0 && row.cache_bytes + kept + blocks_least(o.memory_budget) > o.memory_budget)
+    throw InputError(fmt::format("{}: dataset '{}' is stored in chunks too large to read by rows, read once and "
+                                 "kept to verify: {}, and memory_budget {} does not hold it beside the blocks",
+                                 o.input, o.multby, format_bytes(double(kept)), format_bytes(double(o.memory_budget))));
+  if (kept > 0) input.keep_multby(p);
+  const ChunkHolding holding = hold_chunks(input, p, o.memory_budget, row.cache_bytes + kept, o.discount, threads);
   const BlockPlan plan = plan_blocks(
       s.T, s.N, s.K, element_size(p),
-      std::max<std::size_t>((o.memory_budget - row.cache_bytes - holding.reserved) / std::size_t(threads), 1),
+      std::max<std::size_t>((o.memory_budget - row.cache_bytes - kept - holding.reserved) / std::size_t(threads), 1),
       block_quantum(row.quantum, input.decoded_chunk(p), 0, holding.cell));
   const CubeReader cv_reader(cv_ds, o.output, o.dataset, s.N, s.K);
   input.begin_pass(p, plan.blocks);

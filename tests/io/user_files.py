@@ -9,7 +9,8 @@ a chunk. One-date chunks here (6 MB) are larger than the decoding scratch a
 32 MiB budget allows a thread, so they are held decoded while their blocks
 run (one cell at 32 MiB, or parts of them where they decode in parts, two
 at 64 MiB); one-date chunks of 24 MB at a
-16 MiB budget a part of ids at a time (gzip, Blosc, bitshuffle); an lzf file whose 24 MB chunks do
+16 MiB budget a part of ids at a time (gzip, Blosc, bitshuffle; Dask's
+multBy, one 24 MB chunk, read once and kept at 96 MiB, refused at 16 MiB); an lzf file whose 24 MB chunks do
 not fit an 8 MiB budget is refused in one line before any block, with the
 budget that would do and an h5repack line.
 
@@ -116,22 +117,37 @@ with tempfile.TemporaryDirectory(prefix="cvest-userfiles-") as work:
     Tp, Np = 2, 600_000
     mp, dp = values(Tp, Np, K)
     for tag, writer, dtype in corpus(Tp, Np, K):
-        parts = tag in ("date_chunks_gzip", "date_chunks_blosc", "date_chunks_bitshuffle", "xarray_date_chunks")
+        parts = tag in ("date_chunks_gzip", "date_chunks_blosc", "date_chunks_bitshuffle", "xarray_date_chunks",
+                        "dask_date_chunks")
         if not parts and tag != "date_chunks_shuffle_gzip":
             continue
         src = os.path.join(work, f"parts_{tag}.h5")
         writer(src, mp, dp)
-        proc, out, report = run(work, f"parts_{tag}", src, "16MiB")
+        budget = 16 << 20
+        if tag == "dask_date_chunks":
+            # multBy, one (N, K) chunk of 24 MB, is read once and kept (two
+            # copies: staged and computed from): refused at 16 MiB in one
+            # line, read at 96 MiB.
+            proc, out, _ = run(work, f"parts_{tag}_refused", src, "16MiB")
+            if proc.returncode != 2 or "'multBy'" not in proc.stderr or "h5repack -l multBy:CHUNK=" not in proc.stderr:
+                fail(f"parts {tag}", f"exit {proc.returncode}, expected 2 and multBy's refusal: {proc.stderr.strip()}")
+            budget = 96 << 20
+        proc, out, report = run(work, f"parts_{tag}", src, f"{budget >> 20}MiB")
         if not parts:
             if proc.returncode != 2 or "h5repack -l discount:CHUNK=1x" not in proc.stderr:
                 fail(f"parts {tag}", f"exit {proc.returncode}, expected 2 and the refusal: {proc.stderr.strip()}")
             continue
-        storage = check_run(f"parts {tag}", proc, out, report, mp, dp, 16 << 20, True, (Tp, Np, K))
+        storage = check_run(f"parts {tag}", proc, out, report, mp, dp, budget, True, (Tp, Np, K))
         if storage and not 0 < storage.get("held_part_ids", 0) < Np:
             fail(f"parts {tag}", f"expected parts of the chunk's ids held: {storage}")
         if storage and f"ids of 1 chunk (1, {Np}, {K}) held decoded at once, each chunk decoded in" not in (
                 proc.stdout + proc.stderr):
             fail(f"parts {tag}", "expected the parts held in the plan's lines")
+        # (Dask's multBy: its rows read a block at a time would decode the
+        # chunk whole for every block)
+        if tag == "dask_date_chunks" and "'multBy': chunks too large to read by rows; read once and kept" not in (
+                proc.stdout + proc.stderr):
+            fail(f"parts {tag}", "expected multBy read once and kept in the plan's lines")
         print(f"{'ok' if not failures else 'so far ' + str(len(failures)) + ' failed,'} parts {tag}", flush=True)
 
     # One-date lzf chunks of 24 MB, which an 8 MiB budget cannot hold
