@@ -136,10 +136,11 @@ def main():
               f"{mt:7.2f} ({min(theirs):.2f}-{max(theirs):.2f}) {mt / mo:10.2f}", flush=True)
         print(f"#   cvest {how}", flush=True)
         if a.cold and name in ("date_chunks_plain", "contiguous"):
-            # The floor for a cold plain input: its bytes read past the page
-            # cache, then the output's written past it (dd, O_DIRECT), one
-            # after the other, in the same rounds' conditions.
-            size = os.path.getsize(src)
+            # The floor for a cold plain input: the file read past the page
+            # cache, then the output's bytes (T x N x K doubles) written past
+            # it (dd, O_DIRECT), one after the other, in the same rounds'
+            # conditions.
+            size = T * N * K * 8
             floor = []
             for _ in range(a.rounds):
                 r, _ = timed(["dd", f"if={src}", "of=/dev/null", "bs=4M", "iflag=direct"], out_peer, work, True)
@@ -147,7 +148,7 @@ def main():
                               "oflag=direct", "conv=fsync"], out_peer, work, True)
                 floor.append(r + w)
             mf = statistics.median(floor)
-            print(f"#   direct read + direct write of the same bytes: {mf:.2f} s ({min(floor):.2f}-{max(floor):.2f});"
+            print(f"#   direct read of the file + direct write of the output's bytes: {mf:.2f} s ({min(floor):.2f}-{max(floor):.2f});"
                   f" cvest / that: {mo / mf:.2f}", flush=True)
             if os.path.exists(out_peer):
                 os.remove(out_peer)
