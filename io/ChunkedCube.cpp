@@ -232,7 +232,8 @@ bool ChunkedCube::decode_part(const std::array<Index, 3>& origin, std::size_t fr
     if (!slot) slot = std::make_shared<OpenStream>();
     open = slot;
   }
-  const std::lock_guard lock(open->lock);  // a chunk's parts in order, one thread at a time
+  std::unique_lock lock(open->lock);  // a chunk's parts one thread at a time
+  const std::size_t row_bytes = std::size_t(chunk_[2]) * es_;
   const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
   const bool filtered = !codecs_.empty();
   if (!open->stream) {
@@ -255,15 +256,26 @@ bool ChunkedCube::decode_part(const std::array<Index, 3>& origin, std::size_t fr
       if (!open->stream) throw IoError(where() + ": its " + codecs_[0]->name() + " record cannot be read in parts");
     }
   }
+  // ... and in order: the part where the stream stands, taken by another
+  // thread (HeldChunks marks it before that thread gets here), is waited
+  // for, else this part would pass over it and it would start the stream
+  // again. (Polled too: a claim given up elsewhere says nothing here.)
+  while (open->stream && open->stream->in_order() && from > open->next && held_ &&
+         held_->decoding({origin[0], origin[1] + Index(open->next / row_bytes), 0}))
+    open->moved.wait_for(lock, std::chrono::milliseconds(10));
+  struct Moved {
+    OpenStream& open;
+    ~Moved() { open.moved.notify_all(); }
+  } moved{*open};
   const int restarts = open->stream->restarts();
   if (!open->stream->part(from, bytes, out))
     throw IoError(where() + ": not a valid " + (filtered ? codecs_[0]->name() : std::string("plain")) +
                   " stream of " + std::to_string(chunk_bytes()) + " bytes (its bytes from " + std::to_string(from) +
                   " to " + std::to_string(from + bytes) + ")");
   decodes_ += std::uint64_t(open->stream->restarts() - restarts);  // an earlier part decoded again from the start
+  open->next = from + bytes;
   // The dataset's last part of this chunk: the stream is done.
-  const std::size_t row = std::size_t(chunk_[2]) * es_;
-  if (from + bytes >= std::size_t(std::min(chunk_[1], N_ - origin[1])) * row) {
+  if (from + bytes >= std::size_t(std::min(chunk_[1], N_ - origin[1])) * row_bytes) {
     const std::lock_guard streams(streams_lock_);
     streams_open_.erase(origin);
   }

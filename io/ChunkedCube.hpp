@@ -8,6 +8,7 @@
 
 #include <array>
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <cstdint>
 #include <memory>
@@ -126,6 +127,8 @@ class ChunkedCube {
   // The chunks being decoded in parts, each stream used by one thread at a time.
   struct OpenStream {
     std::mutex lock;
+    std::condition_variable moved;  // a part decoded (or given up)
+    std::size_t next = 0;           // where the last part ended
     std::unique_ptr<ChunkStream> stream;
   };
   mutable std::mutex streams_lock_;

@@ -27,6 +27,12 @@ std::map<HeldChunks::Key, HeldChunks::Entry>::iterator HeldChunks::let_go(std::m
   return held_.erase(it);
 }
 
+bool HeldChunks::decoding(const Key& key) const {
+  const std::lock_guard lock(mutex_);
+  const auto it = held_.find(key);
+  return it != held_.end() && it->second.state == Entry::State::decoding;
+}
+
 std::size_t HeldChunks::size() const {
   const std::lock_guard lock(mutex_);
   return held_.size();

@@ -46,6 +46,8 @@ class HeldChunks {
            const std::function<void(const unsigned char* data)>& use);
 
   std::size_t size() const;  // chunks held (or being decoded) now
+  // Whether a thread has taken `key` to decode and not finished.
+  bool decoding(const Key& key) const;
 
  private:
   struct Entry {

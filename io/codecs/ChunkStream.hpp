@@ -44,6 +44,8 @@ class ChunkStream {
   // where the stored bytes are not what the filter writes (damaged).
   bool part(std::size_t from, std::size_t bytes, unsigned char* out);
   int restarts() const { return restarts_; }
+  // Whether parts cost least in order (a stream), or come from anywhere.
+  bool in_order() const { return !random_access(); }
 
  protected:
   // Where the stream is (plain bytes decoded so far); back to the start.

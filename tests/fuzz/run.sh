@@ -35,8 +35,8 @@ case $target in
              "$src/core/Plan.cpp")
     headers=("$src/io/Input.hpp" "$src/io/Chunks.hpp" "$src/io/ChunkFiles.hpp" "$src/io/RawCube.hpp" "$src/io/ChunkedCube.hpp" "$src/io/HeldChunks.hpp" "$src/io/CubeReader.hpp" "$src"/io/codecs/*.hpp "$src/io/DirectIo.hpp" "$src/io/DirectReader.hpp" "$src/io/DirectWriter.hpp" "$src/io/Hdf5.hpp" "$src/io/MetadataSandbox.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
     flags+=(-fopenmp $hdf5_include)
-    flags+=($(pkg-config --cflags liblzf libdeflate blosc liblz4))
-    libs=($hdf5_libs -lhdf5_hl $(pkg-config --libs liblzf libdeflate blosc liblz4) -lfmt)
+    flags+=($(pkg-config --cflags liblzf libdeflate blosc liblz4 zlib))
+    libs=($hdf5_libs -lhdf5_hl $(pkg-config --libs liblzf libdeflate blosc liblz4 zlib) -lfmt)
     # 30 s: on some damaged superblocks HDF5 1.10.8 allocates and zeroes
     # 4 GiB inside H5Fopen (14 s natively here), and each file is opened
     # twice (cvest's metadata reader, then the harness): one such file took
