@@ -175,6 +175,7 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   const double multby_bytes = 2.0 * row * double(N);
   plan.multby_resident = quantum.multby_kept || multby_bytes <= double(budget_bytes) / 4;
   if (plan.multby_resident && !quantum.multby_kept) budget_bytes -= std::size_t(multby_bytes);
+  plan.multby_reserved = quantum.multby_kept;
   const double per_id_date = double(pipeline_buffers) * row;
   if (per_id_date + row > double(budget_bytes))
     throw InputError(fmt::format("memory_budget {} is too small: one id row needs {} ({} buffers of {} columns)",

@@ -29,6 +29,7 @@ struct BlockPlan {
   // and kept whole: blocks then go date by date through the file, in file
   // order. Otherwise id blocks are outermost, each reading its multBy rows once.
   bool multby_resident = false;
+  bool multby_reserved = false;  // resident, its memory reserved outside the blocks' budget (BlockQuantum::multby_kept)
   Index block_dates = 0, block_ids = 0;  // the largest block's extents
   std::size_t buffer_bytes = 0;          // what the pipeline allocates for them
   std::vector<Block> blocks;

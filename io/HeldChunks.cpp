@@ -137,7 +137,10 @@ bool HeldChunks::decode_ahead(std::unique_lock<std::mutex>& lock, const Key& key
       changed_.notify_all();
     }
   } catch (...) {
-    // Left to the thread whose block needs it, which decodes it again and reports why.
+    // Left to the thread whose block needs it, which decodes it again and
+    // reports why; false, so that a waiting thread waits instead of trying
+    // it again at once.
+    return false;
   }
   return true;
 }

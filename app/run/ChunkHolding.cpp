@@ -9,7 +9,7 @@
 namespace cvest::app {
 
 ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::size_t budget, std::size_t reserved,
-                         const std::string& dataset, int threads) {
+                         const std::string& dataset, int threads, Index chunk_ids) {
   ChunkHolding holding;
   const io::HeldChunk h = input.held_chunk(precision);
   if (h.bytes == 0) return holding;
@@ -20,7 +20,7 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
   if (cells < 2) {
     // Parts of two cells or more before one whole one: decoded ahead while
     // blocks run, by several threads at once, in a fraction of the memory.
-    const auto [part_ids, part_cells] = held_parts(h, room, threads);
+    const auto [part_ids, part_cells] = held_parts(h, room, threads, chunk_ids);
     if (part_ids > 0 && (cells == 0 || part_cells >= 2)) {
       holding.cells = std::size_t(part_cells);
       holding.reserved = std::size_t(h.part_holding_bytes(part_cells, part_ids));
@@ -57,7 +57,7 @@ ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::s
   return holding;
 }
 
-std::pair<Index, int> held_parts(const io::HeldChunk& h, double room, int threads) {
+std::pair<Index, int> held_parts(const io::HeldChunk& h, double room, int threads, Index multiple_of) {
   if (!h.stream_bytes || h.dates != 1) return {0, 0};
   const std::size_t id_bytes = h.bytes / std::size_t(h.ids);
   for (const int cells : {std::max(threads, 1) + 1, 2, 1}) {
@@ -66,6 +66,7 @@ std::pair<Index, int> held_parts(const io::HeldChunk& h, double room, int thread
       if (h.ids % d == 0)
         for (const Index q : {d, h.ids / d})
           if (q < h.ids && q > best && std::size_t(q) * id_bytes <= most_part_bytes &&
+              (multiple_of <= 0 || q % multiple_of == 0) &&
               h.part_holding_bytes(cells, q) <= room) best = q;
     if (best > 0 && std::size_t(best) * id_bytes >= least_part_bytes) return {best, cells};
   }

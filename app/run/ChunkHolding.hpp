@@ -40,15 +40,18 @@ inline std::size_t held_room(std::size_t budget, std::size_t reserved) {
 // none of least_part_bytes does. Parts of most_part_bytes at most: larger
 // ones were no faster at 10,000,000 ids (docs/benchmarks.md), only larger.
 constexpr std::size_t least_part_bytes = std::size_t(256) << 10, most_part_bytes = std::size_t(64) << 20;
-std::pair<Index, int> held_parts(const io::HeldChunk& h, double room, int threads);
+// `multiple_of`: a deck's output chunk_ids the parts' ids must be a
+// multiple of (blocks stay inside both; 0: any).
+std::pair<Index, int> held_parts(const io::HeldChunk& h, double room, int threads, Index multiple_of = 0);
 
 // For `input` read at `precision` within `budget` bytes (`dataset` names it
 // in the refusal); the input is told how many to hold. InputError where one
 // cell does not fit.
 // `budget`: memory_budget; `reserved`: what else it holds before blocks;
 // `threads`: the host threads that read blocks.
+// `chunk_ids`: the deck's output chunk_ids (0: cvest's own), which parts keep whole.
 ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::size_t budget, std::size_t reserved,
-                         const std::string& dataset, int threads);
+                         const std::string& dataset, int threads, Index chunk_ids = 0);
 
 // The output chunk's ids where blocks stay inside cells of `cell_ids` ids
 // (fewer than N): a divisor of the cell's ids, the largest up to twice

@@ -311,7 +311,8 @@ RunPlan plan_run(const Deck& deck, const Ranks& ranks, bool input_on_disk, std::
     ChunkHolding holding;
     if (plan.input) {
       holding = hold_chunks(*plan.input, plan.precision, deck.run.memory_budget, plan.reserved_memory(),
-                            deck.input.discount, Kokkos::DefaultHostExecutionSpace().concurrency());
+                            deck.input.discount, Kokkos::DefaultHostExecutionSpace().concurrency(),
+                            deck.output.chunk_ids);
       plan.held_memory = holding.reserved;
     }
     plan_input_storage(deck, plan, progress);  // (after holding: parts held are part of it)

@@ -70,7 +70,9 @@ int per_thread_threads(const BlockPlan& plan, std::size_t budget_bytes, Strategy
     why_not = "the output's blocks cannot be written from several threads at once";
     return 0;
   }
-  const double resident = plan.multby_resident ? 2.0 * double(plan.N * plan.K) * double(plan.element_size) : 0.0;
+  const double resident = plan.multby_resident && !plan.multby_reserved
+                              ? 2.0 * double(plan.N * plan.K) * double(plan.element_size)
+                              : 0.0;
   const int fit =
       int(std::max(0.0, double(budget_bytes) - resident) / per_thread_buffer_bytes(plan, layout, read_ahead));
   const int threads = std::min(ExecSpace().concurrency(), fit);

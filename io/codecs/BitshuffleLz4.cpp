@@ -170,8 +170,9 @@ class BitshuffleStream final : public ChunkStream {
       if (!head) return false;
       const std::uint64_t packed = get_be(head, 4);
       if (packed > in_.stored() - at_ - 4) return false;
-      if (pos_ >= (first_ + count) * element_) {  // before the part: passed over
+      if (!out && pos_ == first_ * element_ && bytes >= count * element_) {  // before the part: passed over
         at_ += 4 + std::size_t(packed), first_ += count;
+        pos_ += count * element_, bytes -= count * element_;
         continue;
       }
       const unsigned char* data = in_.at(at_ + 4, std::size_t(packed));
