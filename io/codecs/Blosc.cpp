@@ -69,7 +69,11 @@ class BloscStream final : public RandomAccessStream {
     blosc_cbuffer_sizes(head_.data(), &nbytes, &cbytes, &block);
     typesize_ = std::max<std::size_t>(head_[3], 1);
     memcpyed_ = (head_[2] & BLOSC_MEMCPYED) != 0;
-    if (nbytes != plain_ || cbytes > stored_ || block == 0 || plain_ > std::size_t(INT32_MAX)) return false;
+    // Blocks of 16 MiB at most: each part decodes its blocks whole, beside
+    // c-blosc's scratch of three (hdf5plugin's frames have 1 MiB blocks).
+    if (nbytes != plain_ || cbytes > stored_ || block == 0 || block > (std::size_t(16) << 20) ||
+        plain_ > std::size_t(INT32_MAX))
+      return false;
     cbytes_ = cbytes;
     blocksize_ = block;
     if (memcpyed_) return cbytes == plain_ + BLOSC_MAX_OVERHEAD;

@@ -48,7 +48,10 @@ constexpr std::size_t skip_bytes = std::size_t(64) << 10;      // where bytes be
 // A chunk's zlib stream inflated in order, a part at a time.
 class InflateStream final : public ChunkStream {
  public:
-  InflateStream(ReadStored read, std::size_t stored) : in_(std::move(read), stored, inflate_input) { start(); }
+  InflateStream(ReadStored read, std::size_t stored, std::size_t plain)
+      : in_(std::move(read), stored, inflate_input), plain_(plain) {
+    start();
+  }
   ~InflateStream() override { inflateEnd(&z_); }
 
  protected:
@@ -65,24 +68,20 @@ class InflateStream final : public ChunkStream {
       z_.next_out = out ? out : skip.data();
       z_.avail_out = uInt(n);
       while (z_.avail_out > 0) {
-        if (z_.avail_in == 0) {
-          const std::size_t take = std::min(inflate_input, in_.stored() - consumed_);
-          const unsigned char* p = take > 0 ? in_.at(consumed_, take) : nullptr;
-          if (!p) return ok_ = false;  // the stream ends before the chunk does
-          z_.next_in = const_cast<Bytef*>(p);
-          z_.avail_in = uInt(take);
-          consumed_ += take;
-        }
+        if (z_.avail_in == 0 && !refill()) return ok_ = false;  // the stream ends before the chunk does
         const int r = inflate(&z_, Z_NO_FLUSH);
         if (r == Z_STREAM_END && z_.avail_out > 0) return ok_ = false;
         if (r != Z_OK && r != Z_STREAM_END) return ok_ = false;
+        if (r == Z_STREAM_END) ended_ = true;
         if (r == Z_STREAM_END) break;
       }
       produced_ += n;
       bytes -= n;
       if (out) out += n;
     }
-    return true;
+    // The chunk's last byte: the stream must end there, its Adler-32 checked
+    // (as libdeflate checks a whole chunk's).
+    return produced_ < plain_ || ended_ || (ok_ = finish());
   }
 
  private:
@@ -91,10 +90,34 @@ class InflateStream final : public ChunkStream {
     ok_ = inflateInit(&z_) == Z_OK;
     if (!ok_) throw std::bad_alloc();
     consumed_ = produced_ = 0;
+    ended_ = false;
+  }
+  // The next stored bytes for zlib; false where none are left.
+  bool refill() {
+    const std::size_t take = std::min(inflate_input, in_.stored() - consumed_);
+    const unsigned char* p = take > 0 ? in_.at(consumed_, take) : nullptr;
+    if (!p) return false;
+    z_.next_in = const_cast<Bytef*>(p);
+    z_.avail_in = uInt(take);
+    consumed_ += take;
+    return true;
+  }
+  // Past the chunk's last byte: nothing more, then the stream's end.
+  bool finish() {
+    unsigned char extra = 0;
+    for (;;) {
+      z_.next_out = &extra;
+      z_.avail_out = 1;
+      if (z_.avail_in == 0 && !refill()) return false;
+      const int r = inflate(&z_, Z_NO_FLUSH);
+      if (z_.avail_out == 0 || (r != Z_OK && r != Z_STREAM_END)) return false;  // more bytes than the chunk's
+      if (r == Z_STREAM_END) return ended_ = true;
+    }
   }
   StoredBytes in_;
+  std::size_t plain_;
   z_stream z_{};
-  bool ok_ = false;
+  bool ok_ = false, ended_ = false;
   std::size_t consumed_ = 0, produced_ = 0;
 };
 
@@ -124,8 +147,9 @@ class DeflateCodec final : public Codec {
            got == plain;
   }
   bool streams(const FilterUse&) const override { return true; }
-  std::unique_ptr<ChunkStream> stream(const FilterUse&, std::size_t stored, std::size_t, ReadStored read) const override {
-    return std::make_unique<InflateStream>(std::move(read), stored);
+  std::unique_ptr<ChunkStream> stream(const FilterUse&, std::size_t stored, std::size_t plain,
+                                      ReadStored read) const override {
+    return std::make_unique<InflateStream>(std::move(read), stored, plain);
   }
   // Its input buffer, zlib's state and window (about 40 KiB), the skip buffer.
   std::size_t stream_bytes(const FilterUse&, std::size_t, std::size_t) const override {

@@ -2,7 +2,8 @@
 // deflate, Blosc, bitshuffle-LZ4 or unfiltered chunk comes out as the whole
 // decode has it, in order and out of it; in order each stored byte is read
 // once and no read holds the chunk; an earlier part starts the stream again
-// and says so; damaged chunks are refused, never read past.
+// and says so; damaged chunks are refused, never read past (deflate's
+// Adler-32 checked at the last part).
 #include "io/codecs/Codec.hpp"
 
 #include <catch2/catch.hpp>
@@ -139,6 +140,16 @@ TEST_CASE("damaged chunks decoded in parts are refused, never read past", "[unit
       else other[4] ^= 0x08;                                     // Blosc's nbytes (little-endian, 4)
       auto wrong = open(s, other, plain.size(), reads);
       CHECK_FALSE(wrong->part(0, 8'000, out.data()));
+      if (s.label == "deflate") {
+        // Its Adler-32 (the stream's last four bytes) damaged: every part but
+        // the last decodes, the last is refused as a whole decode is.
+        std::vector<unsigned char> sum = stored;
+        sum.back() ^= 0x01;
+        auto summed = open(s, sum, plain.size(), reads);
+        const std::size_t last = plain.size() - 80'000;
+        CHECK(summed->part(0, last, out.data()));
+        CHECK_FALSE(summed->part(last, 80'000, out.data() + last));
+      }
     }
   }
 }
