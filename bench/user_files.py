@@ -112,7 +112,7 @@ def main():
             subprocess.run(["cat", src], stdout=subprocess.DEVNULL)
         ours, theirs, how = [], [], ""
         for _ in range(a.rounds):
-            s, proc = timed([cvest, "run", deck], out_cvest, work, a.cold)
+            s, proc = timed([cvest, "run", deck, "--explain"], out_cvest, work, a.cold)
             ours.append(s)
             how = next((l for l in proc.stdout.splitlines() if l.startswith("input:")), how)
             s, _ = timed([sys.executable, "-c", PEER, src, out_peer], out_peer, work, a.cold)
