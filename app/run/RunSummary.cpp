@@ -67,7 +67,8 @@ std::string output_line(const RunReport& rep) {
 }
 
 // The phases the table shows: read, kernel and write always; the
-// host-device copies where a job spent a thousandth of a second in them.
+// host-device copies (or host transposes) where a job spent time that shows
+// at three decimals in them.
 std::vector<Phase> shown_phases(const RunReport& rep) {
   std::vector<Phase> phases;
   for (int p = 0; p < phase_count; ++p) {
