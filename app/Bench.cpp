@@ -568,61 +568,6 @@ void serve(const Config& config, std::istream& in, std::ostream& out, std::ostre
   }
 }
 
-void print_table(const Report& report, std::ostream& out) {
-  const auto& r = report.roof;
-  fmt::print(out, "\ncvest bench  {} x {} x {}  backend {} (Kokkos {}, {} threads), median of {}\n",
-             report.config.dates, report.config.ids, report.config.cols, report.build.backend,
-             report.build.kokkos_version, report.build.threads, report.config.repeats);
-  if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
-    fmt::print(out, "flat's runs on the host (and the roofs'): {} (float: {} elements)\n", policy::flat_run_text(8),
-               policy::flat_run_elements(4));
-    const std::size_t slice = std::size_t(report.config.ids * report.config.cols) * 8,
-                      tile = policy::flat_tile_bytes(slice, 8, policy::flat_dates_most());
-    fmt::print(out, "flat/right at this shape: {} (multBy {} MiB in double, tiles of {} KiB)\n",
-               tile >= slice ? "one tile holds all of multBy" : "tiles of ids walked date by date", slice >> 20,
-               tile >> 10);
-    if (!report.flat_dates.empty()) fmt::print(out, "flat/right dates at once on these arrays: {}\n", report.flat_dates);
-    if (!report.flat_streams.empty())
-      fmt::print(out, "flat/left streams on these arrays: {}\n", report.flat_streams);
-  }
-  fmt::print(out, "roof (same run, same size, medians (min-max)): copy {:.1f} ({:.1f}-{:.1f}) GB/s, copy with streaming "
-                  "stores {:.1f} ({:.1f}-{:.1f}) GB/s, triad {:.1f} GB/s; warmed {:.0f} s first\n\n",
-             r.copy_GBps, r.copy_min_GBps, r.copy_max_GBps, r.copy_streaming_GBps, r.copy_streaming_min_GBps,
-             r.copy_streaming_max_GBps, r.triad_GBps, report.config.warm_seconds);
-  fmt::print(out, "{:<15} {:<6} {:<7} {:<9} {:>12} {:>9} {:>13} {:>7} {:>7} {:>11} {:>7}  {}\n", "strategy", "layout",
-             "prec", "stores", "median ms", "GB/s", "min-max", "roof", "x roof", "(quartiles)", "best-of", "work items");
-  const Result* best = nullptr;
-  for (const auto& res : report.results) {
-    const double moved = bytes_moved(report.config.dates, report.config.ids, report.config.cols, res.precision);
-    fmt::print(out, "{:<15} {:<6} {:<7} {:<9} {:>12.3f} {:>9.1f} {:>13} {:>7.1f} {:>7.2f} {:>11} {:>7.2f}  {}\n",
-               to_string(res.strategy), to_string(res.layout), to_string(res.precision),
-               res.streaming ? "streaming" : "regular", res.median_s * 1e3, res.GBps,
-               fmt::format("{:.1f}-{:.1f}", moved / res.max_s / 1e9, moved / res.min_s / 1e9), res.roof_GBps,
-               res.roof_fraction, fmt::format("{:.2f}-{:.2f}", res.roof_fraction_q1, res.roof_fraction_q3),
-               res.roof_fraction_best, info(res.strategy).work_items);
-    if (!best || res.GBps > best->GBps) best = &res;
-  }
-  fmt::print(out, "\nroof: GB/s of the kind of copy of the row's bytes with the fastest median: its discount into its cv "
-                  "and its multBy read, on the same arrays beside each pass, with regular or streaming stores in flat's "
-                  "runs, or with streaming stores in flat's own walk, the multiply removed (on LayoutLeft runs of T, on "
-                  "LayoutRight its dates at once); x roof: the median over repeats of GB/s over that kind's pass in the "
-                  "same repeat, and its quartiles (a row within them of 1.00 is at the roof); best-of: the kernel's fastest pass "
-                  "against the fastest pass of any of those copies (each at its quietest moment: on a noisy machine "
-                  "the median of per-repeat ratios can pass 1 where this does not)\n");
-  std::string above;
-  for (const auto& res : report.results)
-    if (above_roof(res))
-      above += fmt::format("{}{} {} {}", above.empty() ? "" : ", ", to_string(res.strategy), to_string(res.layout),
-                           to_string(res.precision));
-  if (!above.empty())
-    fmt::print(out, "MEASUREMENT FAULT: {} outran a copy of its own bytes beside it in every repeat; a kernel is that "
-                    "copy plus a multiply, so this run's figures cannot be trusted (report it, with this output)\n",
-               above);
-  if (best)
-    fmt::print(out, "best: {} ({}, {}) at {:.2f} of the copy roof on its arrays\n", to_string(best->strategy),
-               to_string(best->layout), to_string(best->precision), best->roof_fraction);
-}
-
 nlohmann::json to_json(const Report& report) {
   nlohmann::json j;
   j["backend"] = report.build.backend;

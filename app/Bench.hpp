@@ -195,6 +195,11 @@ class Server {
   std::unique_ptr<State> state_;
 };
 
+// What `cvest bench` prints (app/BenchTable.cpp): by default a summary
+// within 120 columns (the roofs' medians, each row's time, GB/s and fraction
+// of its roof, the best); print_table is the full text (--explain): flat's
+// walk on these arrays, every column and the legend.
+void print_summary(const Report& report, std::ostream& out);
 void print_table(const Report& report, std::ostream& out);
 nlohmann::json to_json(const Report& report);
 

@@ -63,6 +63,9 @@ void CommandLine::add_bench() {
                   "seconds of every variant and the roof in turn before timing (memory just touched is slow)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", a.json, "also write the results as JSON to this file");
+  cmd->add_flag("--explain,-v", a.explain,
+                "the full table instead of the summary: flat's walk on these arrays, the roofs' min-max, every "
+                "column and what each means");
   cmd->add_flag("--serve", bench_serve_,
                 "answer timing commands on stdin (warm S, time STRATEGY LAYOUT, roof, quit) with JSON lines: "
                 "bench/compare interleaves cvest with its peers this way");
@@ -100,6 +103,9 @@ void CommandLine::add_run() {
 Every key: "Input decks" in )") + CVEST_SOURCE_DIR + "/README.md\nExample decks: " + CVEST_SOURCE_DIR +
               "/inputs/ (seed.toml: the question's case, generated on first use)");
   cmd->add_flag("--plan", run_.plan_only, "check the deck, input, output and disk, print what the run would do, write nothing");
+  cmd->add_flag("--explain,-v", run_.explain,
+                "the full text instead of the summary: why the input is read and the output written as they are, "
+                "flat's walk, the blocks, every phase and column, and what each column means");
 }
 
 void CommandLine::add_generate() {

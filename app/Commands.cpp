@@ -3,6 +3,7 @@
 #include "app/Deck.hpp"
 #include "app/run/ReportFormats.hpp"
 #include "app/run/RunDeck.hpp"
+#include "app/run/RunSummary.hpp"
 #include "app/run/Verify.hpp"
 #include "core/Plan.hpp"
 #include "core/Spaces.hpp"
@@ -40,7 +41,7 @@ RunReport run_command(const RunArgs& args, const Ranks& ranks, std::ostream& pro
   RunReport report = run_deck(deck, progress, ranks, args.plan_only);
   ranks.together([&] {
     if (!ranks.root()) return;
-    if (table) (args.plan_only ? print_plan : print_run_table)(report, *table);
+    if (table) (args.plan_only ? print_plan : args.explain ? print_run_table : print_run_summary)(report, *table);
     if (args.plan_only) return;
     if (!deck.report.json.empty()) write_report_file(deck.report.json, to_json(report).dump(2) + "\n");
     if (!deck.report.csv.empty()) write_report_file(deck.report.csv, to_csv(report));
@@ -80,7 +81,7 @@ bench::Config bench_config(const BenchArgs& args) {
 
 bench::Report bench_command(const BenchArgs& args, std::ostream& progress, std::ostream* table) {
   const bench::Report report = bench::run(bench_config(args), progress);
-  if (table) bench::print_table(report, *table);
+  if (table) (args.explain ? bench::print_table : bench::print_summary)(report, *table);
   if (!args.json.empty()) write_report_file(args.json, bench::to_json(report).dump(2) + "\n");
   return report;
 }

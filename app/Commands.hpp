@@ -22,9 +22,11 @@ struct RunArgs {
   std::vector<std::string> overrides;  // section.key=value, values in TOML (as --set takes them)
   bool plan_only = false;              // check and plan; nothing is written (--plan)
   bool no_resume = false;              // start over rather than resume a killed run's output
+  bool explain = false;                // the full text (--explain), not the short summary
 };
 // Loads the deck (on every rank), runs it over `ranks`, and at rank 0 prints
-// the run's table (a plan: what it would do) to `table` where given, then
+// the run's summary (explained: the full text; a plan: what it would do) to
+// `table` where given, then
 // writes the report files the deck names (not for a plan). Progress lines go
 // to `progress`.
 RunReport run_command(const RunArgs& args, const Ranks& ranks, std::ostream& progress, std::ostream* table);
@@ -45,9 +47,11 @@ struct BenchArgs {
   std::vector<std::string> layouts{"right", "left"};
   std::vector<std::string> precisions{"double"};
   std::string json;  // also write the report here
+  bool explain = false;  // the full table and its legend (--explain), not the short summary
 };
 bench::Config bench_config(const BenchArgs& args);  // names checked (std::invalid_argument)
-// Prints the table to `table` where given, writes the JSON where asked.
+// Prints the summary (explained: the full table) to `table` where given,
+// writes the JSON where asked.
 bench::Report bench_command(const BenchArgs& args, std::ostream& progress, std::ostream* table);
 
 struct TransfersArgs {

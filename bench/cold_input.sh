@@ -54,10 +54,10 @@ for r in $(seq "$rounds"); do
       read) read_in; t_read+=("$(since "$s")") ;;
       write) write_out; t_write+=("$(since "$s")") ;;
       both) read_in & rpid=$!; write_out || { kill "$rpid"; exit 1; }; wait "$rpid"; t_both+=("$(since "$s")") ;;
-      true) "$build/cvest" run "$work/deck_true.toml" > "$work/run_true.txt" 2>&1; t_true+=("$(since "$s")")
+      true) "$build/cvest" run "$work/deck_true.toml" --explain > "$work/run_true.txt" 2>&1; t_true+=("$(since "$s")")
             # checked once, after its first run (untimed): the next command removes it
             [ ${#t_true[@]} -gt 1 ] || "$build/cvest" verify "$work/cv.h5" --input "$in" >&2 ;;
-      false) "$build/cvest" run "$work/deck_false.toml" > "$work/run_false.txt" 2>&1; t_false+=("$(since "$s")") ;;
+      false) "$build/cvest" run "$work/deck_false.toml" --explain > "$work/run_false.txt" 2>&1; t_false+=("$(since "$s")") ;;
     esac
   done
   echo "round $r: dd iflag=direct ${t_read[-1]} s, dd oflag=direct ${t_write[-1]} s, both at once ${t_both[-1]} s, cvest (input direct = true) ${t_true[-1]} s, cvest (input direct = false) ${t_false[-1]} s" >&2

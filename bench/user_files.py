@@ -123,7 +123,7 @@ def main():
             print(f"{name:26} {str(chunks):18} {stored:9.2f}  refused at {budget}: {refusal}", flush=True)
             continue
         for _ in range(a.rounds):
-            s, proc = timed([cvest, "run", deck], out_cvest, work, a.cold)
+            s, proc = timed([cvest, "run", deck, "--explain"], out_cvest, work, a.cold)
             ours.append(s)
             how = next((l for l in proc.stdout.splitlines() if l.startswith("input:")), how)
             s, _ = timed([sys.executable, "-c", PEER, src, out_peer], out_peer, work, a.cold)

@@ -60,7 +60,8 @@ JobReport JobRunner::run(const JobPlan& planned, std::string& output_writes) {
   job.kernel_ids = kernel_ids(mine, planned.layout, planned.pipeline_threads);
   keep_buffers_within_budget(planned, mine);
   std::vector<PipelineStats> runs;
-  for (int r = 0; r < deck_.run.repeats; ++r) runs.push_back(run_once(planned, mine, job, output_writes));
+  for (int r = 0; r < deck_.run.repeats; ++r)
+    runs.push_back(run_once(planned, mine, job, output_writes, r + 1 == deck_.run.repeats));
   buffers_.end_job();
   summarize_runs(std::move(runs), job);
   if (ranks_.size() > 1) gather_rank_stats(ranks_, mine, job);
@@ -121,9 +122,9 @@ std::map<std::string, std::string> JobRunner::output_attributes(const JobPlan& j
 }
 
 // One run of `job` over this rank's blocks: the first run of the deck writes
-// the output, the others are compared with it.
+// the output, the others are compared with it; `ends_job`: the job's last.
 PipelineStats JobRunner::run_once(const JobPlan& job, const BlockPlan& mine, JobReport& report,
-                                  std::string& output_writes) {
+                                  std::string& output_writes, bool ends_job) {
   const bool writes = !written_;
   BlockPlan todo = mine;
   std::unique_ptr<JobOutput> out;
@@ -148,6 +149,7 @@ PipelineStats JobRunner::run_once(const JobPlan& job, const BlockPlan& mine, Job
   options.buffers = &buffers_;
   options.strategy = job.strategy;
   options.label = fmt::format("{}/{}", to_string(job.strategy), to_string(job.layout));
+  options.ends_job = ends_job;
   options.threads = job.pipeline_threads;
   options.read_ahead = job.read_ahead;
   plan_.input->begin_pass(plan_.precision, todo.blocks);

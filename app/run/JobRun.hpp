@@ -37,7 +37,8 @@ class JobRunner {
   void free_buffers();
 
  private:
-  PipelineStats run_once(const JobPlan& job, const BlockPlan& mine, JobReport& report, std::string& output_writes);
+  PipelineStats run_once(const JobPlan& job, const BlockPlan& mine, JobReport& report, std::string& output_writes,
+                         bool ends_job);
   template <class Scalar>
   BlockIO<Scalar> block_io(const std::function<void(const Block&, const void*)>& sink);
   void keep_buffers_within_budget(const JobPlan& job, const BlockPlan& mine);

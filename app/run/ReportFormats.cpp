@@ -1,5 +1,6 @@
 #include "app/run/ReportFormats.hpp"
 
+#include "app/run/RunSummary.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 #include "core/Version.hpp"
@@ -33,17 +34,14 @@ void print_jobs(const RunReport& rep, std::ostream& out) {
   for (const auto& j : rep.jobs) {
     const auto& st = j.stats;
     const BlockPlan& plan = rep.plan(j.layout);
-    const double in_bytes = double(rep.T * rep.N * rep.K) * double(element_size(j.precision));
     const std::string pipeline = j.pipeline == PipelineKind::per_thread
                                      ? fmt::format("per_thread:{}", j.pipeline_threads)
                                      : std::string(to_string(j.pipeline));
-    const MedianInterval& in = j.kernel_roof_interval;
-    const std::string range = in.exists ? fmt::format("{:.2f}-{:.2f}", in.low, in.high) : std::string("-");
     fmt::print(out, "{:<15} {:<6} {:<7} {:<12} {:>12} {:>8.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>7.3f} {:>8.2f} {:>7.1f} {:>6.2f} {:>9} {:>9}  {}\n",
                to_string(j.strategy), to_string(j.layout), to_string(j.precision), pipeline,
                block_text(plan, j.kernel_ids), st.total_s, st.seconds[int(Phase::read)],
                st.seconds[int(Phase::h2d)], st.seconds[int(Phase::kernel)], st.seconds[int(Phase::d2h)],
-               st.seconds[int(Phase::write)], st.total_s > 0 ? in_bytes / st.total_s / 1e9 : 0.0, j.roof_GBps, j.kernel_roof_fraction, range,
+               st.seconds[int(Phase::write)], rep.input_GBps(j), j.roof_GBps, j.kernel_roof_fraction, j.roof_interval_text(),
                format_bytes(j.peak_rss_bytes), j.wrote_output ? "written" : "matches");
   }
 }
@@ -70,30 +68,26 @@ void print_ranks(const RunReport& rep, std::ostream& out) {
 // The user's question, answered from the fastest job's own phases: how much
 // of the work a faster kernel (a GPU) could take away at most.
 void print_where_the_time_goes(const RunReport& rep, std::ostream& out) {
-  if (rep.jobs.empty()) return;
-  const auto& best = *std::min_element(rep.jobs.begin(), rep.jobs.end(), [](const auto& a, const auto& b) {
-    return a.stats.total_s < b.stats.total_s;
-  });
-  const auto& sec = best.stats.seconds;
-  // The kernel as it runs without the run's own measurement: the calls a
-  // roof copy warmed counted at the others' speed.
-  const double kernel = best.stats.kernel_seconds_unwarmed(), copies = sec[int(Phase::h2d)] + sec[int(Phase::d2h)];
-  double busy = kernel - sec[int(Phase::kernel)];
-  for (const double p : sec) busy += p;
-  if (busy <= 0) return;
+  const TimeShares shares = rep.time_shares();
+  if (!shares.job) return;
+  const auto& sec = shares.seconds;
+  const double kernel = sec[int(Phase::kernel)];
   const std::string warmed =
-      std::abs(kernel - sec[int(Phase::kernel)]) >= 0.0005
+      std::abs(kernel - shares.kernel_as_run) >= 0.0005
           ? fmt::format(" ({:.3f} as run: the calls right after a roof copy ran from the caches it filled; counted "
-                        "at the others' speed)", sec[int(Phase::kernel)])
+                        "at the others' speed)", shares.kernel_as_run)
           : std::string();
   fmt::print(out,
              "\nwhere the time goes ({}/{}, the fastest job, busy seconds): read {:.3f}, h2d {:.3f}, kernel {:.3f}{}, "
              "d2h {:.3f}, write {:.3f}; the multiply is {:.0f}% of it{}, so a faster kernel could save at most "
              "that\n",
-             to_string(best.strategy), to_string(best.layout), sec[int(Phase::read)], sec[int(Phase::h2d)], kernel,
-             warmed, sec[int(Phase::d2h)], sec[int(Phase::write)], 100 * kernel / busy,
-             rep.build.backend == "Cuda" ? fmt::format(" and host-device copies {:.0f}%", 100 * copies / busy)
-                                         : std::string());
+             to_string(shares.job->strategy), to_string(shares.job->layout), sec[int(Phase::read)],
+             sec[int(Phase::h2d)], kernel, warmed, sec[int(Phase::d2h)], sec[int(Phase::write)],
+             100 * kernel / shares.busy,
+             rep.build.backend == "Cuda"
+                 ? fmt::format(" and host-device copies {:.0f}%",
+                               100 * (sec[int(Phase::h2d)] + sec[int(Phase::d2h)]) / shares.busy)
+                 : std::string());
 }
 
 }  // namespace
@@ -136,6 +130,7 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                       "its seal: the whole output); this run wrote the rest, and its figures are that work's\n", j.resumed_blocks, to_string(j.strategy),
                  to_string(j.layout), rep.plan(j.layout).blocks.size());
   if (rep.verified) fmt::print(out, "\nverified: {} equals multBy * discount bit for bit\n", rep.output);
+  if (const std::string verdict = verdict_text(rep); !verdict.empty()) fmt::print(out, "{}\n", verdict);
 }
 
 void print_plan(const RunReport& rep, std::ostream& out) {

@@ -1,6 +1,7 @@
 #pragma once
-// A run's report as people and programs read it: the table `cvest run`
-// prints, what a --plan says a run would do, JSON and CSV.
+// A run's report as people and programs read it: the full text `cvest run
+// --explain` prints (the short default: app/run/RunSummary.hpp), what a
+// --plan says a run would do, JSON and CSV.
 #include "app/run/RunReport.hpp"
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,8 @@
 
 namespace cvest::app {
 
+// Every choice with its reasons, flat's walk, the table with every phase
+// and column and the columns' legend, where the time goes, the verdict.
 void print_run_table(const RunReport& report, std::ostream& out);
 // What a plan_only report says a run would do: input and how it is read,
 // blocks and memory, output size against free disk, each job's pipeline.

@@ -35,6 +35,7 @@ struct JobReport {
   double roof_GBps = 0;                   // the copies' median GB/s
   double kernel_roof_fraction = 0;        // the median over pairs of the kernel's GB/s over its copy's
   MedianInterval kernel_roof_interval;    // what holds that median with 95% confidence
+  std::string roof_interval_text() const;  // "0.90-1.00", "-" where there is none
   double kernel_roof_min = 0, kernel_roof_max = 0;  // each run's own median: their range over the job's runs
   // roof_GBps, kernel_roof_fraction and its interval from roof_calls.
   void summarize_roof();
@@ -49,6 +50,18 @@ struct JobReport {
   int resumed_blocks = 0;     // blocks a killed run left on disk, not written again (summed over ranks at rank 0)
   int slowest_rank() const;
   double load_balance() const;  // the slowest rank's wall time over the mean
+};
+
+// Where the time goes, from the fastest job's own phases: each phase's busy
+// seconds, the kernel's as it runs without the run's own measurement (the
+// calls a roof copy warmed counted at the others' speed), and the share of
+// them a faster kernel (a GPU) could save at most.
+struct TimeShares {
+  const JobReport* job = nullptr;    // the fastest; null where none was busy
+  double seconds[phase_count] = {};  // busy seconds by phase, the kernel's unwarmed
+  double kernel_as_run = 0;          // the kernel's busy seconds as measured
+  double busy = 0;                   // their sum
+  double share(Phase phase) const { return busy > 0 ? seconds[int(phase)] / busy : 0; }
 };
 
 struct RunReport {
@@ -77,6 +90,10 @@ struct RunReport {
   std::vector<std::vector<Range>> rank_blocks;
   std::vector<JobReport> jobs;
   bool verified = false;
+  double input_GBps(const JobReport& job) const;  // the cube's input bytes over the job's total time
+  const JobReport* fastest() const;  // by total time; null where no job ran
+  const JobReport* slowest() const;
+  TimeShares time_shares() const;
 };
 
 }  // namespace cvest::app

@@ -202,6 +202,9 @@ struct PipelineOptions {
   Strategy strategy = Strategy::flat;
   bool progress = true;         // a progress line per block on `progress_out`
   std::string label;            // names the job in progress lines
+  // The job's last run: in a log its last block's line is written whatever
+  // the time (earlier runs of a job leave theirs to the 10 s clock).
+  bool ends_job = true;
   // 0: the overlapped pipeline. N > 0: the per-thread pipeline on N threads
   // (see per_thread_threads; run_pipeline throws std::invalid_argument
   // where it does not apply).

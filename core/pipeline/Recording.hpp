@@ -78,20 +78,22 @@ inline double block_kernel_bytes(const Block& blk, Index K, double esize) {
 }
 
 // A progress line as blocks finish, safe to call from several threads: on a
-// terminal one line rewritten at most twice a second; in a log (a batch
-// job's stderr) a line every 10 s, so an hour's job writes hundreds of lines,
-// not thousands. The last block always prints.
+// terminal one line rewritten at most twice a second, the last block always
+// shown; in a log (a batch job's stderr) a line at most every 10 s and the
+// job's last block (PipelineOptions::ends_job), so an hour's job writes
+// hundreds of lines, not thousands, and a deck of short jobs one a job.
 class ProgressLine {
  public:
   ProgressLine(const BlockPlan& plan, const PipelineOptions& options, Recorder& rec, std::ostream& out, double esize)
       : plan_(plan), options_(options), rec_(rec), out_(out), esize_(esize),
-        tty_((&out == &std::cerr || &out == &std::clog) && isatty(STDERR_FILENO)) {}
+        tty_((&out == &std::cerr || &out == &std::clog) && isatty(STDERR_FILENO)), last_(tty_ ? -1 : 0) {}
   void block_done(int blocks_done) {
     if (!options_.progress) return;
     std::lock_guard lock(m_);
     const int nblocks = int(plan_.blocks.size());
     const double elapsed = rec_.now();
-    if (elapsed - last_ < (tty_ ? 0.5 : 10.0) && blocks_done != nblocks) return;
+    const bool last = blocks_done == nblocks && (tty_ || options_.ends_job);
+    if (elapsed - last_ < (tty_ ? 0.5 : 10.0) && !last) return;
     last_ = elapsed;
     const double done = double(blocks_done) / nblocks;
     const double gbps = double(plan_.T * plan_.N * plan_.K) * esize_ * done / elapsed / 1e9;
@@ -110,8 +112,8 @@ class ProgressLine {
   std::ostream& out_;
   double esize_;
   bool tty_;
+  double last_;  // when the last line was written (a log's first waits 10 s)
   std::mutex m_;
-  double last_ = -1;
 };
 
 // First exception wins; everyone else stops.

@@ -55,7 +55,7 @@ def run(deck_path, input_file, output_file, output_keys, env=None, discount="dis
     with open(deck_path, "w") as f:
         f.write(f'[input]\nfile = "{input_file}"\ndiscount = "{discount}"\n[output]\nfile = "{output_file}"\n'
                 f'overwrite = true\nchunk = 700\n' + "".join(f"{k} = {toml(v)}\n" for k, v in output_keys.items()))
-    return subprocess.run([cvest, "run", deck_path], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run([cvest, "run", deck_path, "--explain"], capture_output=True, text=True, env=env, timeout=120)
 
 
 def blosc_settings(path):

@@ -126,9 +126,9 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
         deck("deck.toml", inp)
         drop(inp)
         if have_strace:
-            r, direct_bytes, _ = traced(["run", "deck.toml"], inp)
+            r, direct_bytes, _ = traced(["run", "deck.toml", "--explain"], inp)
         else:
-            r, direct_bytes = run("run", "deck.toml"), None
+            r, direct_bytes = run("run", "deck.toml", "--explain"), None
         line = input_line(r.stdout)
         share = re.search(r"O_DIRECT; ([\d.]+)% of the bytes", line)
         check(r.returncode == 0 and numpy_equal(inp, "cv.h5"),
@@ -147,7 +147,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
     # The same input cached: read from the cache, nothing direct.
     deck("deck.toml", "odd64.h5")
     cache("odd64.h5")
-    r, direct_bytes, _ = traced(["run", "deck.toml"], "odd64.h5") if have_strace else (run("run", "deck.toml"), 0, 0)
+    r, direct_bytes, _ = traced(["run", "deck.toml", "--explain"], "odd64.h5") if have_strace else (run("run", "deck.toml", "--explain"), 0, 0)
     line = input_line(r.stdout)
     check(r.returncode == 0 and "through the page cache: the page cache held 100% of the file" in line
           and direct_bytes == 0, f"odd64.h5, cached: every byte from the page cache ({direct_bytes} direct"
@@ -157,11 +157,11 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
     # CVEST_READ_AHEAD=0: a cold input read direct, one block at a time a thread; a bad value is one line.
     deck("deck.toml", "odd64.h5")
     drop("odd64.h5")
-    r = run("run", "deck.toml", extra={"CVEST_READ_AHEAD": "0"})
+    r = run("run", "deck.toml", "--explain", extra={"CVEST_READ_AHEAD": "0"})
     check(r.returncode == 0 and numpy_equal("odd64.h5", "cv.h5") and AHEAD not in r.stdout
           and "O_DIRECT" in input_line(r.stdout),
           f"CVEST_READ_AHEAD=0: read direct, not ahead, the same output ({r.returncode}, {input_line(r.stdout)})")
-    r = run("run", "deck.toml", extra={"CVEST_READ_AHEAD": "yes"})
+    r = run("run", "deck.toml", "--explain", extra={"CVEST_READ_AHEAD": "yes"})
     errors = [l for l in r.stderr.splitlines() if "error" in l]
     check(r.returncode == 2 and len(errors) == 1 and "CVEST_READ_AHEAD" in errors[0] and "'yes'" in errors[0],
           f"CVEST_READ_AHEAD=yes: exit 2, one line ({r.returncode}, {errors})")
@@ -169,7 +169,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
     # gzip: cvest's threads decode its chunks, as before; nothing direct.
     deck("deck.toml", "gzip.h5")
     drop("gzip.h5")
-    r, direct_bytes, _ = traced(["run", "deck.toml"], "gzip.h5") if have_strace else (run("run", "deck.toml"), 0, 0)
+    r, direct_bytes, _ = traced(["run", "deck.toml", "--explain"], "gzip.h5") if have_strace else (run("run", "deck.toml", "--explain"), 0, 0)
     line = input_line(r.stdout)
     check(r.returncode == 0 and numpy_equal("gzip.h5", "cv.h5") and direct_bytes <= N * K * 8 + 8192
           and "chunks decoded by cvest's threads" in line,
@@ -181,7 +181,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
     # auto reads a cold input through the page cache, and the table says why.
     deck("deck.toml", "gen.h5", budget="32MiB")
     drop("gen.h5")
-    r, direct_bytes, opened = traced(["run", "deck.toml"], "gen.h5") if have_strace else (run("run", "deck.toml"), 0, 0)
+    r, direct_bytes, opened = traced(["run", "deck.toml", "--explain"], "gen.h5") if have_strace else \
+        (run("run", "deck.toml", "--explain"), 0, 0)
     line = input_line(r.stdout)
     check(r.returncode == 0 and numpy_equal("gen.h5", "cv.h5") and not opened and direct_bytes == 0
           and line == "input: read through the page cache: memory_budget below 64.00 MiB leaves no room for direct "
@@ -193,25 +194,25 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
     deck("deck.toml", "gen.h5", direct="false")
     drop("gen.h5")
     if have_strace:
-        r, direct_bytes, opened = traced(["run", "deck.toml"], "gen.h5")
+        r, direct_bytes, opened = traced(["run", "deck.toml", "--explain"], "gen.h5")
         check(r.returncode == 0 and not opened and input_line(r.stdout) == "input: read through the page cache: "
               "[input] direct = false", f"direct = false: no O_DIRECT descriptor ({input_line(r.stdout)})")
 
     # A file system that refuses O_DIRECT: auto reads through the cache and says why; true fails in one line.
     deck("deck.toml", "gen.h5")
-    r = run("run", "deck.toml", fault="direct_refused")
+    r = run("run", "deck.toml", "--explain", fault="direct_refused")
     line = input_line(r.stdout)
     check(r.returncode == 0 and numpy_equal("gen.h5", "cv.h5") and "through the page cache" in line
           and "refuses O_DIRECT" in line,
           f"O_DIRECT refused, auto: through the page cache, the table says why ({r.returncode}; {line})")
     deck("deck.toml", "gen.h5", direct="true", out="cv2.h5")
-    r = run("run", "deck.toml", fault="direct_refused")
+    r = run("run", "deck.toml", "--explain", fault="direct_refused")
     errors = [l for l in r.stderr.splitlines() if "error" in l]
     check(r.returncode == 3 and len(errors) == 1 and "gen.h5" in errors[0] and "[input] direct = true" in errors[0]
           and not os.path.exists("cv2.h5"),
           f"O_DIRECT refused, direct = true: exit 3, one line naming the input, no output ({r.returncode}, {errors})")
     deck("deck.toml", "gen.h5", direct='"often"')
-    r = run("run", "deck.toml")
+    r = run("run", "deck.toml", "--explain")
     check(r.returncode == 2 and "[input] direct" in r.stderr,
           f"direct = \"often\": exit 2 naming the key ({r.returncode}, {r.stderr.strip()})")
 
@@ -222,7 +223,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
     check(t.returncode == 0 and t.stderr.count("read ") == 4, f"cvest tune: 2 reads each way ({t.stderr[-300:]})")
     deck("deck.toml", "gen.h5")
     drop("gen.h5")
-    r = run("run", "deck.toml", cache_dir=records)
+    r = run("run", "deck.toml", "--explain", cache_dir=records)
     line = input_line(r.stdout)
     check(r.returncode == 0 and "reads measured on this file system on" in line,
           f"auto after cvest tune: the table says the read mode was measured here ({line})")
@@ -238,12 +239,12 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-reads-", dir=os.getcwd()) 
         try:
             shutil.copy("gen.h5", fs)
             deck("deck.toml", "fs/gen.h5")
-            r = run("run", "deck.toml")
+            r = run("run", "deck.toml", "--explain")
             line = input_line(r.stdout)
             check(r.returncode == 0 and numpy_equal("fs/gen.h5", "cv.h5") and "ramfs" in line
                   and "refuses O_DIRECT" in line, f"an input on a ramfs: through the page cache, and why ({line})")
             deck("deck.toml", "fs/gen.h5", direct="true")
-            r = run("run", "deck.toml")
+            r = run("run", "deck.toml", "--explain")
             errors = [l for l in r.stderr.splitlines() if "error" in l]
             check(r.returncode == 3 and len(errors) == 1 and "ramfs" in errors[0],
                   f"an input on a ramfs, direct = true: exit 3, one line ({r.returncode}, {errors})")

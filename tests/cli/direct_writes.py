@@ -86,10 +86,10 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
         check(g.returncode == 0, f"generate {inp}")
         for precision in ("float64", "float32"):
             deck("deck.toml", inp, "cv.h5", chunk=chunk, precision=precision, max_block=cap, direct="true")
-            r = run("run", "deck.toml")
+            r = run("run", "deck.toml", "--explain")
             line = table_line(r.stdout)
             what = f"{T}x{N}x{K}, chunk {chunk or 'default'}, blocks up to {cap}, {precision}"
-            check(r.returncode == 0 and "verified" in r.stdout,
+            check(r.returncode == 0 and "verified:" in r.stdout,
                   f"{what}: every job's output equals multBy * discount ({r.returncode}, {r.stderr.strip()[-300:]})")
             check("past the page cache (O_DIRECT" in line, f"{what}: the table says the writes went direct ({line})")
             check(r.returncode == 0 and numpy_equal(inp, "cv.h5"),
@@ -101,42 +101,42 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
     # aligned, most of the data, for a shape whose chunks are whole pages.
     T, N, K = 7, 30011, 5
     deck("deck.toml", f"in_{T}x{N}x{K}.h5", "cv.h5", max_block="256KiB", direct="true", layouts='"right"')
-    rc, direct_bytes, misaligned = direct_share(["run", "deck.toml"], T * N * K * 8)
+    rc, direct_bytes, misaligned = direct_share(["run", "deck.toml", "--explain"], T * N * K * 8)
     data = T * N * K * 8  # the first job writes the cube; the second compares with it ("matches")
     check(rc == 0 and direct_bytes >= 0.9 * data and misaligned == 0,
           f"direct = true: {direct_bytes} of {data} data bytes written through O_DIRECT descriptors (strace), "
           f"offsets and sizes 512-byte aligned (worst remainder {misaligned})")
     deck("deck.toml", f"in_{T}x{N}x{K}.h5", "cv.h5", max_block="256KiB", direct="false", layouts='"right"')
-    rc, direct_bytes, _ = direct_share(["run", "deck.toml"], T * N * K * 8)
+    rc, direct_bytes, _ = direct_share(["run", "deck.toml", "--explain"], T * N * K * 8)
     check(rc == 0 and direct_bytes == 0, f"direct = false: no byte through an O_DIRECT descriptor ({direct_bytes})")
 
     # auto: an output the page cache takes whole goes through it (a sync at
     # the end wrote it faster); past the write-back threshold, direct.
     deck("deck.toml", "in_9x1001x3.h5", "cv.h5", layouts='"right"')
-    r = run("run", "deck.toml")
+    r = run("run", "deck.toml", "--explain")
     line = table_line(r.stdout)
     check(r.returncode == 0 and "through the page cache: the output" in line and "write-back threshold" in line,
           f"auto, a small output: through the page cache, and the table says why ({line})")
-    r = run("run", "deck.toml", fault="writeback_threshold=0")
+    r = run("run", "deck.toml", "--explain", fault="writeback_threshold=0")
     line = table_line(r.stdout)
-    check(r.returncode == 0 and "verified" in r.stdout and "past the page cache (O_DIRECT" in line,
+    check(r.returncode == 0 and "verified:" in r.stdout and "past the page cache (O_DIRECT" in line,
           f"auto, an output past the write-back threshold: direct ({line})")
 
     # Taken at open, refused at the first write: the rest goes through the cache.
     deck("deck.toml", "in_9x1001x3.h5", "cv.h5", chunk=1001)
-    r = run("run", "deck.toml", fault="direct_refused")
+    r = run("run", "deck.toml", "--explain", fault="direct_refused")
     line = table_line(r.stdout)
-    check(r.returncode == 0 and "verified" in r.stdout and "through the page cache" in line
+    check(r.returncode == 0 and "verified:" in r.stdout and "through the page cache" in line
           and "refused an O_DIRECT write" in line,
           f"O_DIRECT refused at the first write: the run finishes through the page cache and says so ({line})")
     deck("deck.toml", "in_9x1001x3.h5", "cv2.h5", chunk=1001, direct="true")
-    r = run("run", "deck.toml", fault="direct_refused")
+    r = run("run", "deck.toml", "--explain", fault="direct_refused")
     errors = [l for l in r.stderr.splitlines() if "error" in l]
     check(r.returncode == 3 and len(errors) == 1 and "direct = true" in errors[0] and not os.path.exists("cv2.h5"),
           f"direct = true, O_DIRECT refused: exit 3, one line, no output ({r.returncode}, {errors})")
 
     deck("deck.toml", "in_9x1001x3.h5", "cv.h5", direct='"sometimes"')
-    r = run("run", "deck.toml")
+    r = run("run", "deck.toml", "--explain")
     check(r.returncode == 2 and "[output] direct" in r.stderr and "auto, true, false" in r.stderr,
           f"direct = \"sometimes\": exit 2 naming the key and the valid values ({r.returncode}, {r.stderr.strip()})")
 
@@ -148,7 +148,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
           and os.path.exists(os.path.join(work, "cache", "write-modes.json")),
           f"cvest tune: 2 passes each way, recorded ({t.returncode}: {t.stdout.strip()[-200:]})")
     deck("deck.toml", "in_9x1001x3.h5", "cv.h5", layouts='"right"')
-    r = subprocess.run([cvest, "run", "deck.toml"], env=cache, capture_output=True, text=True, timeout=300)
+    r = subprocess.run([cvest, "run", "deck.toml", "--explain"], env=cache, capture_output=True, text=True, timeout=300)
     line = table_line(r.stdout)
     check(r.returncode == 0 and "measured on this file system on" in line,
           f"auto after cvest tune: the table says the mode was measured here ({line})")
@@ -168,21 +168,21 @@ with tempfile.TemporaryDirectory(prefix="cvest-direct-", dir=os.getcwd()) as wor
         sys.exit(1)
     try:
         deck("deck.toml", "in_9x1001x3.h5", "fs/cv.h5", layouts='"right"')
-        r = run("run", "deck.toml", fault="writeback_threshold=0")  # auto tries O_DIRECT
+        r = run("run", "deck.toml", "--explain", fault="writeback_threshold=0")  # auto tries O_DIRECT
         said = [l for l in r.stderr.splitlines() if "refuses O_DIRECT" in l]
         line = table_line(r.stdout)
-        check(r.returncode == 0 and "verified" in r.stdout and len(said) == 1 and "fs/cv.h5" in said[0] and "ramfs" in said[0],
+        check(r.returncode == 0 and "verified:" in r.stdout and len(said) == 1 and "fs/cv.h5" in said[0] and "ramfs" in said[0],
               f"ramfs, direct = auto: falls back, said once for two jobs ({said})")
         check("through the page cache" in line and "ramfs" in line, f"ramfs: the table says why ({line})")
         deck("deck.toml", "in_9x1001x3.h5", "fs/cv2.h5", direct="true", layouts='"right"')
-        r = run("run", "deck.toml")
+        r = run("run", "deck.toml", "--explain")
         errors = [l for l in r.stderr.splitlines() if "error" in l]
         check(r.returncode == 3 and len(errors) == 1 and "fs/cv2.h5" in errors[0] and "ramfs" in errors[0]
               and sorted(os.listdir(fs)) == ["cv.h5"],
               f"ramfs, direct = true: exit 3, one line naming the output and the file system, nothing left "
               f"({r.returncode}, {errors}, {sorted(os.listdir(fs))})")
         deck("deck.toml", "in_9x1001x3.h5", "fs/cv.h5", direct="false", layouts='"right"')
-        r = run("run", "deck.toml")
+        r = run("run", "deck.toml", "--explain")
         line = table_line(r.stdout)
         check(r.returncode == 0 and "refuses" not in r.stderr and "direct = false" in line,
               f"ramfs, direct = false: through the page cache, nothing said but the table's line ({line})")

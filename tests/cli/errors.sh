@@ -111,7 +111,7 @@ case "$case_name" in
   per_thread_gzip) # gzip output: each thread compresses its own chunks; HDF5 reads them back
                    deck '[run]\nlayout = "all"\nmemory_budget = "2MiB"\nverify = true\n[report]\ncsv = "out/report.csv"\n'
                    "$cvest" run deck.toml --set output.compression=gzip > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
-                   grep -q "verified" stdout.txt || fail "not verified"
+                   grep -q "output verified" stdout.txt || fail "not verified"
                    expected=overlapped  # per_thread wherever the build has OpenMP threads (from the build, not cvest info)
                    [ -n "${CVEST_DEFAULT_SPACE:-}" ] || fail "CVEST_DEFAULT_SPACE unset (ctest sets it from the configuration)"
                    [ "$CVEST_DEFAULT_SPACE" = OPENMP ] && [ "${OMP_NUM_THREADS:-$(nproc)}" -ge 2 ] && expected=per_thread
@@ -122,14 +122,14 @@ case "$case_name" in
   success_mixed)   # team runs overlapped and writes; flat (per_thread where it applies) is checked against it
                    deck '[run]\nstrategy = ["team", "flat"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n[report]\ncsv = "out/report.csv"\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
-                   grep -q "verified" stdout.txt || fail "not verified"
+                   grep -q "output verified" stdout.txt || fail "not verified"
                    grep -q "^team,right,double,true,.*,overlapped,0,1,0,1.000,[0-9]*,[0-9]*,[0-9.]*,[0-9.]*$" out/report.csv || { cat out/report.csv; fail "team's pipeline"; }
                    [ "$(grep -c ',\(per_thread,[1-9][0-9]*\|overlapped,0\),1,0,1.000,[0-9]*,[0-9]*,[0-9.]*,[0-9.]*$' out/report.csv)" = 4 ] || { cat out/report.csv; fail "pipelines in the csv"; }
                    echo "ok [$case_name]" ;;
   mixed_precision) # float32 discount x float64 multBy: float64 as NumPy gives; a chosen float narrows, with a note
                    /usr/bin/python3 -c "import h5py, numpy as np; f = h5py.File('mixed.h5', 'w'); f['multBy'] = np.full((2000, 5), 0.1); f['discount'] = np.ones((6, 2000, 5), np.float32)" || fail "h5py"
                    deck; sed -i 's/in.h5/mixed.h5/' deck.toml
-                   "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
+                   "$cvest" run deck.toml --explain > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
                    grep -q "^flat .* double " stdout.txt || { cat stdout.txt; fail "not computed in double"; }
                    ! grep -q "narrows" stderr.txt || fail "a note without a narrowing"
                    /usr/bin/python3 -c "import h5py, sys; sys.exit(h5py.File('out/cv.h5')['cv'].dtype != 'float64')" || fail "output not float64"
@@ -185,7 +185,7 @@ case "$case_name" in
   success)         deck '[run]\nstrategy = ["flat", "per_date"]\nlayout = "all"\nmemory_budget = "1MiB"\nverify = true\n'
                    "$cvest" run deck.toml > stdout.txt 2> stderr.txt || { cat stderr.txt; fail "run failed"; }
                    [ -f out/cv.h5 ] || fail "no output"
-                   grep -q "verified" stdout.txt || fail "not verified"
+                   grep -q "output verified" stdout.txt || fail "not verified"
                    "$cvest" verify out/cv.h5 --input in.h5 --deck deck.toml > /dev/null || fail "verify failed"
                    [ -z "$(find out -name '*.tmp*')" ] || fail "temporary files left"; echo "ok [$case_name]" ;;
   *) fail "unknown case" ;;

@@ -401,7 +401,7 @@ memory_budget = "512MiB"
 max_block = "8MiB"
 """.encode())
     e = dict(os.environ, OMP_NUM_THREADS="16", OMP_PROC_BIND="false")
-    p = subprocess.Popen([cvest, "run", "big.toml"], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen([cvest, "run", "big.toml", "--explain"], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=600)
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     peak = usage.ru_maxrss * 1024

@@ -32,7 +32,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
 
     def bench(layout="left"):  # flat in memory: its header line on the walk, and whether its rows were checked
         b = run("bench", "--dates", "16", "--ids", "3000", "--cols", "5", "--strategies", "flat", "--layouts",
-                layout, "--repeats", "1", "--warm", "0")
+                layout, "--repeats", "1", "--warm", "0", "--explain")
         head = "flat/left streams on these arrays" if layout == "left" else "flat/right dates at once on these arrays"
         line = next((l for l in b.stdout.splitlines() if l.startswith(head)), "")
         return b, line

@@ -73,7 +73,7 @@ def check_command(cvest, share, scratch, what):
     check(r.returncode == 0 and version, f"{what}: cvest info runs ({r.returncode}, {r.stderr.strip()[-300:]})")
     r = run([cvest, "run", seed_deck(share, scratch)], env=bare, cwd=scratch)
     noise = [l for l in r.stderr.splitlines() if "WARNING" in l or "OMP_PROC_BIND" in l]
-    check(r.returncode == 0 and "verified:" in r.stdout and not noise,
+    check(r.returncode == 0 and "output verified" in r.stdout and not noise,
           f"{what}: the seed deck runs and verifies, no library warnings ({r.returncode}, {noise}, {r.stderr.strip()[-300:]})")
     return version
 

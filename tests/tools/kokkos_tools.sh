@@ -60,5 +60,5 @@ if [ "$CVEST_DEFAULT_SPACE" = OPENMP ] && [ "${OMP_NUM_THREADS:-$(nproc)}" -ge 2
   grep -q "per_thread" report.csv || fail "no per_thread job on a multi-threaded OpenMP build"
   grep -q "^kernel cvest::per_thread::transpose_in [0-9]" probe.txt || fail "no per_thread transpose reached the tool"
 fi
-grep -q "verified" tool.txt || fail "output not verified"
+grep -q "output verified" tool.txt || fail "output not verified"
 echo "ok: $(grep -c '^\(kernel\|region\) cvest::kernel::' probe.txt) strategies labelled, one kernel in flight at a time, pipelines: $(column report.csv | awk '{print $3}' | sort | uniq -c | tr -s ' \n' ' ')"
