@@ -150,6 +150,21 @@ with tempfile.TemporaryDirectory(prefix="cvest-userfiles-") as work:
             fail(f"parts {tag}", "expected multBy read once and kept in the plan's lines")
         print(f"{'ok' if not failures else 'so far ' + str(len(failures)) + ' failed,'} parts {tag}", flush=True)
 
+    # One-date chunks of one column each (16.8 MB) and an edge chunk that
+    # N ends inside: parts of each column's chunk, held together for a cell,
+    # the edge chunk's stream closed at N; bit for bit, each part once.
+    Nc, ci = 2_200_000, 2_100_000
+    mc, dc = values(2, Nc, K)
+    src = os.path.join(work, "parts_columns.h5")
+    write_h5py(src, mc, dc, chunks=(1, ci, 1), compression="gzip", compression_opts=1)
+    proc, out, report = run(work, "parts_columns", src, "64MiB")
+    storage = check_run("parts columns", proc, out, report, mc, dc, 64 << 20, True, (2, Nc, K))
+    if storage and not 0 < storage.get("held_part_ids", 0) < ci:
+        fail("parts columns", f"expected parts of the chunks' ids held: {storage}")
+    if storage and f"of {K} chunks (1, {ci}, 1) held decoded at once" not in proc.stdout + proc.stderr:
+        fail("parts columns", "expected the columns' chunks held together in the plan's lines")
+    print(f"{'ok' if not failures else 'so far ' + str(len(failures)) + ' failed,'} parts columns", flush=True)
+
     # One-date lzf chunks of 24 MB, which an 8 MiB budget cannot hold
     # decoded, nor HDF5's chunk cache within the slack a run has over its
     # budget: refused at once, in one line, nothing written.
