@@ -223,6 +223,12 @@ bool ChunkedCube::stored_chunk(const std::array<Index, 3>& origin, unsigned& mas
   return true;
 }
 
+ReadStored ChunkedCube::stored_reader(haddr_t addr, const std::string& shown) const {
+  return [fd = fd_, at = off_t(chunk_base_ + addr), shown](std::size_t offset, std::size_t n, unsigned char* into) {
+    read_at(fd, into, n, at + off_t(offset), shown);
+  };
+}
+
 bool ChunkedCube::decode_part(const std::array<Index, 3>& origin, std::size_t from, std::size_t bytes,
                               unsigned char* out) const {
   std::shared_ptr<OpenStream> open;
@@ -241,12 +247,7 @@ bool ChunkedCube::decode_part(const std::array<Index, 3>& origin, std::size_t fr
     haddr_t addr = HADDR_UNDEF;
     hsize_t stored = 0;
     if (!stored_chunk(origin, mask, addr, stored)) return false;
-    const int fd = fd_;
-    const off_t at = off_t(chunk_base_ + addr);
-    const std::string shown = where();
-    ReadStored read = [fd, at, shown](std::size_t offset, std::size_t n, unsigned char* into) {
-      read_at(fd, into, n, at + off_t(offset), shown);
-    };
+    ReadStored read = stored_reader(addr, where());
     if (!filtered || (mask & 1u)) {  // stored as it is (the filter skipped for this chunk)
       if (stored != chunk_bytes())
         throw IoError(where() + ": " + std::to_string(stored) + " bytes, expected " + std::to_string(chunk_bytes()));
@@ -319,16 +320,10 @@ bool ChunkedCube::decode_chunk(const std::array<Index, 3>& origin, unsigned char
     // A held chunk through a shuffle and gzip (h5py's shuffle=True): the
     // outer filter undone from the file a MiB at a time, its stored bytes
     // never held beside the chunk and the bytes between.
-    const std::string shown = where();
-    const off_t at = off_t(chunk_base_ + addr);
     unsigned char* into = into_for(0);
-    const auto stream = codecs_[applied[0]]->stream(
-        uses_[applied[0]], stored, chunk_bytes,
-        [this, at, &shown](std::size_t offset, std::size_t n, unsigned char* to) {
-          read_at(fd_, to, n, at + off_t(offset), shown);
-        });
+    const auto stream = codecs_[applied[0]]->stream(uses_[applied[0]], stored, chunk_bytes, stored_reader(addr, where()));
     if (!stream || !stream->part(0, chunk_bytes, into))
-      throw IoError(shown + ": not a valid " + codecs_[applied[0]]->name() + " stream of " +
+      throw IoError(where() + ": not a valid " + codecs_[applied[0]]->name() + " stream of " +
                     std::to_string(chunk_bytes) + " bytes (" + std::to_string(stored) + " stored)");
     data = into;
     size = chunk_bytes;

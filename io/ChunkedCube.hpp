@@ -83,6 +83,9 @@ class ChunkedCube {
   // The chunk's record, checked (IoError where it lies outside the file or
   // claims more than its filters store); false where it is not stored.
   bool stored_chunk(const std::array<Index, 3>& origin, unsigned& mask, haddr_t& addr, hsize_t& stored) const;
+  // Reads of the stored chunk at `addr` (its record's), for a stream;
+  // `shown` names it in errors.
+  ReadStored stored_reader(haddr_t addr, const std::string& shown) const;
   // Plain bytes [from, from + bytes) of the chunk at `origin` into `out`,
   // from the chunk's stream (opened on first use, closed after the last
   // part the dataset has); false where it is not in the file.

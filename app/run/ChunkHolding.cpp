@@ -8,6 +8,20 @@
 
 namespace cvest::app {
 
+namespace {
+
+// `use(q)` for each divisor q of n (each once, in no order).
+template <class Use>
+void for_each_divisor(Index n, const Use& use) {
+  for (Index d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      use(d);
+      if (d != n / d) use(n / d);
+    }
+}
+
+}  // namespace
+
 ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::size_t budget, std::size_t reserved,
                          const std::string& dataset, int threads, Index chunk_ids) {
   ChunkHolding holding;
@@ -62,12 +76,11 @@ std::pair<Index, int> held_parts(const io::HeldChunk& h, double room, int thread
   const std::size_t id_bytes = h.bytes / std::size_t(h.ids);
   for (const int cells : {std::max(threads, 1) + 1, 2, 1}) {
     Index best = 0;
-    for (Index d = 1; d * d <= h.ids; ++d)
-      if (h.ids % d == 0)
-        for (const Index q : {d, h.ids / d})
-          if (q < h.ids && q > best && std::size_t(q) * id_bytes <= most_part_bytes &&
-              (multiple_of <= 0 || q % multiple_of == 0) &&
-              h.part_holding_bytes(cells, q) <= room) best = q;
+    for_each_divisor(h.ids, [&](Index q) {
+      if (q < h.ids && q > best && std::size_t(q) * id_bytes <= most_part_bytes &&
+          (multiple_of <= 0 || q % multiple_of == 0) && h.part_holding_bytes(cells, q) <= room)
+        best = q;
+    });
     if (best > 0 && std::size_t(best) * id_bytes >= least_part_bytes) return {best, cells};
   }
   return {0, 0};
@@ -77,10 +90,9 @@ Index output_chunk_ids_in_cells(Index cell_ids, Index wanted) {
   // The largest divisor up to twice the default; where the cell's ids have
   // only small ones (a prime), the cell's own ids (one output chunk a cell).
   Index best = 1;
-  for (Index d = 1; d * d <= cell_ids; ++d)
-    if (cell_ids % d == 0)
-      for (const Index q : {d, cell_ids / d})
-        if (q <= 2 * wanted) best = std::max(best, q);
+  for_each_divisor(cell_ids, [&](Index q) {
+    if (q <= 2 * wanted) best = std::max(best, q);
+  });
   return best * 4 >= wanted ? best : cell_ids;
 }
 
