@@ -188,7 +188,9 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   plan.buffer_bytes = std::size_t(sizer.bytes(dates, ids));
   if (plan.multby_resident) plan.buffer_bytes += std::size_t(multby_bytes);
   list_blocks(plan, dates, ids, sizer.id_quantum(), quantum.ids_outer);
-  if (quantum.cells[0] > 0 && quantum.cells[1] > 0) in_cells(plan, quantum.cells);
+  const bool cells = quantum.cells[0] > 0 && quantum.cells[1] > 0;
+  if (cells) in_cells(plan, quantum.cells);
+  plan.id_ranges_together = !plan.multby_resident && !cells;
   return plan;
 }
 

@@ -30,6 +30,10 @@ struct BlockPlan {
   // order. Otherwise id blocks are outermost, each reading its multBy rows once.
   bool multby_resident = false;
   bool multby_reserved = false;  // resident, its memory reserved outside the blocks' budget (BlockQuantum::multby_kept)
+  // An id range's blocks follow each other (multBy not resident, no held
+  // cells ordering them), so one worker may take them together and read the
+  // range's multBy rows once (core/pipeline/BlockRuns.hpp).
+  bool id_ranges_together = false;
   Index block_dates = 0, block_ids = 0;  // the largest block's extents
   std::size_t buffer_bytes = 0;          // what the pipeline allocates for them
   std::vector<Block> blocks;

@@ -3,6 +3,7 @@
 
 #include "core/Multiply.hpp"
 #include "core/Policies.hpp"
+#include "core/pipeline/BlockRuns.hpp"
 #include "core/pipeline/Channel.hpp"
 #include "core/pipeline/ReadAhead.hpp"
 #include "core/Roof.hpp"
@@ -116,7 +117,8 @@ class PerThread {
         // frames), so with a tool loaded the threads launch their kernels
         // one at a time; reads and writes still overlap them. Without a
         // tool, no lock.
-        one_launch_at_a_time_(Kokkos::Tools::profileLibraryLoaded()) {
+        one_launch_at_a_time_(Kokkos::Tools::profileLibraryLoaded()),
+        runs_(block_runs(plan.blocks, plan.id_ranges_together && !io.multby_at, threads_)) {
     allocate();
   }
 
@@ -192,7 +194,8 @@ class PerThread {
   }
 
   // Thread w's loop: the next block read, computed and written, until none
-  // is left or another thread failed. Reading ahead, the block after is
+  // is left or another thread failed (blocks taken a run at a time:
+  // BlockRuns.hpp). Reading ahead, the block after is
   // taken and read by the thread's helper while this one is computed and
   // written.
   void work(int w) {
@@ -210,15 +213,16 @@ class PerThread {
       const auto read_ahead = [&](int b) {
         if (b < nblocks_ && !failure_.failed()) helper->start([this, b, &buf] { read(b, buf.ahead, &buf.in); });
       };
-      int b = next_++, after = -1;
+      RunTaker::Cursor mine;
+      int b = runs_.take(mine), after = -1;
       if (helper) read_ahead(b);
-      for (; b < nblocks_ && !failure_.failed(); b = helper ? after : next_++) {
+      for (; b < nblocks_ && !failure_.failed(); b = helper ? after : runs_.take(mine)) {
         const Block& blk = plan_.blocks[b];
         const double bytes = double(blk.dates.size() * blk.ids.size() * K_) * esize;
         if (helper) {
           helper->wait();
           std::swap(buf.in, buf.ahead);
-          read_ahead(after = next_++);
+          read_ahead(after = runs_.take(mine));
         } else {
           read(b, buf.in, nullptr);
         }
@@ -388,10 +392,11 @@ class PerThread {
   Recorder rec_{stats_};  // the run's clock: from here
   ProgressLine progress_;
   Failure failure_;
-  std::atomic<int> next_{0}, done_{0};
+  std::atomic<int> done_{0};
   std::atomic<bool> helper_refused_{false};
   std::mutex launch_mutex_;
   const bool one_launch_at_a_time_;
+  RunTaker runs_;  // which blocks a thread takes together
   std::vector<Buffers> buffers_;
 };
 

@@ -1,5 +1,6 @@
 // The pipeline over in-memory "files": every block lands, in order, bit for
 // bit, whatever the layout, precision, block plan, and however slow a stage.
+#include "core/pipeline/BlockRuns.hpp"
 #include "core/pipeline/Pipeline.hpp"
 #include "core/pipeline/Staging.hpp"
 
@@ -260,6 +261,22 @@ BlockIO<Scalar> concurrent_io(MemoryFiles<Scalar>& files, const BlockPlan& plan,
 
 // The per-thread pipeline runs on host OpenMP builds only; elsewhere its
 // tests say so and ctest shows them not run (tests/Skip.hpp).
+// How many id ranges the plan's blocks go through, one after the other.
+int id_ranges(const BlockPlan& plan) {
+  int ranges = 0;
+  for (std::size_t i = 0; i < plan.blocks.size(); ++i)
+    ranges += i == 0 || plan.blocks[i].ids.begin != plan.blocks[i - 1].ids.begin;
+  return ranges;
+}
+
+template <class Scalar>
+void count_multby_reads(BlockIO<Scalar>& io, std::atomic<int>& reads) {
+  io.read_multby = [&reads, read = io.read_multby](Range ids, Scalar* out) {
+    ++reads;
+    read(ids, out);
+  };
+}
+
 bool per_thread_space() {
   std::string why_not;
   const auto plan = plan_blocks(4, 100, 5, 8, 1 << 20);
@@ -379,9 +396,7 @@ TEST_CASE("reading ahead: a thread's next block is read while it writes the one 
   const auto plan = plan_blocks(12, 4000, 3, 8, 1 << 16);
   REQUIRE_FALSE(plan.multby_resident);
   REQUIRE(plan.blocks.size() > 8);
-  int ranges = 0;
-  for (std::size_t i = 0; i < plan.blocks.size(); ++i)
-    ranges += i == 0 || plan.blocks[i].ids.begin != plan.blocks[i - 1].ids.begin;
+  const int ranges = id_ranges(plan);
   REQUIRE(ranges > 1);
   REQUIRE(ranges < int(plan.blocks.size()));
   for (const bool ahead : {false, true}) {
@@ -389,11 +404,7 @@ TEST_CASE("reading ahead: a thread's next block is read while it writes the one 
     std::mutex m;
     auto io = concurrent_io(files, plan, m);
     std::atomic<int> multby_reads{0};
-    const auto read_multby = io.read_multby;
-    io.read_multby = [&](Range ids, double* out) {
-      ++multby_reads;
-      read_multby(ids, out);
-    };
+    count_multby_reads(io, multby_reads);
     // Block b's write waits (up to 60 s) for block b + 1's read to start:
     // reading ahead, it has; otherwise it cannot until the write returns.
     std::mutex step;
@@ -422,6 +433,86 @@ TEST_CASE("reading ahead: a thread's next block is read while it writes the one 
     CHECK(multby_reads == ranges);  // the read-ahead buffers copy the rows the block before holds
     files.written_order.clear();
   }
+}
+
+TEST_CASE("per-thread pipeline threads take an id range's date blocks together: multBy's rows read once a range",
+          "[pipeline][per_thread]") {
+  if (!per_thread_space()) return cvest::test::skip_part("no per-thread execution space in this build");
+  // One-date blocks (a small budget) of many id ranges, multBy not resident:
+  // two threads taking blocks one at a time each read every range's rows.
+  MemoryFiles<double> files(4, 200000, 5);
+  const auto plan = plan_blocks(4, 200000, 5, 8, 1 << 20);
+  REQUIRE_FALSE(plan.multby_resident);
+  REQUIRE(plan.id_ranges_together);
+  REQUIRE(plan.block_dates == 1);
+  const int ranges = id_ranges(plan);
+  REQUIRE(ranges >= pipeline_detail::runs_per_thread * 2);
+  for (const bool ahead : {false, true}) {
+    CAPTURE(ahead);
+    std::mutex m;
+    auto io = concurrent_io(files, plan, m);
+    std::atomic<int> multby_reads{0};
+    count_multby_reads(io, multby_reads);
+    PipelineOptions options;
+    options.progress = false;
+    options.threads = 2;
+    options.read_ahead = ahead;
+    options.before_io = [](Phase phase, int block) {  // uneven: threads finish out of order
+      if ((block + int(phase)) % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    };
+    std::ostringstream progress;
+    run_pipeline<double, Kokkos::LayoutRight>(plan, io, options, progress);
+    CHECK(files.mismatches() == 0);
+    CHECK(files.written_order.size() == plan.blocks.size());
+    CHECK(multby_reads == ranges);
+    files.written_order.clear();
+  }
+}
+
+TEST_CASE("block runs: an id range's blocks together, cut so that every thread has enough of them",
+          "[pipeline][per_thread]") {
+  using pipeline_detail::block_runs;
+  const auto blocks_of = [](int ranges, int dates) {
+    std::vector<Block> blocks;
+    for (int r = 0; r < ranges; ++r)
+      for (int t = 0; t < dates; ++t) blocks.push_back({{t, t + 1}, {10 * r, 10 * r + 10}});
+    return blocks;
+  };
+  // Not together: every block a run.
+  CHECK(block_runs(blocks_of(3, 4), false, 2) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  // Enough ranges: one run each.
+  const auto many = block_runs(blocks_of(40, 4), true, 2);
+  REQUIRE(many.size() == 41);
+  for (std::size_t r = 0; r < many.size(); ++r) CHECK(many[r] == int(4 * r));
+  // Few ranges: each cut into pieces of dates, at least 16 runs a thread,
+  // every block in exactly one run, runs in the plan's order.
+  for (const auto& [ranges, dates, threads] : {std::array<int, 3>{1, 200, 2}, {3, 7, 4}, {5, 1, 2}, {2, 100, 1}}) {
+    CAPTURE(ranges, dates, threads);
+    const auto runs = block_runs(blocks_of(ranges, dates), true, threads);
+    CHECK(runs.front() == 0);
+    CHECK(runs.back() == ranges * dates);
+    CHECK(int(runs.size()) - 1 >= std::min(ranges * dates, pipeline_detail::runs_per_thread * threads));
+    for (std::size_t r = 1; r < runs.size(); ++r) CHECK(runs[r] > runs[r - 1]);
+    for (int r = 0; r < ranges; ++r)  // no run crosses an id range
+      CHECK(std::find(runs.begin(), runs.end(), r * dates) != runs.end());
+  }
+  CHECK(block_runs({}, true, 2) == std::vector<int>{0});
+  // Taken in order, a run at a time, each block once.
+  pipeline_detail::RunTaker taker(block_runs(blocks_of(20, 3), true, 1));
+  pipeline_detail::RunTaker::Cursor a, b;
+  CHECK(taker.take(a) == 0);
+  CHECK(taker.take(b) == 3);
+  CHECK(taker.take(a) == 1);
+  CHECK(taker.take(a) == 2);
+  CHECK(taker.take(a) == 6);  // the next run after b's
+  std::vector<int> seen{0, 3, 1, 2, 6};
+  for (auto* c : {&b, &a})
+    for (int got = 0; (got = taker.take(*c)) < 60;) seen.push_back(got);
+  std::sort(seen.begin(), seen.end());
+  CHECK(seen.size() == 60);
+  for (int i = 0; i < int(seen.size()); ++i) CHECK(seen[std::size_t(i)] == i);
+  CHECK(taker.take(a) == 60);
+  CHECK(taker.take(b) == 60);
 }
 
 TEST_CASE("a failing read (read ahead or not) or write in the per-thread pipeline stops every thread and reaches "

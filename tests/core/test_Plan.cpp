@@ -45,6 +45,7 @@ TEST_CASE("blocks of ids when one date does not fit", "[plan]") {
   check_cover(plan);
   // multBy too big to keep: id blocks outer, so its rows are read once
   CHECK_FALSE(plan.multby_resident);
+  CHECK(plan.id_ranges_together);  // a worker may take a range's blocks together
   for (std::size_t b = 1; b < plan.blocks.size(); ++b)
     CHECK(plan.blocks[b].ids.begin >= plan.blocks[b - 1].ids.begin);
 }
@@ -83,6 +84,7 @@ TEST_CASE("max_block caps a block below what the budget allows", "[plan]") {
   check_cover(plan);
   // multBy (16 MB) stays resident: blocks walk the file in order
   CHECK(plan.multby_resident);
+  CHECK_FALSE(plan.id_ranges_together);
   for (std::size_t b = 1; b < plan.blocks.size(); ++b) {
     const auto& p = plan.blocks[b - 1];
     const auto& c = plan.blocks[b];
@@ -231,6 +233,7 @@ TEST_CASE("held cells: blocks cut at their edges and run cell by cell", "[plan]"
         quantum.cells = cells;
         const BlockPlan plan = plan_blocks(5, 2003, 5, 8, budget, quantum, 0, layout);
         check_cover(plan);
+        CHECK_FALSE(plan.id_ranges_together);  // the cells' order stands: threads take blocks one at a time
         std::vector<std::array<Index, 3>> order;  // (group of dates, cell's ids, cell's dates)
         for (const Block& b : plan.blocks) {
           const std::pair<Index, Index> cell{b.dates.begin / cells[0], b.ids.begin / cells[1]};
