@@ -84,7 +84,11 @@ void HeldChunks::use(const Key& key, std::size_t bytes, std::uint64_t elements, 
       break;
     }
     // Decoding elsewhere: the next chunk meanwhile, where there is room.
-    if (it != held_.end() && held_.size() < capacity_ && decode_ahead(lock, key, bytes, decode)) continue;
+    // The time that took was work, not waiting: the patience starts again.
+    if (it != held_.end() && held_.size() < capacity_ && decode_ahead(lock, key, bytes, decode)) {
+      deadline = std::chrono::steady_clock::now() + patience_;
+      continue;
+    }
     // Decoding elsewhere, or no room: wait. Nothing let go in time, the
     // least recently used chunk no thread holds is one a cut-short pass
     // left behind.
