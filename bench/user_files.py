@@ -76,6 +76,15 @@ def timed(cmd, out, work, cold):
     return seconds, proc
 
 
+def direct_floor(src, out, size, work):
+    """Seconds to read `src` past the page cache, then to write `size`
+    bytes to `out` past it (dd, bs 4M), each cold with the disk idle."""
+    r, _ = timed(["dd", f"if={src}", "of=/dev/null", "bs=4M", "iflag=direct"], out, work, True)
+    w, _ = timed(["dd", "if=/dev/zero", f"of={out}", "bs=4M", f"count={-(-size // (4 << 20))}",
+                  "oflag=direct", "conv=fsync"], out, work, True)
+    return r + w
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dates", type=int, default=4)
@@ -122,12 +131,19 @@ def main():
         except Refused as refusal:
             print(f"{name:26} {str(chunks):18} {stored:9.2f}  refused at {budget}: {refusal}", flush=True)
             continue
+        # The floor for a cold plain input: the file read past the page
+        # cache, then the output's bytes (T x N x K doubles) written past it
+        # (dd, O_DIRECT), one after the other, in each round beside the two.
+        floors = a.cold and name in ("date_chunks_plain", "contiguous")
+        floor = []
         for _ in range(a.rounds):
             s, proc = timed([cvest, "run", deck, "--explain"], out_cvest, work, a.cold)
             ours.append(s)
             how = next((l for l in proc.stdout.splitlines() if l.startswith("input:")), how)
             s, _ = timed([sys.executable, "-c", PEER, src, out_peer], out_peer, work, a.cold)
             theirs.append(s)
+            if floors:
+                floor.append(direct_floor(src, out_peer, T * N * K * 8, work))
         for out in (out_cvest, out_peer):
             if os.path.exists(out):
                 os.remove(out)
@@ -135,21 +151,12 @@ def main():
         print(f"{name:26} {str(chunks):18} {stored:9.2f} {mo:7.2f} ({min(ours):.2f}-{max(ours):.2f}) "
               f"{mt:7.2f} ({min(theirs):.2f}-{max(theirs):.2f}) {mt / mo:10.2f}", flush=True)
         print(f"#   cvest {how}", flush=True)
-        if a.cold and name in ("date_chunks_plain", "contiguous"):
-            # The floor for a cold plain input: the file read past the page
-            # cache, then the output's bytes (T x N x K doubles) written past
-            # it (dd, O_DIRECT), one after the other, in the same rounds'
-            # conditions.
-            size = T * N * K * 8
-            floor = []
-            for _ in range(a.rounds):
-                r, _ = timed(["dd", f"if={src}", "of=/dev/null", "bs=4M", "iflag=direct"], out_peer, work, True)
-                w, _ = timed(["dd", "if=/dev/zero", f"of={out_peer}", "bs=4M", f"count={-(-size // (4 << 20))}",
-                              "oflag=direct", "conv=fsync"], out_peer, work, True)
-                floor.append(r + w)
+        if floors:
             mf = statistics.median(floor)
+            ratios = [c / f for c, f in zip(ours, floor)]  # round by round: the disk's rate drifts
             print(f"#   direct read of the file + direct write of the output's bytes: {mf:.2f} s ({min(floor):.2f}-{max(floor):.2f});"
-                  f" cvest / that: {mo / mf:.2f}", flush=True)
+                  f" cvest / that, round by round: {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})",
+                  flush=True)
             if os.path.exists(out_peer):
                 os.remove(out_peer)
 
