@@ -288,8 +288,9 @@ bool ChunkedCube::decode_chunk(const std::array<Index, 3>& origin, unsigned char
   // own, let go as the chunk is decoded (the budget counts one per decode).
   thread_local std::vector<unsigned char> kept_packed, kept_between;
   std::vector<unsigned char> own_packed, own_between;
-  auto& packed = held_ ? own_packed : kept_packed;
-  auto& between = held_ ? own_between : kept_between;
+  const bool own = held_ || !keep_scratch_;
+  auto& packed = own ? own_packed : kept_packed;
+  auto& between = own ? own_between : kept_between;
   const std::size_t chunk_bytes = this->chunk_bytes();
   const auto where = [&] { return chunk_text(path_, rank_, origin, chunk_); };
   unsigned mask = 0;
@@ -370,8 +371,27 @@ void ChunkedCube::copy_piece(const Block& b, const std::array<Index, 3>& origin,
   }
 }
 
+unsigned char* ChunkedCube::its_place(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const {
+  const Index tc = origin[0], ic = origin[1];
+  const bool inside = tc >= b.dates.begin && tc + chunk_[0] <= b.dates.end && ic >= b.ids.begin &&
+                      ic + chunk_[1] <= b.ids.end;
+  // Its rows whole (every column, at the block's element size), and its
+  // dates one after the other in the block (one date, or the block's ids
+  // exactly the chunk's).
+  const bool one_run = chunk_[2] == K_ && es_ == mem_es_ && (chunk_[0] == 1 || b.ids.size() == chunk_[1]);
+  if (!inside || !one_run) return nullptr;
+  return out + offset_in_block(b, tc, ic, std::size_t(K_) * mem_es_);
+}
+
 bool ChunkedCube::decode_into(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const {
-  thread_local std::vector<unsigned char> whole_chunk;
+  if (unsigned char* place = its_place(b, origin, out)) {  // no scratch, no copy
+    if (!decode_chunk(origin, place)) return false;
+    count_decode(origin);
+    return true;
+  }
+  thread_local std::vector<unsigned char> kept_chunk;
+  std::vector<unsigned char> own_chunk;
+  auto& whole_chunk = keep_scratch_ ? kept_chunk : own_chunk;
   whole_chunk.resize(chunk_bytes());
   if (!decode_chunk(origin, whole_chunk.data())) return false;
   count_decode(origin);

@@ -71,6 +71,10 @@ class ChunkedCube {
   // False when a chunk the block needs is not in the file (HDF5 supplies
   // fill values then).
   bool read(const Block& block, void* buffer) const;
+  // A cube read once (a multBy kept whole): the scratch a chunk's decoding
+  // takes is let go after it instead of kept by each thread for the next
+  // (a 400 MB chunk's stored bytes would stay for the whole run).
+  void read_once() { keep_scratch_ = false; }
 
  private:
   ChunkedCube() = default;
@@ -94,8 +98,13 @@ class ChunkedCube {
   // extent: chunks, or parts of part_ids_ ids.
   std::vector<std::array<Index, 3>> cells_of(const Block& b) const;
   std::array<Index, 3> cell_extent() const { return {chunk_[0], part_ids_ > 0 ? part_ids_ : chunk_[1], chunk_[2]}; }
-  // Its part of block `b` copied into `out` (the block's C-order buffer).
+  // Its part of block `b` copied into `out` (the block's C-order buffer);
+  // decoded straight there where the chunk lies in the block whole, as the
+  // chunk lays it out (its_place).
   bool decode_into(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const;
+  // Where the chunk at `origin` starts in block `b`'s buffer, if all of it
+  // lies there as one run in its own order; nullptr otherwise.
+  unsigned char* its_place(const Block& b, const std::array<Index, 3>& origin, unsigned char* out) const;
   // `data`: what lies at `origin` of the chunks, `extent` of it (a chunk, a part).
   void copy_piece(const Block& b, const std::array<Index, 3>& origin, const std::array<Index, 3>& extent,
                   const unsigned char* data, unsigned char* out) const;
@@ -126,6 +135,7 @@ class ChunkedCube {
   std::size_t largest_stored_ = SIZE_MAX;  // the largest the index records (held chunks)
   std::unique_ptr<HeldChunks> held_;
   bool streams_ = false;
+  bool keep_scratch_ = true;  // read_once
   Index part_ids_ = 0;
   // The chunks being decoded in parts, each stream used by one thread at a time.
   struct OpenStream {

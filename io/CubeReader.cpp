@@ -30,9 +30,11 @@ double HeldChunk::part_holding_bytes(int cells, Index part_ids) const {
 CubeReader::CubeReader(const Dataset& ds, const std::string& path, const std::string& name, Index N, Index K,
                        std::size_t scratch_bytes, DirectMode reads, const std::string& reads_because,
                        std::size_t held_bytes, bool holds)
-    : ds_(ds), path_(path), name_(name), K_(K) {
+    : ds_(ds), path_(path), name_(name), N_(N), K_(K) {
   Dataspace space(H5Dget_space(ds.get()));
   rank_ = H5Sget_simple_extent_ndims(space.get());
+  if (hsize_t dims[3] = {0, 0, 0}; rank_ == 3 && H5Sget_simple_extent_dims(space.get(), dims, nullptr) == 3)
+    T_ = Index(dims[0]);
   const PropList create(H5Dget_create_plist(ds.get()));
   const auto filters = filters_of(create);
   const bool hdf5_decodes = !missing_in_hdf5(filters);
@@ -181,6 +183,18 @@ void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   const std::string what = path_ + ": dataset '" + name_ + "'";
   if (rank_ == 2) read_hyperslab(ds_, native_type(precision), {b.ids.begin, 0}, {b.ids.size(), K_}, buffer, what);
   else read_hyperslab(ds_, native_type(precision), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K_}, buffer, what);
+}
+
+void CubeReader::read_whole(Precision precision, void* buffer) const {
+  const int k = precision == Precision::f64 ? 0 : 1;
+  const Block whole{{0, rank_ == 2 ? 1 : T_}, {0, N_}};
+  if (!raw_[k] && !chunked_[k] && chunk_[0] > 0) {
+    if (const auto once = ChunkedCube::open(ds_, path_ + ": dataset '" + name_ + "'", native_type(precision), K_)) {
+      once->read_once();
+      if (once->read(whole, buffer)) return;
+    }
+  }
+  read(whole, precision, buffer);
 }
 
 void CubeReader::check_chunk_records(const Block& b) const {

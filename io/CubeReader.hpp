@@ -74,6 +74,12 @@ class CubeReader {
   // the file (or, unfiltered, of the wrong size): checked before HDF5 reads
   // chunks, which HDF5 1.10.8 does not (it crashed on such a file).
   void read(const Block& block, Precision precision, void* buffer) const;
+  // All of it (an (N, K) table, or every date), read once: chunks HDF5
+  // would decode are decoded by cvest's threads where it knows their
+  // filters (a kept multBy: Dask's one 400 MB gzip chunk took HDF5's zlib
+  // seconds on one thread), straight into `buffer` where a chunk lies in it
+  // whole, no scratch kept after.
+  void read_whole(Precision precision, void* buffer) const;
   // The (dates, ids) extent of the chunks it decodes itself whole, a block
   // at a time; {0, 0} when it reads otherwise (any block shape is then as
   // good as another, or they are held: held_chunk).
@@ -104,7 +110,7 @@ class CubeReader {
  private:
   const Dataset& ds_;
   std::string path_, name_;
-  Index K_ = 0;
+  Index T_ = 1, N_ = 0, K_ = 0;  // its extent (T_ 1 for an (N, K) table)
   int rank_ = 3;  // 2: an (N, K) table, read as one date
   std::unique_ptr<RawCube> raw_[2];            // per precision asked, when it qualifies
   std::unique_ptr<ChunkedCube> chunked_[2];    // idem

@@ -189,6 +189,61 @@ TEST_CASE("a chunked multBy (N, K) is decoded by cvest too, id range by id range
   }
 }
 
+TEST_CASE("a multBy in one chunk too large to read by rows is read whole by cvest's decoders, straight in",
+          "[io][deflate]") {
+  // Dask's to_hdf5 of an (N, K) array: one gzip chunk. Its rows read a
+  // block at a time would decode it whole each time, so it is read once;
+  // HDF5's zlib took seconds on one thread for 400 MB, cvest decodes it.
+  quiet_hdf5_errors();
+  const hsize_t N = 500000, K = 5;  // 20 MB: over HDF5's slack
+  const auto path = scratch("multby_one_chunk.h5");
+  std::vector<double> m(N * K), d(N * K, 1.0);
+  for (std::size_t j = 0; j < m.size(); ++j) m[j] = std::ldexp(double(j % 1013) + 0.5, int(j % 19) - 9);
+  const auto write = [&](bool damaged) {
+    File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    const hsize_t mdims[2] = {N, K}, dims[3] = {1, N, K};
+    Dataspace ms(H5Screate_simple(2, mdims, nullptr)), s(H5Screate_simple(3, dims, nullptr));
+    PropList create(H5Pcreate(H5P_DATASET_CREATE));
+    H5Pset_chunk(create.get(), 2, mdims);
+    H5Pset_deflate(create.get(), 1);
+    Dataset md(H5Dcreate2(f.get(), "multBy", H5T_IEEE_F64LE, ms.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    Dataset dd(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    REQUIRE(H5Dwrite(dd.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, d.data()) >= 0);
+    if (!damaged) {
+      REQUIRE(H5Dwrite(md.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.data()) >= 0);
+      return;
+    }
+    // A valid stream of a tenth of the chunk: HDF5's H5Dread copies a whole
+    // chunk out of it (1.10.8), cvest's decoder refuses it.
+    libdeflate_compressor* c = libdeflate_alloc_compressor(1);
+    std::vector<char> short_stream(libdeflate_zlib_compress_bound(c, m.size() * 8 / 10));
+    short_stream.resize(libdeflate_zlib_compress(c, m.data(), m.size() * 8 / 10, short_stream.data(), short_stream.size()));
+    libdeflate_free_compressor(c);
+    const hsize_t origin[2] = {0, 0};
+    REQUIRE(H5Dwrite_chunk(md.get(), H5P_DEFAULT, 0, origin, short_stream.size(), short_stream.data()) >= 0);
+  };
+  write(false);
+  {
+    const InputFile input(path.string(), "multBy", "discount");
+    CHECK(input.multby_storage(Precision::f64).read_by == ReadBy::hdf5);  // its rows: HDF5's, a block at a time
+    REQUIRE(input.multby_rereads(Precision::f64));
+    std::vector<double> whole(N * K, -1.0);
+    input.read_multby({0, Index(N)}, Precision::f64, whole.data());  // a resident multBy
+    CHECK(std::memcmp(whole.data(), m.data(), whole.size() * sizeof(double)) == 0);
+    input.keep_multby(Precision::f64);
+    std::vector<double> rows(1000 * K);
+    input.read_multby({123456, 124456}, Precision::f64, rows.data());
+    CHECK(std::memcmp(rows.data(), m.data() + 123456 * K, rows.size() * sizeof(double)) == 0);
+  }
+  write(true);
+  const InputFile input(path.string(), "multBy", "discount");
+  std::vector<double> whole(N * K);
+  CHECK_THROWS_WITH(input.read_multby({0, Index(N)}, Precision::f64, whole.data()),
+                    Catch::Contains("multby_one_chunk.h5: dataset 'multBy'") &&
+                        Catch::Contains("not a valid deflate stream of 20000000 bytes"));
+  CHECK_THROWS_WITH(input.keep_multby(Precision::f64), Catch::Contains("not a valid deflate stream of 20000000 bytes"));
+}
+
 TEST_CASE("datasets behind an external link, or in a file with a user block, are read where they lie", "[io]") {
   // Found by reading h5py's files: cvest read such datasets at the offsets
   // HDF5 reports, but in the file it opened (not the linked one), and without
