@@ -12,7 +12,8 @@ at 64 MiB); one-date chunks of 24 MB at a
 16 MiB budget a part of ids at a time (gzip, Blosc, bitshuffle; Dask's
 multBy, one 24 MB chunk, read once and kept at 96 MiB, refused at 16 MiB); an lzf file whose 24 MB chunks do
 not fit an 8 MiB budget is refused in one line before any block, with the
-budget that would do and an h5repack line.
+budget that would do and an h5repack line. One date of 24 MB chunks (more
+threads than dates) in parts too.
 
     user_files.py CVEST_BINARY
 """
@@ -149,6 +150,20 @@ with tempfile.TemporaryDirectory(prefix="cvest-userfiles-") as work:
                 proc.stdout + proc.stderr):
             fail(f"parts {tag}", "expected multBy read once and kept in the plan's lines")
         print(f"{'ok' if not failures else 'so far ' + str(len(failures)) + ' failed,'} parts {tag}", flush=True)
+
+    # One date, more threads than dates: the parts of the one chunk's stream
+    # taken in turn by both threads, each part decoded once, bit for bit.
+    m1, d1 = values(1, Np, K)
+    for tag, writer, dtype in corpus(1, Np, K):
+        if tag not in ("date_chunks_gzip", "date_chunks_bitshuffle"):
+            continue
+        src = os.path.join(work, f"one_date_{tag}.h5")
+        writer(src, m1, d1)
+        proc, out, report = run(work, f"one_date_{tag}", src, "16MiB")
+        storage = check_run(f"one date {tag}", proc, out, report, m1, d1, 16 << 20, True, (1, Np, K))
+        if storage and not 0 < storage.get("held_part_ids", 0) < Np:
+            fail(f"one date {tag}", f"expected parts of the chunk's ids held: {storage}")
+        print(f"{'ok' if not failures else 'so far ' + str(len(failures)) + ' failed,'} one date {tag}", flush=True)
 
     # One-date chunks of one column each (16.8 MB) and an edge chunk that
     # N ends inside: parts of each column's chunk, held together for a cell,
