@@ -190,7 +190,7 @@ BlockPlan plan_blocks(Index T, Index N, Index K, std::size_t element_size, std::
   list_blocks(plan, dates, ids, sizer.id_quantum(), quantum.ids_outer);
   const bool cells = quantum.cells[0] > 0 && quantum.cells[1] > 0;
   if (cells) in_cells(plan, quantum.cells);
-  plan.id_ranges_together = !plan.multby_resident && !cells;
+  plan.id_ranges_together = !plan.multby_resident && !cells && !quantum.hdf5_cache;
   return plan;
 }
 

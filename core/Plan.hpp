@@ -31,8 +31,9 @@ struct BlockPlan {
   bool multby_resident = false;
   bool multby_reserved = false;  // resident, its memory reserved outside the blocks' budget (BlockQuantum::multby_kept)
   // An id range's blocks follow each other (multBy not resident, no held
-  // cells ordering them), so one worker may take them together and read the
-  // range's multBy rows once (core/pipeline/BlockRuns.hpp).
+  // cells ordering them, no HDF5 chunk cache shared by the workers), so one
+  // worker may take them together and read the range's multBy rows once
+  // (core/pipeline/BlockRuns.hpp).
   bool id_ranges_together = false;
   Index block_dates = 0, block_ids = 0;  // the largest block's extents
   std::size_t buffer_bytes = 0;          // what the pipeline allocates for them
@@ -57,6 +58,10 @@ struct BlockQuantum {
   // Blocks in id-major order even with a resident multBy: a chunk cache then
   // finishes one row of chunks (all their dates) before the next.
   bool ids_outer = false;
+  // Blocks HDF5 reads through its chunk cache, sized for a row of chunks:
+  // workers go through a row together (a worker per id range would need a
+  // row each, and each block would decode its chunks again).
+  bool hdf5_cache = false;
   // Cells of held input chunks (dates, ids; 0: none, io/HeldChunks.hpp):
   // blocks are cut at their edges and go cell by cell, so each cell's
   // chunks are decoded once and let go before the cell after next. The

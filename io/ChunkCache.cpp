@@ -20,6 +20,7 @@ ChunkRow chunk_row_for_hdf5(const CubeStorage& storage, const InputShape& shape,
   // Id-major where a row is narrower than the ids (its dates' blocks first);
   // a row of whole dates is finished in date order.
   row.quantum = {ct, ci, ci < shape.N};
+  row.quantum.hdf5_cache = true;
   // HDF5 caches chunks at the file's element size.
   const double bytes = double((shape.K + ck - 1) / ck) * double(ct * ci * ck) * double(element_size(shape.precision));
   const std::size_t needed = std::size_t(bytes) + (std::size_t(1) << 20);

@@ -185,16 +185,20 @@ void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   else read_hyperslab(ds_, native_type(precision), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K_}, buffer, what);
 }
 
-void CubeReader::read_whole(Precision precision, void* buffer) const {
+bool CubeReader::read_whole(Precision precision, void* buffer) const {
   const int k = precision == Precision::f64 ? 0 : 1;
   const Block whole{{0, rank_ == 2 ? 1 : T_}, {0, N_}};
-  if (!raw_[k] && !chunked_[k] && chunk_[0] > 0) {
+  const Index elements = chunk_[0] * chunk_[1] * chunk_[2];
+  const bool in_place = !raw_[k] && !chunked_[k] && elements > 0 && chunk_[0] == 1 && chunk_[2] == K_ &&
+                        N_ % chunk_[1] == 0 && decoded_chunk_bytes_ == std::size_t(elements) * element_size(precision);
+  if (in_place) {
     if (const auto once = ChunkedCube::open(ds_, path_ + ": dataset '" + name_ + "'", native_type(precision), K_)) {
       once->read_once();
-      if (once->read(whole, buffer)) return;
+      if (once->read(whole, buffer)) return true;
     }
   }
   read(whole, precision, buffer);
+  return false;
 }
 
 void CubeReader::check_chunk_records(const Block& b) const {

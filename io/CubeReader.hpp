@@ -75,11 +75,13 @@ class CubeReader {
   // chunks, which HDF5 1.10.8 does not (it crashed on such a file).
   void read(const Block& block, Precision precision, void* buffer) const;
   // All of it (an (N, K) table, or every date), read once: chunks HDF5
-  // would decode are decoded by cvest's threads where it knows their
-  // filters (a kept multBy: Dask's one 400 MB gzip chunk took HDF5's zlib
-  // seconds on one thread), straight into `buffer` where a chunk lies in it
-  // whole, no scratch kept after.
-  void read_whole(Precision precision, void* buffer) const;
+  // would decode are decoded by cvest's decoders (a kept multBy: Dask's one
+  // 400 MB gzip chunk took HDF5's zlib seconds), one thread a chunk,
+  // straight into `buffer`, where every chunk lies in it whole (all
+  // columns, no conversion, no edge chunk): what decoding holds beside it
+  // is then the stored bytes of a chunk a thread, at most `buffer`'s size
+  // (else HDF5 reads it, as before). True where cvest decoded it so.
+  bool read_whole(Precision precision, void* buffer) const;
   // The (dates, ids) extent of the chunks it decodes itself whole, a block
   // at a time; {0, 0} when it reads otherwise (any block shape is then as
   // good as another, or they are held: held_chunk).

@@ -45,13 +45,16 @@ void InputFile::read_multby(Range ids, Precision precision, void* buffer) const 
     std::memcpy(buffer, kept_multby_.data() + std::size_t(ids.begin) * row, std::size_t(ids.size()) * row);
     return;
   }
-  if (ids.begin == 0 && ids.end == shape_.N) return multby_reader_->read_whole(precision, buffer);  // a resident multBy
+  if (ids.begin == 0 && ids.end == shape_.N) {  // a resident multBy
+    multby_reader_->read_whole(precision, buffer);
+    return;
+  }
   multby_reader_->read(Block{{0, 1}, ids}, precision, buffer);
 }
 
 void InputFile::keep_multby(Precision precision) const {
   std::vector<unsigned char> whole(std::size_t(shape_.N * shape_.K) * element_size(precision));
-  multby_reader_->read_whole(precision, whole.data());
+  kept_decoded_ = multby_reader_->read_whole(precision, whole.data());
   kept_multby_ = std::move(whole);
   kept_precision_ = precision;
 }

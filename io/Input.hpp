@@ -49,6 +49,9 @@ class InputFile {
   // multBy read whole now, once, at `precision`, and its rows served from
   // memory from then on (N x K of it).
   void keep_multby(Precision precision) const;  // (before any read, from one thread)
+  // Whether the kept multBy was decoded by cvest rather than HDF5
+  // (CubeReader::read_whole): verification then cross-checks it.
+  bool kept_multby_decoded() const { return kept_decoded_; }
   void read_discount(const Block& block, Precision precision, void* buffer) const;
   // discount's chunk extent (dates, ids) when cvest decodes its chunks
   // itself, else {0, 0}: blocks of whole chunks decode each chunk once.
@@ -83,6 +86,7 @@ class InputFile {
   Dataset multby_, discount_;
   mutable std::vector<unsigned char> kept_multby_;
   mutable Precision kept_precision_ = Precision::f64;
+  mutable bool kept_decoded_ = false;
   InputShape shape_;
   std::unique_ptr<CubeReader> discount_reader_, multby_reader_;
 };

@@ -185,13 +185,14 @@ void cross_check_readers(const VerifyOptions& o, const InputFile& input, const C
   // Datasets HDF5 reads for cvest too have nothing to cross-check.
   // Nor do those HDF5 cannot decode (h5py's lzf, without its plugin).
   bool check_d = input.discount_storage(p).read_by != ReadBy::hdf5 && hdf5_decodes(d_ds);
-  const bool check_m = input.multby_storage(p).read_by != ReadBy::hdf5 && hdf5_decodes(m_ds),
-             check_cv = cv_reader.storage(p).read_by != ReadBy::hdf5 && hdf5_decodes(cv_ds);
-  // A held chunk HDF5 decodes whole for each slice asked of it (hundreds of
-  // MB, outside the budget): the first sample only.
-  const bool held = input.discount_storage(p).held;
+  bool check_m = (input.multby_storage(p).read_by != ReadBy::hdf5 || input.kept_multby_decoded()) && hdf5_decodes(m_ds);
+  const bool check_cv = cv_reader.storage(p).read_by != ReadBy::hdf5 && hdf5_decodes(cv_ds);
+  // A held chunk, or a kept multBy's, HDF5 decodes whole for each slice
+  // asked of it (hundreds of MB, outside the budget): the first sample only.
+  const bool held = input.discount_storage(p).held, kept = input.kept_multby_decoded();
   for (const Block& b : samples) {
     if (held && &b != &samples.front()) check_d = false;
+    if (kept && &b != &samples.front()) check_m = false;
     if (check_m) same(o.input, o.multby, b, [&](void* buf) { input.read_multby(b.ids, p, buf); }, m_ds, true);
     if (check_d) same(o.input, o.discount, b, [&](void* buf) { input.read_discount(b, p, buf); }, d_ds, false);
     if (check_cv) same(o.output, o.dataset, b, [&](void* buf) { cv_reader.read(b, p, buf); }, cv_ds, false);

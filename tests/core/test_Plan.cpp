@@ -46,6 +46,9 @@ TEST_CASE("blocks of ids when one date does not fit", "[plan]") {
   // multBy too big to keep: id blocks outer, so its rows are read once
   CHECK_FALSE(plan.multby_resident);
   CHECK(plan.id_ranges_together);  // a worker may take a range's blocks together
+  BlockQuantum through_hdf5{1, 100, true};  // HDF5's chunk cache holds a row: workers go through it together
+  through_hdf5.hdf5_cache = true;
+  CHECK_FALSE(plan_blocks(3, 10000, 7, 8, budget, through_hdf5).id_ranges_together);
   for (std::size_t b = 1; b < plan.blocks.size(); ++b)
     CHECK(plan.blocks[b].ids.begin >= plan.blocks[b - 1].ids.begin);
 }

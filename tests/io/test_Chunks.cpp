@@ -99,9 +99,12 @@ TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would"
         CHECK(std::memcmp(via_hdf5.data(), decoded.data(), decoded.size() * sizeof(double)) == 0);
       }
       // blocks cutting chunks at every side, one in the partial last chunks,
-      // one id, the whole cube
+      // one id, the whole cube; blocks some chunks lie in whole, decoded
+      // straight into them (several dates of a chunk's ids exactly: (5, 300,
+      // 3)'s second chunk; one-date chunks of two dates: (1, 500, 3)'s)
       for (const Block b : {Block{{1, 3}, {250, 1750}}, Block{{0, 5}, {2000, N}}, Block{{4, 5}, {0, 1}},
-                            Block{{2, 3}, {N - 1, N}}, Block{{0, T}, {0, N}}}) {
+                            Block{{2, 3}, {N - 1, N}}, Block{{0, T}, {0, N}}, Block{{0, 5}, {300, 600}},
+                            Block{{1, 3}, {500, 1500}}}) {
         CAPTURE(b.dates.begin, b.dates.end, b.ids.begin, b.ids.end);
         std::vector<double> got(std::size_t(b.dates.size() * b.ids.size() * K));
         std::vector<float> got32(got.size());
