@@ -161,6 +161,9 @@ std::string verdict_text(const RunReport& rep) {
 
 void print_run_summary(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\n{}\n{}\n{}\n", header(rep), input_line(rep), output_line(rep));
+  if (!rep.first_use.empty())  // said once: in the run that measured
+    fmt::print(out, "{}\n", fitted({"first use: " + rep.first_use,
+                                    "first use: " + rep.first_use.substr(0, rep.first_use.find(", recorded in"))}));
   print_jobs(rep, out);
   if (rep.ranks > 1) print_ranks(rep, out);
   fmt::print(out, "\n");

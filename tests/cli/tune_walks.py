@@ -75,10 +75,10 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
     best = {r["walk"]: r["best"] for r in rec}
 
     i = run("info")
-    check("flat's walks measured (cvest tune, " in i.stdout
-          and f"flat/left streams at once, at most: {best.get('left streams')} (measured here by cvest tune on"
+    check("flat's walks measured (cvest tune or first use, " in i.stdout
+          and f"flat/left streams at once (double), at most: {best.get('left streams')} (measured here by cvest tune on"
           in i.stdout
-          and f"flat/right dates at once, at most: {best.get('right dates')} (measured here by cvest tune on"
+          and f"flat/right dates at once (double), at most: {best.get('right dates')} (measured here by cvest tune on"
           in i.stdout, f"cvest info lists the records and what they set ({i.stdout[-600:]})")
 
     b, line = bench()
