@@ -1,11 +1,13 @@
 #include "app/FirstUse.hpp"
 
-#include "app/Bench.hpp"
 #include "app/TuneWalks.hpp"
 #include "core/Errors.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Median.hpp"
+#include "core/Multiply.hpp"
 #include "core/Policies.hpp"
+#include "core/Spaces.hpp"
+#include "core/Types.hpp"
 #include "io/RecordFile.hpp"
 #include "io/WalkRecords.hpp"
 
@@ -48,7 +50,7 @@ const std::vector<Setting>& settings() {
   return all;
 }
 constexpr std::size_t left_regular = 3, right_streaming = 4, right_regular = 7;
-constexpr int rounds = 7;  // after one pass of each setting (the warm-up)
+constexpr int rounds = 9;  // after one pass of each setting (the warm-up)
 
 // The trials undone however the measurement ends.
 struct Trials {
@@ -60,41 +62,106 @@ struct Trials {
   }
 };
 
-// seconds[setting][round] at one shape: a pass of every setting first,
-// each checked where `check` (cv cleared first, so each setting's own
-// output is judged: at the first shape, T = 8, whose short runs take the
-// most paths), then `rounds` rounds of all of them, the order rotated each
-// round.
-std::vector<std::vector<double>> timed_shape(Index T, Precision precision, const std::string& shape, bool check) {
-  bench::Config config;
-  config.dates = T, config.cols = 5;
-  config.ids = std::max<Index>(1, Index(first_use_bytes / double(T * config.cols * Index(element_size(precision)))));
-  bench::Arrays left = bench::arrays(config, LayoutKind::left, precision);
-  bench::Arrays right = bench::arrays(config, LayoutKind::right, precision);
-  const auto pass = [&](const Setting& s) {
-    Trials::set(s);
-    return (s.layout == LayoutKind::left ? left : right).pass(Strategy::flat);
-  };
-  for (const Setting& s : settings()) {
-    bench::Arrays& a = s.layout == LayoutKind::left ? left : right;
-    if (!check) {  // a warm-up pass
-      pass(s);
-      continue;
+using Host = Kokkos::DefaultHostExecutionSpace;
+using Mem = Host::memory_space;
+constexpr Index K = 5;
+
+// Each layout's multBy, discount and cv of `elements` (first touched in
+// contiguous chunks, as the kernels take them), seen at either shape: one
+// allocation for both (arrays allocated and filled per shape, as the bench
+// does, took over half a second of the measurement).
+template <class Scalar>
+struct Buffers {
+  Kokkos::View<Scalar*, Mem> m[2], d[2], cv[2];  // [0] LayoutLeft, [1] LayoutRight
+  Buffers(Index elements, Index ids) {
+    for (int l = 0; l < 2; ++l) {
+      m[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::multBy", Kokkos::WithoutInitializing), ids * K);
+      d[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::discount", Kokkos::WithoutInitializing), elements);
+      cv[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::cv", Kokkos::WithoutInitializing), elements);
+      advise_huge_pages(d[l].data(), std::size_t(elements) * sizeof(Scalar));
+      advise_huge_pages(cv[l].data(), std::size_t(elements) * sizeof(Scalar));
+      const auto mv = m[l], dv = d[l], cvv = cv[l];
+      const Index per = policy::flat_run_elements(sizeof(Scalar));
+      Kokkos::parallel_for("cvest::first_use::fill", Kokkos::RangePolicy<Host>(0, (elements + per - 1) / per),
+                           [=](Index c) {
+                             for (Index j = c * per; j < std::min(elements, (c + 1) * per); ++j) {
+                               dv(j) = Scalar(1) / Scalar(1 + j % 97);
+                               cvv(j) = Scalar(0);
+                               if (j < ids * K) mv(j) = Scalar(1) + Scalar(j % 61) / Scalar(64);
+                             }
+                           });
     }
-    a.clear();
-    pass(s);
-    if (const Index bad = a.mismatches(); bad != 0)
-      throw std::runtime_error(fmt::format("flat/{} with {} at {} wrote {} wrong elements", to_string(s.layout),
-                                           s.count, shape, bad));
+    Host().fence();
   }
-  const std::size_t n = settings().size();
-  std::vector<std::vector<double>> seconds(n);
-  for (int r = 0; r < rounds; ++r)
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::size_t i = (k + std::size_t(r)) % n;
-      seconds[i].push_back(pass(settings()[i]));
+  // One fenced pass of flat with setting `s` at shape (T, N, K).
+  double pass(const Setting& s, Index T, Index N) const {
+    Trials::set(s);
+    const auto run = [&](auto tag) {
+      using Layout = decltype(tag);
+      const int l = s.layout == LayoutKind::right;
+      const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(m[l].data(), N, K),
+                                              Cube<const Scalar, Layout, Mem>(d[l].data(), T, N, K),
+                                              Cube<Scalar, Layout, Mem>(cv[l].data(), T, N, K)};
+      const Host space;
+      space.fence();
+      Kokkos::Timer timer;
+      multiply(Strategy::flat, space, ops);
+      space.fence();
+      return timer.seconds();
+    };
+    return s.layout == LayoutKind::right ? run(Kokkos::LayoutRight{}) : run(Kokkos::LayoutLeft{});
+  }
+};
+
+// Every setting's output checked on small arrays at both shapes (cv cleared
+// first: each setting's own output judged): a wrong walk is never recorded.
+template <class Scalar>
+void check_settings() {
+  for (const Index T : {Index(8), Index(100)}) {
+    const Index N = 40000 / T;
+    const Buffers<Scalar> b(T * N * K, N);
+    for (const Setting& s : settings()) {
+      const int l = s.layout == LayoutKind::right;
+      Kokkos::deep_copy(b.cv[l], Scalar(-1));
+      b.pass(s, T, N);
+      const auto m = b.m[l], d = b.d[l], cv = b.cv[l];
+      Index bad = 0;
+      for (Index t = 0; t < T; ++t)
+        for (Index i = 0; i < N * K; ++i) {  // element (t, i) of either layout's storage
+          const Index e = s.layout == LayoutKind::right ? t * N * K + i : i * T + t;
+          bad += cv(e) != m(i) * d(e);
+        }
+      if (bad != 0)
+        throw std::runtime_error(fmt::format("flat/{} with {} at {} x {} x {} wrote {} wrong elements",
+                                             to_string(s.layout), s.count, T, N, K, bad));
     }
-  return seconds;
+  }
+}
+
+// seconds[shape][setting][round] at T = 8 and T = 100 (shapes[s] names
+// each): a pass of every setting first (the warm-up), then `rounds` rounds
+// of all of them, the order rotated each round.
+template <class Scalar>
+std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& shapes) {
+  check_settings<Scalar>();
+  const Index ids100 = Index(first_use_bytes / double(100 * K * Index(sizeof(Scalar)))) / 2 * 2;
+  const Index elements = 100 * ids100 * K;  // 8 x (12.5 ids100) x K alike
+  const Buffers<Scalar> b(elements, elements / (8 * K));
+  std::vector<std::vector<std::vector<double>>> at;
+  for (const Index T : {Index(8), Index(100)}) {
+    const Index N = elements / (T * K);
+    shapes.push_back(fmt::format("{} x {} x {} {}", T, N, K, sizeof(Scalar) == 8 ? "double" : "float"));
+    for (const Setting& s : settings()) b.pass(s, T, N);
+    const std::size_t n = settings().size();
+    std::vector<std::vector<double>> seconds(n);
+    for (int r = 0; r < rounds; ++r)
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = (k + std::size_t(r)) % n;
+        seconds[i].push_back(b.pass(settings()[i], T, N));
+      }
+    at.push_back(std::move(seconds));
+  }
+  return at;
 }
 
 io::WalkRecord record_of(io::Walk walk, Precision precision, std::vector<int> counts) {
@@ -156,13 +223,7 @@ std::string measure(Precision precision, std::ostream& progress) {
   Kokkos::Timer timer;
   const Trials undo;
   std::vector<std::string> shapes;
-  std::vector<std::vector<std::vector<double>>> at;
-  for (const Index T : {Index(8), Index(100)}) {
-    shapes.push_back(fmt::format("{} x {} x 5 {}", T,
-                                 Index(first_use_bytes / double(T * 5 * Index(element_size(precision)))),
-                                 to_string(precision)));
-    at.push_back(timed_shape(T, precision, shapes.back(), T == 8));
-  }
+  const auto at = precision == Precision::f64 ? timed<double>(shapes) : timed<float>(shapes);
   const std::vector<io::WalkRecord> records = records_of(precision, shapes, at);
   std::string problem;
   const auto here = io::walk_records_here(policy::host_threads(), problem);

@@ -14,14 +14,11 @@ import os
 import subprocess
 import sys
 import tempfile
-from checks import check, failures
+from checks import check, failures, host_kernels_only
 
 cvest = sys.argv[1]
 
-info = subprocess.run([cvest, "info"], capture_output=True, text=True).stdout
-if "(default OpenMP)" not in info and "(default Serial)" not in info:
-    print("not run: the kernels run on a device here; flat's host walks do not apply")
-    sys.exit(77)
+host_kernels_only(cvest, "flat's host walks do not apply")
 
 with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work:
     env = dict(os.environ, CVEST_CACHE_DIR=work)
