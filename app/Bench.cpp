@@ -141,7 +141,7 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
   if (std::is_same_v<Layout, Kokkos::LayoutLeft> && policy::on_host<Space> && T > 1 &&
       T < policy::flat_run_elements(sizeof(Scalar))) {
     v.flat_streams =
-        policy::flat_streams_text(policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)));
+        policy::flat_streams_text(policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)), sizeof(Scalar));
     v.copy_in_runs = [space, ops, T] {
       return roof::copy_and_read<Space, Scalar>(space, ops->cv.data(), ops->d.data(), Index(ops->d.span()),
                                                 ops->m.data(), Index(ops->m.span()), roof::Stores::streaming, T);

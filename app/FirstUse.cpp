@@ -202,14 +202,16 @@ std::vector<io::WalkRecord> records_of(Precision precision, const std::vector<st
   return {left, stores, stores.best() ? right_s : right_r};
 }
 
+// "left 2 streams, right 4 dates at once, streaming stores"
 std::string said(const std::vector<io::WalkRecord>& records) {
-  std::string text;
-  for (const auto& r : records)
-    text += fmt::format("{}{} {}", text.empty() ? "" : ", ", io::flat_name(r.walk),
-                        r.walk == io::Walk::stores ? io::counted(r.walk, r.best())
-                                                   : io::counted(r.walk, r.best()) +
-                                                         (r.walk == io::Walk::right_dates ? " at once" : ""));
-  return text;
+  std::string left, right, stores;
+  for (const auto& r : records) {
+    const std::string count = io::counted(r.walk, r.best());
+    if (r.walk == io::Walk::left_streams) left = "left " + count;
+    else if (r.walk == io::Walk::right_dates) right = "right " + count + " at once";
+    else stores = count;
+  }
+  return left + ", " + right + ", " + stores;
 }
 
 bool missing_here(Precision precision) {
@@ -235,7 +237,7 @@ std::string measure(Precision precision, std::ostream& progress) {
     io::save_walk_record(r);
     apply_walk_record(r);
   }
-  const std::string text = fmt::format("flat measured on first use in {:.2f} s ({}: {}), recorded in {}",
+  const std::string text = fmt::format("flat measured in {:.2f} s ({}: {}), recorded in {}",
                                        timer.seconds(), to_string(precision), said(records), io::walk_records_path());
   fmt::print(progress, "cvest: {}\n", text);
   return text;

@@ -61,7 +61,7 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
   CHECK(app::first_use_allowed());
   std::ostringstream progress;
   const std::string said = app::measure_on_first_use(Precision::f32, progress);
-  CHECK_THAT(said, Catch::StartsWith("flat measured on first use in ") && Catch::Contains("(float: flat/left ") &&
+  CHECK_THAT(said, Catch::StartsWith("flat measured in ") && Catch::Contains("(float: left ") &&
                        Catch::Contains("recorded in " + io::walk_records_path()));
   CHECK(progress.str() == "cvest: " + said + "\n");
   std::string problem;

@@ -42,8 +42,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as 
     env = env_with("new-user")
     b = bench(env)
     said = [l for l in b.stdout.splitlines() if l.startswith("first use: ")]
-    check(b.returncode == 0 and len(said) == 1 and "flat measured on first use in " in said[0]
-          and "(float: flat/left " in said[0] and "flat/right " in said[0] and " stores" in said[0],
+    check(b.returncode == 0 and len(said) == 1 and said[0].startswith("first use: flat measured in ")
+          and "(float: left " in said[0] and ", right " in said[0] and " stores), recorded in " in said[0],
           f"the first flat bench measures float's choices and says so once in its header ({b.returncode}: {said}, "
           f"{b.stderr.strip()[-300:]})")
     rec = records("new-user")
@@ -85,7 +85,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as 
           f"[run] measure_first_use = false: nothing measured ({r.returncode}: {r.stderr.strip()[-300:]})")
     r = subprocess.run([cvest, "run", deck, "--set", "run.measure_first_use=true"], env=deck_env, capture_output=True,
                        text=True, timeout=300)
-    check(r.returncode == 0 and sum(l.startswith("first use: flat measured") for l in r.stdout.splitlines()) == 1
+    check(r.returncode == 0 and sum(l.startswith("first use: flat measured in ") for l in r.stdout.splitlines()) == 1
           and len(records("deck")) == 3,
           f"the same deck with it on: measured, said once in the run's text ({r.returncode}: {r.stdout[:600]})")
 
