@@ -7,6 +7,7 @@
 #include "core/Multiply.hpp"
 #include "core/Policies.hpp"
 #include "core/Spaces.hpp"
+#include "core/StreamingStores.hpp"
 #include "core/Types.hpp"
 #include "io/RecordFile.hpp"
 #include "io/WalkRecords.hpp"
@@ -17,6 +18,7 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -199,26 +201,52 @@ std::vector<io::WalkRecord> records_of(Precision precision, const std::vector<st
     }
     stores.seconds.push_back({regular, streaming});
   }
+  // Without streaming stores in the build every setting writes regular
+  // stores and flat/left walks one stream: only flat/right's dates differ.
+  if (!CVEST_HAVE_STREAMING_STORES) return {right_r};
   return {left, stores, stores.best() ? right_s : right_r};
 }
 
-// "left 2 streams, right 4 dates at once, streaming stores"
+// "left 2 streams, right 4 dates at once, streaming stores"; without
+// streaming stores in the build, "right 2 dates at once, regular stores (no
+// streaming stores in this build)".
 std::string said(const std::vector<io::WalkRecord>& records) {
-  std::string left, right, stores;
+  std::string left, right, stores = "regular stores (no streaming stores in this build)";
   for (const auto& r : records) {
     const std::string count = io::counted(r.walk, r.best());
     if (r.walk == io::Walk::left_streams) left = "left " + count;
     else if (r.walk == io::Walk::right_dates) right = "right " + count + " at once";
     else stores = count;
   }
-  return left + ", " + right + ", " + stores;
+  return (left.empty() ? "" : left + ", ") + right + ", " + stores;
 }
 
+// The widest spread of the chosen count's passes at any shape of any record:
+// the interquartile range over the median.
+double spread(const std::vector<io::WalkRecord>& records) {
+  double widest = 0;
+  for (const auto& r : records) {
+    const std::size_t i = std::size_t(std::find(r.streams.begin(), r.streams.end(), r.best()) - r.streams.begin());
+    for (const auto& shape : r.seconds) {
+      std::vector<double> v = shape[i];
+      std::sort(v.begin(), v.end());
+      widest = std::max(widest, (v[v.size() * 3 / 4] - v[v.size() / 4]) / median(v));
+    }
+  }
+  return widest;
+}
+
+// Passes this far apart (in the middle half, over the median) say the
+// machine was busy: what they chose holds for this process, unrecorded.
+constexpr double busy_spread = 0.25;
+
+// Whether a choice this build measures lacks its record in `precision` here.
 bool missing_here(Precision precision) {
   std::string problem;
   int found = 0;
-  for (const auto& r : io::walk_records_here(policy::host_threads(), problem)) found += r.precision == precision;
-  return found < 3;
+  for (const auto& r : io::walk_records_here(policy::host_threads(), problem))
+    found += r.precision == precision && (CVEST_HAVE_STREAMING_STORES || r.walk == io::Walk::right_dates);
+  return found < (CVEST_HAVE_STREAMING_STORES ? 3 : 1);
 }
 
 std::string measure(Precision precision, std::ostream& progress) {
@@ -234,11 +262,15 @@ std::string measure(Precision precision, std::ostream& progress) {
       return h.walk == r.walk && h.precision == precision;
     });
     if (kept) continue;  // cvest tune's, or another process's just now: its own measurement stands
-    io::save_walk_record(r);
+    if (spread(records) <= busy_spread) io::save_walk_record(r);
     apply_walk_record(r);
   }
-  const std::string text = fmt::format("flat measured in {:.2f} s ({}: {}), recorded in {}",
-                                       timer.seconds(), to_string(precision), said(records), io::walk_records_path());
+  const double widest = spread(records);
+  const std::string text = fmt::format(
+      "flat measured in {:.2f} s ({}: {}), {}", timer.seconds(), to_string(precision), said(records),
+      widest <= busy_spread ? "recorded in " + io::walk_records_path()
+                            : fmt::format("not recorded: its passes spread {:.0f}% (the machine busy), measured again "
+                                          "next time", widest * 100));
   fmt::print(progress, "cvest: {}\n", text);
   return text;
 }

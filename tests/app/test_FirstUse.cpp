@@ -61,27 +61,41 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
   CHECK(app::first_use_allowed());
   std::ostringstream progress;
   const std::string said = app::measure_on_first_use(Precision::f32, progress);
-  CHECK_THAT(said, Catch::StartsWith("flat measured in ") && Catch::Contains("(float: left ") &&
-                       Catch::Contains("recorded in " + io::walk_records_path()));
+  CHECK_THAT(said, Catch::StartsWith("flat measured in ") && Catch::Contains("(float: left "));
   CHECK(progress.str() == "cvest: " + said + "\n");
   std::string problem;
   const auto records = io::walk_records_here(policy::host_threads(), problem);
   CHECK(problem.empty());
-  REQUIRE(records.size() == 3);  // float's three choices, nothing of double's
-  for (const auto& r : records) {
-    CHECK(r.precision == Precision::f32);
-    CHECK(r.by == "first use");
-    CHECK(r.shapes.size() == 2);
-  }
-  // In force for float, said as measured on first use; double untouched.
-  const auto left = io::walk_record_for(io::Walk::left_streams, policy::host_threads(), problem, Precision::f32);
-  const auto stores = io::walk_record_for(io::Walk::stores, policy::host_threads(), problem, Precision::f32);
-  REQUIRE(left);
-  REQUIRE(stores);
-  CHECK(policy::flat_streams_most(4) == left->best());
-  CHECK_THAT(policy::flat_streams_source(4), Catch::StartsWith("measured here on first use on "));
+  // In force for float either way, said as measured on first use.
+  if (CVEST_HAVE_STREAMING_STORES)
+    CHECK_THAT(policy::flat_streams_source(4), Catch::StartsWith("measured here on first use on "));
   CHECK_THAT(policy::flat_dates_source(4), Catch::StartsWith("measured here on first use on "));
-  CHECK(policy::flat_streaming_stores(4) == (stores->best() == 1 && CVEST_HAVE_STREAMING_STORES));
+  if (said.find(", not recorded: its passes spread ") != std::string::npos) {
+    // Passes far apart (other tests running beside this one): the machine
+    // was busy, and nothing is kept for the next process.
+    CHECK(records.empty());
+  } else {
+    CHECK_THAT(said, Catch::EndsWith("recorded in " + io::walk_records_path()));
+    // float's three choices (flat/right's dates alone without streaming
+    // stores in the build), nothing of double's.
+    REQUIRE(records.size() == (CVEST_HAVE_STREAMING_STORES ? 3u : 1u));
+    for (const auto& r : records) {
+      CHECK(r.precision == Precision::f32);
+      CHECK(r.by == "first use");
+      CHECK(r.shapes.size() == 2);
+    }
+    const auto right = io::walk_record_for(io::Walk::right_dates, policy::host_threads(), problem, Precision::f32);
+    REQUIRE(right);
+    CHECK(policy::flat_dates_most(4) == right->best());
+    if (CVEST_HAVE_STREAMING_STORES) {
+      const auto left = io::walk_record_for(io::Walk::left_streams, policy::host_threads(), problem, Precision::f32);
+      const auto stores = io::walk_record_for(io::Walk::stores, policy::host_threads(), problem, Precision::f32);
+      REQUIRE(left);
+      REQUIRE(stores);
+      CHECK(policy::flat_streams_most(4) == left->best());
+      CHECK(policy::flat_streaming_stores(4) == (stores->best() == 1));
+    }
+  }
   CHECK(policy::flat_streams_source(8).empty());
   CHECK(policy::flat_streaming_stores(8) == bool(CVEST_HAVE_STREAMING_STORES));
   // Once a process and record file: nothing more measured, nothing said.

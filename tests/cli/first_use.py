@@ -19,6 +19,11 @@ from checks import check, failures, host_kernels_only
 cvest = sys.argv[1]
 
 host_kernels_only(cvest, "flat's host choices do not apply")
+# A build without streaming stores measures flat/right's dates alone (its
+# stores are regular and flat/left walks one stream whatever the count).
+no_streaming = "this build has no streaming stores" in subprocess.run([cvest, "info"], capture_output=True,
+                                                                       text=True).stdout
+walks = ["right dates"] if no_streaming else ["left streams", "right dates", "stores"]
 
 with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as work:
     def env_with(cache, first_use="on"):
@@ -42,25 +47,41 @@ with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as 
     env = env_with("new-user")
     b = bench(env)
     said = [l for l in b.stdout.splitlines() if l.startswith("first use: ")]
+    def recorded(line):
+        """Whether a first-use line says its records were kept (not where the machine was busy)."""
+        return "), recorded" in line
+
+    def busy(line):
+        return "), not recorded" in line and "the machine busy" in line
+
     check(b.returncode == 0 and len(said) == 1 and said[0].startswith("first use: flat measured in ")
-          and "(float: left " in said[0] and ", right " in said[0] and " stores), recorded in " in said[0],
+          and ("(float: right " if no_streaming else "(float: left ") in said[0] and "right " in said[0]
+          and (recorded(said[0]) or busy(said[0])),
           f"the first flat bench measures float's choices and says so once in its header ({b.returncode}: {said}, "
           f"{b.stderr.strip()[-300:]})")
+    for attempt in range(3):  # a busy machine records nothing: the next bench measures again
+        if not said or recorded(said[0]):
+            break
+        b = bench(env)
+        said = [l for l in b.stdout.splitlines() if l.startswith("first use: ")]
     rec = records("new-user")
-    check(len(rec) == 3 and sorted(r["walk"] for r in rec) == ["left streams", "right dates", "stores"]
-          and all(r["precision"] == "float" and r["by"] == "first use" and len(r["shapes"]) == 2 for r in rec),
-          f"three records, float's, by first use, two shapes each ({[(r['walk'], r['precision'], r['by']) for r in rec]})")
+    if said and busy(said[0]):  # busy three times over (other tests beside it): nothing kept
+        check(not rec, f"a busy machine's measurement is not recorded ({said[0]})")
+    else:
+        check(sorted(r["walk"] for r in rec) == walks
+              and all(r["precision"] == "float" and r["by"] == "first use" and len(r["shapes"]) == 2 for r in rec),
+              f"the records of {walks}, float's, by first use, two shapes each "
+              f"({[(r['walk'], r['precision'], r['by']) for r in rec]})")
+        b = bench(env)
+        check(b.returncode == 0 and "first use" not in b.stdout and len(records("new-user")) == len(walks),
+              f"the next bench measures nothing ({b.stdout[:300]})")
     seconds = float(said[0].split(" in ")[1].split(" s ")[0]) if said else -1
     print(f"first use took {seconds:.2f} s")
-
-    b = bench(env)
-    check(b.returncode == 0 and "first use" not in b.stdout and len(records("new-user")) == 3,
-          f"the next bench measures nothing ({b.stdout[:300]})")
     i = subprocess.run([cvest, "info"], env=env, capture_output=True, text=True)
     check("flat measured on first use where unrecorded: on" in i.stdout
-          and "flat/left streams at once (float), at most: " in i.stdout
-          and "(measured here on first use on " in i.stdout and "flat's stores (float): " in i.stdout
-          and i.stdout.count("measured on first use on ") == 3,
+          and "flat/left streams at once (float), at most: " in i.stdout and "flat's stores (float): " in i.stdout
+          and i.stdout.count("measured on first use on ") == len(rec)
+          and ("(measured here on first use on " in i.stdout) == bool(rec),
           f"cvest info lists the records and what they set ({i.stdout[-900:]})")
 
     off = env_with("off", "off")
@@ -85,11 +106,13 @@ with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as 
           f"[run] measure_first_use = false: nothing measured ({r.returncode}: {r.stderr.strip()[-300:]})")
     r = subprocess.run([cvest, "run", deck, "--set", "run.measure_first_use=true"], env=deck_env, capture_output=True,
                        text=True, timeout=300)
-    check(r.returncode == 0 and sum(l.startswith("first use: flat measured in ") for l in r.stdout.splitlines()) == 1
-          and len(records("deck")) == 3,
+    said = [l for l in r.stdout.splitlines() if l.startswith("first use: flat measured in ")]
+    check(r.returncode == 0 and len(said) == 1 and (len(records("deck")) == len(walks)) == recorded(said[0]),
           f"the same deck with it on: measured, said once in the run's text ({r.returncode}: {r.stdout[:600]})")
 
-    # Two processes measuring at once into one folder: both keep their records.
+    # Two processes measuring at once into one folder: both keep their
+    # records (where their passes were steady enough to record at all: two
+    # at once on two CPUs may leave either busy).
     both = env_with("both")
     runs = [subprocess.Popen([cvest, "bench", "--dates", "8", "--ids", "2000", "--cols", "5", "--strategies", "flat",
                               "--layouts", "right", "--precision", p, "--repeats", "1", "--warm", "0"],
@@ -97,9 +120,11 @@ with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as 
             for p in ("double", "float")]
     outs = [p.communicate(timeout=300) for p in runs]
     rec = records("both")
+    kept = [p for p, (o, _) in zip(("double", "float"), outs) if recorded(o)]
     check(all(p.returncode == 0 for p in runs) and all("first use: " in o for o, _ in outs)
           and sorted((r["precision"], r["walk"]) for r in rec)
-          == sorted((p, w) for p in ("double", "float") for w in ("left streams", "right dates", "stores")),
-          f"two processes at once: each measured, all six records kept ({[(r['precision'], r['walk']) for r in rec]})")
+          == sorted((p, w) for p in kept for w in walks),
+          f"two processes at once: each measured, every record of those that recorded kept ({kept}: "
+          f"{[(r['precision'], r['walk']) for r in rec]})")
 
 sys.exit(1 if failures else 0)
