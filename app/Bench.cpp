@@ -461,11 +461,12 @@ std::string refusal(const Config& config, double available) {
   Config one = config;
   one.ids = 1;
   const Index fit = Index(usable / bench_bytes(one));
-  return fmt::format("cvest bench: {} x {} x {} with {} layout(s) and {} precision(s) needs {:.1f} GiB of arrays, "
-                     "and {:.1f} GiB of memory is available (a tenth kept back): at most {} ids fit at {} dates "
-                     "(fewer layouts or precisions fit more)",
-                     config.dates, config.ids, config.cols, config.layouts.size(), config.precisions.size(),
-                     bytes / double(1 << 30), available / double(1 << 30), fit, config.dates);
+  const auto counted = [](std::size_t n, const char* what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
+  return fmt::format("bench {} x {} x {} ({}, {}) needs {:.1f} GiB of arrays; {:.1f} GiB of memory is available "
+                     "(a tenth kept back): at most {} ids fit at {} dates (fewer layouts or precisions fit more)",
+                     config.dates, config.ids, config.cols, counted(config.layouts.size(), "layout"),
+                     counted(config.precisions.size(), "precision"), bytes / double(1 << 30),
+                     available / double(1 << 30), fit, config.dates);
 }
 
 Report run(const Config& config_in, std::ostream& progress) {

@@ -213,7 +213,7 @@ TEST_CASE("a bench that does not fit memory is refused before allocating, in one
   CHECK(bench::bench_bytes(config) / double(1 << 30) == Approx(27.9).margin(0.05));
   const double gib = double(1 << 30);
   const std::string no = bench::refusal(config, 24 * gib);
-  CHECK_THAT(no, Catch::StartsWith("cvest bench: 8 x 10000000 x 5 with 2 layout(s) and 2 precision(s) needs 27.9 GiB") &&
+  CHECK_THAT(no, Catch::StartsWith("bench 8 x 10000000 x 5 (2 layouts, 2 precisions) needs 27.9 GiB of arrays; ") &&
                      Catch::Contains("24.0 GiB of memory is available") && Catch::Contains("at most 7730941 ids fit at 8 dates"));
   CHECK(no.find('\n') == std::string::npos);
   // What it says fits does fit, and one id more does not.
@@ -227,6 +227,6 @@ TEST_CASE("a bench that does not fit memory is refused before allocating, in one
   // bench::run refuses before any array: a plan far past any machine's memory.
   config.ids = Index(1) << 40;
   std::ostringstream progress;
-  CHECK_THROWS_WITH(bench::run(config, progress), Catch::StartsWith("cvest bench: 8 x 1099511627776 x 5"));
+  CHECK_THROWS_WITH(bench::run(config, progress), Catch::StartsWith("bench 8 x 1099511627776 x 5 (2 layouts"));
   CHECK(progress.str().empty());
 }
