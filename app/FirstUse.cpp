@@ -68,10 +68,25 @@ using Host = Kokkos::DefaultHostExecutionSpace;
 using Mem = Host::memory_space;
 constexpr Index K = 5;
 
-// Each layout's multBy, discount and cv of `elements` (first touched in
-// contiguous chunks, as the kernels take them), seen at either shape: one
-// allocation for both (arrays allocated and filled per shape, as the bench
-// does, took over half a second of the measurement).
+// multBy's first ids * K values and discount's and cv's `elements`, first
+// touched in flat's chunks, as the kernels take them (a free function: nvcc
+// takes no lambda inside a constructor).
+template <class Scalar>
+void fill(const Kokkos::View<Scalar*, Mem>& m, const Kokkos::View<Scalar*, Mem>& d, const Kokkos::View<Scalar*, Mem>& cv,
+          Index elements, Index ids) {
+  const Index per = policy::flat_run_elements(sizeof(Scalar));
+  Kokkos::parallel_for("cvest::first_use::fill", Kokkos::RangePolicy<Host>(0, (elements + per - 1) / per), [=](Index c) {
+    for (Index j = c * per; j < std::min(elements, (c + 1) * per); ++j) {
+      d(j) = Scalar(1) / Scalar(1 + j % 97);
+      cv(j) = Scalar(0);
+      if (j < ids * K) m(j) = Scalar(1) + Scalar(j % 61) / Scalar(64);
+    }
+  });
+}
+
+// Each layout's multBy, discount and cv of `elements`, seen at either
+// shape: one allocation for both (arrays allocated and filled per shape, as
+// the bench does, took over half a second of the measurement).
 template <class Scalar>
 struct Buffers {
   Kokkos::View<Scalar*, Mem> m[2], d[2], cv[2];  // [0] LayoutLeft, [1] LayoutRight
@@ -82,16 +97,7 @@ struct Buffers {
       cv[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::cv", Kokkos::WithoutInitializing), elements);
       advise_huge_pages(d[l].data(), std::size_t(elements) * sizeof(Scalar));
       advise_huge_pages(cv[l].data(), std::size_t(elements) * sizeof(Scalar));
-      const auto mv = m[l], dv = d[l], cvv = cv[l];
-      const Index per = policy::flat_run_elements(sizeof(Scalar));
-      Kokkos::parallel_for("cvest::first_use::fill", Kokkos::RangePolicy<Host>(0, (elements + per - 1) / per),
-                           [=](Index c) {
-                             for (Index j = c * per; j < std::min(elements, (c + 1) * per); ++j) {
-                               dv(j) = Scalar(1) / Scalar(1 + j % 97);
-                               cvv(j) = Scalar(0);
-                               if (j < ids * K) mv(j) = Scalar(1) + Scalar(j % 61) / Scalar(64);
-                             }
-                           });
+      fill(m[l], d[l], cv[l], elements, ids);
     }
     Host().fence();
   }
