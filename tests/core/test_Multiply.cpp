@@ -212,7 +212,8 @@ TEMPLATE_TEST_CASE("flat on LayoutLeft equals the plain loop bit for bit with ru
   CAPTURE(streams.streams, streams.runs_apart);
   // Runs of whole 16-byte vectors at one page offset: four streams, or two
   // where a work item is too short for four 1 KiB apart (CVEST_FLAT_RUN=4KiB).
-  if (policy::flat_streams_most(e) > 1) {
+  // Streams are the streaming stores' path: regular ones walk one.
+  if (policy::flat_streams_most(e) > 1 && policy::flat_streaming_stores(e)) {
     if (T * Index(e) % 16 == 0) CHECK(streams.streams > 1);
     else CHECK(streams.streams == 1);
   }
@@ -228,6 +229,13 @@ TEST_CASE("flat/left's streams: four, then two, then one, by where they fall in 
     return policy::flat_left_streams(reinterpret_cast<const void*>(d), reinterpret_cast<const void*>(cv), T, e);
   };
   const std::uintptr_t d = 1 << 20, cv = 64 << 20;
+  if (!policy::flat_streaming_stores(8) || !policy::flat_streaming_stores(4)) {
+    // Streams are the streaming stores' path: regular stores (a build
+    // without streaming ones) walk one, wherever the runs fall.
+    CHECK(streams(d, cv, 8, 8).streams == 1);
+    CHECK(streams(d, cv, 8, 4).streams == 1);
+    return;
+  }
   // Runs of 32, 64 and 48 bytes: four streams fit a work item of 64 KiB
   // (runs of 800 bytes need spacings of 32 runs and more: not in 64 KiB).
   for (const auto& [T, e] : {std::pair<Index, std::size_t>(8, 4), std::pair<Index, std::size_t>(8, 8),
