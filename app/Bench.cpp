@@ -1,5 +1,7 @@
 #include "app/Bench.hpp"
 
+#include "app/FirstUse.hpp"
+#include "core/Errors.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Topology.hpp"
 #include "core/Interrupt.hpp"
@@ -139,7 +141,7 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
   if (std::is_same_v<Layout, Kokkos::LayoutLeft> && policy::on_host<Space> && T > 1 &&
       T < policy::flat_run_elements(sizeof(Scalar))) {
     v.flat_streams =
-        policy::flat_streams_text(policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)));
+        policy::flat_streams_text(policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)), sizeof(Scalar));
     v.copy_in_runs = [space, ops, T] {
       return roof::copy_and_read<Space, Scalar>(space, ops->cv.data(), ops->d.data(), Index(ops->d.span()),
                                                 ops->m.data(), Index(ops->m.span()), roof::Stores::streaming, T);
@@ -444,6 +446,29 @@ Arrays arrays(const Config& config, LayoutKind layout, Precision precision) {
   return {v.time_once, v.mismatches, v.clear_output, v.walked};
 }
 
+double bench_bytes(const Config& config) {
+  const double elements = double(config.dates) * double(config.ids) * double(config.cols);
+  double bytes = 3.0 * elements * 8;  // roof arrays
+  for (auto p : config.precisions)
+    bytes += double(config.layouts.size()) * (2 * elements + double(config.ids * config.cols)) *
+             double(element_size(p));
+  return bytes;
+}
+
+std::string refusal(const Config& config, double available) {
+  const double bytes = bench_bytes(config), usable = 0.9 * available;
+  if (available <= 0 || bytes <= usable) return "";
+  Config one = config;
+  one.ids = 1;
+  const Index fit = Index(usable / bench_bytes(one));
+  const auto counted = [](std::size_t n, const char* what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
+  return fmt::format("bench {} x {} x {} ({}, {}) needs {:.1f} GiB of arrays; {:.1f} GiB of memory is available "
+                     "(a tenth kept back): at most {} ids fit at {} dates (fewer layouts or precisions fit more)",
+                     config.dates, config.ids, config.cols, counted(config.layouts.size(), "layout"),
+                     counted(config.precisions.size(), "precision"), bytes / double(1 << 30),
+                     available / double(1 << 30), fit, config.dates);
+}
+
 Report run(const Config& config_in, std::ostream& progress) {
   const Config config = completed(config_in);
   Space space;
@@ -452,10 +477,17 @@ Report run(const Config& config_in, std::ostream& progress) {
   report.config = config;
 
   const Index elements = config.dates * config.ids * config.cols;
-  double bytes = 3.0 * double(elements) * 8;  // roof arrays
-  for (auto p : config.precisions) bytes += double(config.layouts.size()) * bytes_copied(elements, p);
+  const double bytes = bench_bytes(config);
+  // Refused before any allocation: a plan past memory allocated 26.8 GiB
+  // on a 24 GiB host and swapped, or was killed (issue 59).
+  if (policy::on_host<Space>)
+    if (const std::string no = refusal(config, available_memory_bytes()); !no.empty()) throw InputError(no);
   fmt::print(progress, "cvest bench: {} x {} x {} on {} ({} threads), {:.2f} GiB of arrays\n", config.dates,
              config.ids, config.cols, report.build.backend, report.build.threads, bytes / double(1 << 30));
+  if (std::find(config.strategies.begin(), config.strategies.end(), Strategy::flat) != config.strategies.end())
+    for (auto p : config.precisions)
+      if (std::string said = measure_on_first_use(p, progress); !said.empty())
+        report.first_use += (report.first_use.empty() ? "" : "; ") + said;
 
   // Warm-up: one pass of everything, each output checked against m * d.
   std::vector<Variant> variants = checked_variants(space, config, config.precisions);
@@ -578,6 +610,7 @@ nlohmann::json to_json(const Report& report) {
   j["shape"] = {{"dates", report.config.dates}, {"ids", report.config.ids}, {"cols", report.config.cols}};
   j["repeats"] = report.config.repeats;
   j["warm_seconds"] = report.config.warm_seconds;
+  j["first_use"] = report.first_use;
   if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
     j["flat_run_bytes"] = policy::flat_run().bytes;
     j["flat_dates"] = report.flat_dates;

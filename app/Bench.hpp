@@ -76,7 +76,18 @@ struct Report {
   std::vector<Result> results;
   std::string flat_dates;    // how flat/right grouped dates on each precision's arrays
   std::string flat_streams;  // how many streams flat/left walked at once on each precision's arrays
+  std::string first_use;     // what flat measured on first use before the arrays (app/FirstUse.hpp), or ""
 };
+
+// Bytes `cvest bench` allocates for `config`: the three roof arrays of the
+// cube's elements in double, and multBy, discount and cv for every layout
+// and precision.
+double bench_bytes(const Config& config);
+// Where bench_bytes(config) does not fit in `available` bytes (with a tenth
+// kept back for the rest of the process and the system): the one line that
+// says so and what fits (how many ids at these dates, layouts and
+// precisions); "" where it fits or `available` is unknown (0).
+std::string refusal(const Config& config, double available);
 
 // The values the in-memory benchmarks fill in: reproducible, non-trivial,
 // every element's product distinct enough that one written to the wrong

@@ -17,6 +17,7 @@
 #include "io/Disk.hpp"
 #include "io/WriteModes.hpp"
 #include "app/TuneReads.hpp"
+#include "app/FirstUse.hpp"
 #include "app/TuneWalks.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
@@ -108,6 +109,22 @@ void generate_command(const GenerateArgs& args, std::ostream& out_text) {
              args.precision, args.values);
 }
 
+namespace {
+
+// Whether the first flat command measures flat's choices, and how to turn it off.
+std::string first_use_text() {
+  std::string state;
+  try {
+    state = first_use_allowed() ? "on" : "off (CVEST_FIRST_USE=off)";
+  } catch (const std::exception& e) {
+    state = e.what();
+  }
+  return fmt::format("flat measured on first use where unrecorded: {} (CVEST_FIRST_USE=off or [run] "
+                     "measure_first_use = false turns it off)\n", state);
+}
+
+}  // namespace
+
 std::string info_command() {
   const auto facts = build_facts();
   unsigned major = 0, minor = 0, release = 0;
@@ -131,17 +148,22 @@ std::string info_command() {
                         r.text(), r.reads_measured() ? (r.read_direct() ? "direct" : "through the page cache") : "-",
                         r.read_text());
   const auto walks = io::read_walk_records(problem);
-  text += fmt::format("flat's walks measured (cvest tune, {}): {}\n", io::walk_records_path(),
+  text += fmt::format("flat's walks measured (cvest tune or first use, {}): {}\n", io::walk_records_path(),
                       !problem.empty() ? problem : walks.empty() ? "none" : std::to_string(walks.size()));
-  for (const auto& r : walks) text += fmt::format("  {}, {}: {}\n", r.key, io::to_string(r.walk), r.text());
-  if (policy::on_host<Kokkos::DefaultExecutionSpace>) {
-    const auto in_force = [&](const char* what, int most, const std::string& source) {
-      text += fmt::format("{}, at most: {} ({})\n", what, most,
-                          source.empty() ? "the stated default; cvest tune measures it here" : source);
-    };
-    in_force("flat/left streams at once", policy::flat_streams_most(), policy::flat_streams_source());
-    in_force("flat/right dates at once", policy::flat_dates_most(), policy::flat_dates_source());
-  }
+  for (const auto& r : walks)
+    text += fmt::format("  {}, {}, {}: {}\n", r.key, io::to_string(r.walk), to_string(r.precision), r.text());
+  text += first_use_text();
+  if (policy::on_host<Kokkos::DefaultExecutionSpace>)
+    for (const Precision p : {Precision::f64, Precision::f32}) {
+      const std::size_t size = element_size(p);
+      const auto in_force = [&](const char* what, int most, const std::string& source) {
+        text += fmt::format("{} ({}), at most: {} ({})\n", what, to_string(p), most,
+                            source.empty() ? "the stated default; measured on first use or by cvest tune" : source);
+      };
+      in_force("flat/left streams at once", policy::flat_streams_most(size), policy::flat_streams_source(size));
+      in_force("flat/right dates at once", policy::flat_dates_most(size), policy::flat_dates_source(size));
+      text += fmt::format("flat's stores ({}): {}\n", to_string(p), policy::flat_stores_text(size));
+    }
   return text;
 }
 

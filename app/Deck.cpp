@@ -379,7 +379,7 @@ std::size_t read_bytes(const Reader& r, const toml::node& n, const std::string& 
 
 void read_run(const Reader& r, const toml::table& run, Deck::Run& deck) {
   r.known_keys(run, "[run]", {"strategy", "layout", "precision", "memory_budget", "max_block", "pipeline", "repeats",
-                              "verify"});
+                              "verify", "measure_first_use"});
   if (const auto* n = run.get("strategy"))
     deck.strategies = r.checked("[run] strategy", [&] { return strategies_from_names(r.names(*n, "[run] strategy")); });
   if (const auto* n = run.get("layout")) {
@@ -401,6 +401,7 @@ void read_run(const Reader& r, const toml::table& run, Deck::Run& deck) {
     deck.pipeline = r.checked("[run] pipeline", [&] { return pipeline_from_name(r.string(*n, "[run] pipeline")); });
   if (const auto* n = run.get("repeats")) deck.repeats = int(r.integer(*n, "[run] repeats", 1));
   if (const auto* n = run.get("verify")) deck.verify = r.boolean(*n, "[run] verify");
+  if (const auto* n = run.get("measure_first_use")) deck.measure_first_use = r.boolean(*n, "[run] measure_first_use");
 }
 
 }  // namespace

@@ -49,6 +49,9 @@ struct Deck {
     PipelineKind pipeline = PipelineKind::automatic;
     int repeats = 1;
     bool verify = false;
+    // flat's choices measured on first use where unrecorded (app/FirstUse.hpp);
+    // false: the records and stated defaults as they are (reproducible timing).
+    bool measure_first_use = true;
   } run;
   struct Report {
     std::string json, csv;

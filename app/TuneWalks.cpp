@@ -64,6 +64,7 @@ io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double wa
   record.walk = walk;
   record.date = io::today();
   record.streams = {1, 2, 4};
+  record.precision = Precision::f64;
   const TrialGuard guard;
   const LayoutKind layout = walk == io::Walk::right_dates ? LayoutKind::right : LayoutKind::left;
   for (const Index T : {Index(100), Index(8)}) {
@@ -96,11 +97,15 @@ io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double wa
 }
 
 void apply_walk_record(const io::WalkRecord& record) {
-  const std::string source = "measured here by cvest tune on " + record.date;
+  const std::string source = record.source();
+  const std::size_t size = element_size(record.precision);
   if (record.walk == io::Walk::right_dates)
-    policy::set_flat_dates_measured(record.best(), source);
+    policy::set_flat_dates_measured(record.best(), source, size);
+  else if (record.walk == io::Walk::stores)
+    policy::set_flat_stores_measured(record.best() ? policy::StoreKind::streaming : policy::StoreKind::regular,
+                                     source, size);
   else
-    policy::set_flat_streams_measured(record.best(), source);
+    policy::set_flat_streams_measured(record.best(), source, size);
 }
 
 void apply_walk_records(bool say) {

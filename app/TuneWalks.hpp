@@ -20,8 +20,9 @@ namespace cvest::app {
 // fewer (its spacing does not fit the shape).
 io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double warm_seconds, std::ostream& progress);
 
-// `record`'s count in force for its walk (policy::set_flat_streams_measured
-// or set_flat_dates_measured), said as measured on its date.
+// `record`'s count in force for its walk and precision
+// (policy::set_flat_streams_measured, set_flat_dates_measured or
+// set_flat_stores_measured), said as measured on its date.
 void apply_walk_record(const io::WalkRecord& record);
 
 // The records for this machine and its host threads, where there are any,

@@ -61,68 +61,135 @@ const FlatRun& flat_run() {
 namespace {
 
 // What sets flat's width (flat/left's streams, flat/right's dates at once)
-// besides CVEST_FLAT_DATES: cvest tune's trial, else its record.
+// and its store kind besides the CVEST_FLAT_* variables: a trial (cvest
+// tune's, the first use's), else a record; per precision.
 struct WidthChoice {
-  int measured = 0, trial = 0;
+  int measured = 0;
   std::string source;  // the measured count's
+};
+struct StoreChoice {
+  StoreKind measured = StoreKind::unset;
+  std::string source;
 };
 struct Choices {
   std::mutex lock;
-  WidthChoice left, right;
+  WidthChoice left[2], right[2];  // [0] double, [1] float
+  StoreChoice stores[2];
+  int left_trial = 0, right_trial = 0;
+  StoreKind stores_trial = StoreKind::unset;
 };
 Choices& choices() {
   static Choices c;
   return c;
 }
 
+std::size_t precision_index(std::size_t element_size) { return element_size == 4 ? 1 : 0; }
+
 void check_width(int most) {
   if (most != 0 && most != 1 && most != 2 && most != 4)
     throw std::invalid_argument("flat's streams or dates at once: 1, 2 or 4, not " + std::to_string(most));
 }
 
-int width_most(WidthChoice Choices::*which, int stated) {
+using Widths = WidthChoice (Choices::*)[2];
+
+int width_most(Widths which, int Choices::*trial, int stated, std::size_t element_size) {
   Choices& c = choices();
   std::lock_guard<std::mutex> hold(c.lock);
-  const WidthChoice& w = c.*which;
-  if (w.trial) return w.trial;
+  if (c.*trial) return c.*trial;
+  const WidthChoice& w = (c.*which)[precision_index(element_size)];
   const int forced = flat_run().dates_forced;
   return forced ? forced : w.measured ? w.measured : stated;
 }
 
-std::string width_source(WidthChoice Choices::*which) {
+std::string width_source(Widths which, int Choices::*trial, std::size_t element_size) {
   Choices& c = choices();
   std::lock_guard<std::mutex> hold(c.lock);
-  const WidthChoice& w = c.*which;
-  if (w.trial) return fmt::format("cvest tune's trial of {}", w.trial);
+  if (c.*trial) return fmt::format("cvest tune's trial of {}", c.*trial);
   if (flat_run().dates_forced) return "CVEST_FLAT_DATES=" + std::to_string(flat_run().dates_forced);
+  const WidthChoice& w = (c.*which)[precision_index(element_size)];
   return w.measured ? w.source : std::string();
 }
 
-void set_measured(WidthChoice Choices::*which, int most, const std::string& source) {
+void set_measured(Widths which, int most, const std::string& source, std::size_t element_size) {
   check_width(most);
   Choices& c = choices();
   std::lock_guard<std::mutex> hold(c.lock);
-  (c.*which).measured = most, (c.*which).source = most ? source : std::string();
+  WidthChoice& w = (c.*which)[precision_index(element_size)];
+  w.measured = most, w.source = most ? source : std::string();
 }
 
-void set_trial(WidthChoice Choices::*which, int most) {
+void set_trial(int Choices::*trial, int most) {
   check_width(most);
   Choices& c = choices();
   std::lock_guard<std::mutex> hold(c.lock);
-  (c.*which).trial = most;
+  c.*trial = most;
+}
+
+// CVEST_FLAT_STORES=regular|streaming, read once (anything else: an error).
+StoreKind stores_forced() {
+  static const StoreKind forced = [] {
+    const char* v = std::getenv("CVEST_FLAT_STORES");
+    if (!v || !*v) return StoreKind::unset;
+    if (std::string(v) == "regular") return StoreKind::regular;
+    if (std::string(v) == "streaming") return StoreKind::streaming;
+    throw InputError(std::string("CVEST_FLAT_STORES: expected regular or streaming, found '") + v + "'");
+  }();
+  return forced;
 }
 
 }  // namespace
 
-int flat_dates_most() { return width_most(&Choices::right, 2); }
-std::string flat_dates_source() { return width_source(&Choices::right); }
-void set_flat_dates_measured(int most, const std::string& source) { set_measured(&Choices::right, most, source); }
-void set_flat_dates_trial(int most) { set_trial(&Choices::right, most); }
+int flat_dates_most(std::size_t e) { return width_most(&Choices::right, &Choices::right_trial, 2, e); }
+std::string flat_dates_source(std::size_t e) { return width_source(&Choices::right, &Choices::right_trial, e); }
+void set_flat_dates_measured(int most, const std::string& source, std::size_t e) {
+  set_measured(&Choices::right, most, source, e);
+}
+void set_flat_dates_trial(int most) { set_trial(&Choices::right_trial, most); }
 
-int flat_streams_most() { return width_most(&Choices::left, 4); }
-std::string flat_streams_source() { return width_source(&Choices::left); }
-void set_flat_streams_measured(int most, const std::string& source) { set_measured(&Choices::left, most, source); }
-void set_flat_streams_trial(int most) { set_trial(&Choices::left, most); }
+int flat_streams_most(std::size_t e) { return width_most(&Choices::left, &Choices::left_trial, 4, e); }
+std::string flat_streams_source(std::size_t e) { return width_source(&Choices::left, &Choices::left_trial, e); }
+void set_flat_streams_measured(int most, const std::string& source, std::size_t e) {
+  set_measured(&Choices::left, most, source, e);
+}
+void set_flat_streams_trial(int most) { set_trial(&Choices::left_trial, most); }
+
+bool flat_streaming_stores(std::size_t element_size) {
+  if (!CVEST_HAVE_STREAMING_STORES) return false;
+  Choices& c = choices();
+  std::lock_guard<std::mutex> hold(c.lock);
+  StoreKind kind = c.stores_trial;
+  if (kind == StoreKind::unset) kind = stores_forced();
+  if (kind == StoreKind::unset) kind = c.stores[precision_index(element_size)].measured;
+  return kind != StoreKind::regular;  // unset: the stated default, streaming
+}
+
+std::string flat_stores_source(std::size_t element_size) {
+  if (!CVEST_HAVE_STREAMING_STORES) return "this build has no streaming stores";
+  Choices& c = choices();
+  std::lock_guard<std::mutex> hold(c.lock);
+  if (c.stores_trial != StoreKind::unset) return "a trial";
+  if (stores_forced() != StoreKind::unset) return "CVEST_FLAT_STORES";
+  return c.stores[precision_index(element_size)].source;
+}
+
+void set_flat_stores_measured(StoreKind kind, const std::string& source, std::size_t element_size) {
+  Choices& c = choices();
+  std::lock_guard<std::mutex> hold(c.lock);
+  StoreChoice& s = c.stores[precision_index(element_size)];
+  s.measured = kind, s.source = kind == StoreKind::unset ? std::string() : source;
+}
+
+void set_flat_stores_trial(StoreKind kind) {
+  Choices& c = choices();
+  std::lock_guard<std::mutex> hold(c.lock);
+  c.stores_trial = kind;
+}
+
+std::string flat_stores_text(std::size_t element_size) {
+  const std::string source = flat_stores_source(element_size);
+  return fmt::format("{} stores ({})", flat_streaming_stores(element_size) ? "streaming" : "regular",
+                     source.empty() ? std::string("the stated default") : source);
+}
 
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates) {
   const FlatRun& r = flat_run();
@@ -164,8 +231,8 @@ bool rows_apart(std::uintptr_t d, std::uintptr_t cv, std::size_t row_bytes, int 
 
 // " (CVEST_FLAT_DATES=2)", " (measured here by cvest tune on DATE)": what
 // sets flat/right's most dates at once, where not the stated default.
-std::string cap_note() {
-  const std::string source = flat_dates_source();
+std::string cap_note(std::size_t element_size) {
+  const std::string source = flat_dates_source(element_size);
   return source.empty() ? std::string() : " (" + source + ")";
 }
 
@@ -189,13 +256,14 @@ FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, In
 
 FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_t element_size) {
   const std::size_t run_bytes = std::size_t(std::max<Index>(T, 0)) * element_size;
-  // Streams are the streaming-store path's (a build without SSE2 walks one),
-  // and whole runs stream only where they share an alignment.
-  if (!CVEST_HAVE_STREAMING_STORES || T < 1 || run_bytes % 16 != 0) return {};
+  // Streams are the streaming-store path's (a build without SSE2, or regular
+  // stores chosen here, walk one), and whole runs stream only where they
+  // share an alignment.
+  if (!flat_streaming_stores(element_size) || T < 1 || run_bytes % 16 != 0) return {};
   const Index per = flat_run_elements(element_size);
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int streams : {4, 2}) {
-    if (streams > flat_streams_most()) continue;
+    if (streams > flat_streams_most(element_size)) continue;
     // Whole runs in any full work item (its first may be entered part way),
     // over the streams; then nearer spacings, until the page offsets (256
     // of 16-byte steps at most) have all been tried.
@@ -206,26 +274,26 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
   return {};
 }
 
-std::string flat_streams_text(const FlatStreams& streams) {
-  const std::string source = flat_streams_source();
+std::string flat_streams_text(const FlatStreams& streams, std::size_t element_size) {
+  const std::string source = flat_streams_source(element_size);
   if (streams.streams == 1)
-    return flat_streams_most() == 1 ? "one stream (" + (source.empty() ? std::string("at most one") : source) + ")"
+    return flat_streams_most(element_size) == 1 ? "one stream (" + (source.empty() ? std::string("at most one") : source) + ")"
                             : "one stream (runs of T dates not a multiple of 16 bytes, or no spacing of them "
                               "1 KiB apart in a page)";
   return fmt::format("{} streams at once, {} runs apart{}", streams.streams, streams.runs_apart,
                      source.empty() ? std::string() : " (" + source + ")");
 }
 
-std::string flat_dates_text(const FlatDates& dates) {
+std::string flat_dates_text(const FlatDates& dates, std::size_t element_size) {
   if (dates.dates == 1)
-    return flat_dates_most() == 1 ? "one at a time" + cap_note()
+    return flat_dates_most(element_size) == 1 ? "one at a time" + cap_note(element_size)
                             : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an "
                               "alignment, leaving no dates over where a few tiles do not split into whole tiles a thread)";
-  return fmt::format("{} at once, {} apart{}", dates.dates, dates.step, cap_note());
+  return fmt::format("{} at once, {} apart{}", dates.dates, dates.step, cap_note(element_size));
 }
 
 std::string flat_walk_dates_text(const FlatWalk& walk) {
-  std::string text = flat_dates_text(walk.together);
+  std::string text = flat_dates_text(walk.together, walk.element);
   if (walk.together.dates == 1 || walk.over == 0) return text;
   const Index alone = walk.alone();
   text += fmt::format("; the {} date{} over them ", walk.over, walk.over > 1 ? "s" : "");
@@ -239,9 +307,9 @@ std::string flat_walk_dates_text(const FlatWalk& walk) {
 
 namespace {
 
-std::string walk_text() {
+std::string walk_text(std::size_t element_size) {
   const FlatRun& r = flat_run();
-  const int dates = flat_dates_most();
+  const int dates = flat_dates_most(element_size);
   const std::string tile_walk =
       " walked date by date, " +
       (dates == 1 ? std::string("one at a time") : fmt::format("up to {} dates at once where their rows allow", dates)) +
@@ -277,6 +345,6 @@ std::string run_text(std::size_t element_size) {
 
 }  // namespace
 
-std::string flat_run_text(std::size_t element_size) { return run_text(element_size) + walk_text(); }
+std::string flat_run_text(std::size_t element_size) { return run_text(element_size) + walk_text(element_size); }
 
 }  // namespace cvest::policy

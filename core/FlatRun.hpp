@@ -60,39 +60,59 @@ inline Index flat_run_elements(std::size_t element_size) {
 // the most dates the walk takes at once. Returns the tile's bytes.
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates);
 
-// The most dates flat takes at once on LayoutRight: 1, 2 or 4. A tune trial
-// (set_flat_dates_trial) where one runs; else CVEST_FLAT_DATES where set
-// (for measuring one count against another; anything else is an error);
-// else what `cvest tune` measured on this CPU model with this many threads
-// (set_flat_dates_measured: the app reads the record, app/TuneWalks.hpp);
-// else the stated default, 2. The best count is the host's: on a 2-CPU Intel
-// Xeon VM (L2 2 MiB) two dates ran the kernel faster than four in all 16
-// pairs at the eight shapes of 400,000-10,000,000 ids (34.0-36.5 GB/s
-// against 31.0-33.5), while on a 2-CPU AMD EPYC VM (Zen 5, L2 1 MiB) four
-// ran faster than two in 6 of 8 pairs at four shapes (docs/benchmarks.md). Each date at
-// once adds a read and a streaming-store stream a core keeps going.
-int flat_dates_most();
+// The most dates flat takes at once on LayoutRight: 1, 2 or 4, for elements
+// of `element_size` bytes (8: double, 4: float; each precision measured on
+// its own: float's best count differed from double's, issue 59). A tune
+// trial (set_flat_dates_trial) where one runs; else CVEST_FLAT_DATES where
+// set (for measuring one count against another; anything else is an
+// error); else what was measured on this CPU model with this many threads
+// and this precision, by `cvest tune` or on first use
+// (set_flat_dates_measured: the app reads the record, app/TuneWalks.hpp,
+// app/FirstUse.hpp); else the stated default, 2. The best count is the
+// host's: on a 2-CPU Intel Xeon VM (L2 2 MiB) two dates ran the kernel
+// faster than four in all 16 pairs at the eight shapes of
+// 400,000-10,000,000 ids (34.0-36.5 GB/s against 31.0-33.5), while on a
+// 2-CPU AMD EPYC VM (Zen 5, L2 1 MiB) four ran faster than two in 6 of 8
+// pairs at four shapes (docs/benchmarks.md). Each date at once adds a read
+// and a streaming-store stream a core keeps going.
+int flat_dates_most(std::size_t element_size = 8);
 // Where flat_dates_most() comes from, as flat_streams_source says it.
-std::string flat_dates_source();
-void set_flat_dates_measured(int most, const std::string& source);
-void set_flat_dates_trial(int most);
-// The most streams flat/left walks at once (flat_left_streams): 1, 2 or 4.
-// A tune trial where one runs; else CVEST_FLAT_DATES where set; else what `cvest tune` measured on this CPU
-// model with this many threads (set_flat_streams_measured: the app reads the
-// record, app/TuneWalks.hpp); else the stated default, 4 (a 2-CPU Intel Xeon
-// VM: one stream 31-34 GB/s, four 40-41 at 8 x 10,000,000 float). The best
-// count is the host's: on a 2-CPU AMD EPYC VM (Zen 5) one stream ran at
-// 0.88-1.01 of the copy roof where four ran at 0.62-0.86 (T = 80-200; at
-// T = 8 the two tied; docs/benchmarks.md).
-int flat_streams_most();
+std::string flat_dates_source(std::size_t element_size = 8);
+void set_flat_dates_measured(int most, const std::string& source, std::size_t element_size = 8);
+void set_flat_dates_trial(int most);  // both precisions
+// The most streams flat/left walks at once (flat_left_streams): 1, 2 or 4,
+// per precision as flat_dates_most. A tune trial where one runs; else
+// CVEST_FLAT_DATES where set; else what was measured here (by cvest tune
+// or on first use); else the stated default, 4 (a 2-CPU Intel Xeon VM: one
+// stream 31-34 GB/s, four 40-41 at 8 x 10,000,000 float). The best count
+// is the host's: on a 2-CPU AMD EPYC VM (Zen 5) one stream ran at 0.88-1.01
+// of the copy roof where four ran at 0.62-0.86 (T = 80-200; at T = 8 the
+// two tied; docs/benchmarks.md).
+int flat_streams_most(std::size_t element_size = 8);
 // Where flat_streams_most() comes from, for the headers: "" (the stated
 // default), "CVEST_FLAT_DATES=2", "measured here by cvest tune on DATE", or
 // "cvest tune's trial of 4".
-std::string flat_streams_source();
-// The app's, at start: the count `cvest tune` measured here and its text.
-void set_flat_streams_measured(int most, const std::string& source);
+std::string flat_streams_source(std::size_t element_size = 8);
+// The app's, at start: the count measured here and its text.
+void set_flat_streams_measured(int most, const std::string& source, std::size_t element_size = 8);
 // cvest tune's trials: `most` streams whatever else says (0: the rule above).
 void set_flat_streams_trial(int most);
+
+// Whether flat writes cv with streaming stores on the host (where the build
+// has them, core/StreamingStores.hpp), per precision: a trial where one
+// runs (set_flat_stores_trial); else CVEST_FLAT_STORES=regular|streaming;
+// else what was measured here (set_flat_stores_measured); else the stated
+// default, streaming. On a 2-CPU AMD EPYC VM (Zen 4) regular stores beat
+// streaming ones for minutes at a time (42.0 against 48.3 GB/s) and
+// streaming ones won again after (docs/benchmarks.md): a kind fixed at
+// build time cannot follow the host.
+bool flat_streaming_stores(std::size_t element_size);
+std::string flat_stores_source(std::size_t element_size);  // "" where the stated default
+enum class StoreKind { unset, regular, streaming };
+void set_flat_stores_measured(StoreKind kind, const std::string& source, std::size_t element_size);
+void set_flat_stores_trial(StoreKind kind);  // unset: the rule above
+// "streaming stores (measured on first use on DATE)", "regular stores (CVEST_FLAT_STORES)"
+std::string flat_stores_text(std::size_t element_size);
 
 // Threads of the default host execution space (the most a kernel splits over).
 int host_threads();
@@ -118,7 +138,7 @@ struct FlatDates {
 FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even = false,
                      int most = 4);
 // "4 at once, 1 apart", or why one at a time.
-std::string flat_dates_text(const FlatDates& dates);
+std::string flat_dates_text(const FlatDates& dates, std::size_t element_size = 8);
 
 // How a LayoutLeft work item walks its run of elements (runs of T dates of
 // one multBy value after another: core/StreamingStores.hpp scaled_runs):
@@ -138,7 +158,7 @@ struct FlatStreams {
 };
 FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_t element_size);
 // "4 streams at once, 2016 runs apart", or why one stream.
-std::string flat_streams_text(const FlatStreams& streams);
+std::string flat_streams_text(const FlatStreams& streams, std::size_t element_size = 8);
 
 // Whether a few tiles split between the threads call for groups that leave no
 // dates over: fewer than 4 tiles a thread, not a whole number a thread. A
@@ -168,15 +188,18 @@ struct FlatWalk {
   Index slice = 0, per = 0, tile = 0, runs = 0, tiles = 0;
   FlatDates together, rest;
   Index span = 1, full = 0, over = 0, rest_span = 1, rest_full = 0, groups = 0;  // over: dates past the spans
+  std::size_t element = 8;  // bytes of an element: which precision's choices it took
   FlatWalk() = default;
-  FlatWalk(Index T, Index slice_elements, std::size_t element_size, const void* d, const void* cv,
-           int most = flat_dates_most())
+  // most: the most dates at once (0: flat_dates_most(element_size)).
+  FlatWalk(Index T, Index slice_elements, std::size_t element_size, const void* d, const void* cv, int most = 0)
       : slice(slice_elements), per(flat_run_elements(element_size)),
-        tile(Index(flat_tile_bytes(std::size_t(slice) * element_size, element_size, most) / element_size)),
+        tile(Index(flat_tile_bytes(std::size_t(slice) * element_size, element_size,
+                                   most = most > 0 ? most : flat_dates_most(element_size)) / element_size)),
         runs(tile / per), tiles((slice + tile - 1) / tile),
         together(flat_dates(d, cv, std::size_t(slice) * element_size, T, even_groups_needed(tiles, host_threads()),
                             most)),
         span(Index(together.dates) * together.step), full(T / span) {
+    element = element_size;
     over = T - full * span;
     const std::size_t row = std::size_t(slice) * element_size, skip = std::size_t(full * span) * row;
     if (over >= 2)

@@ -292,8 +292,11 @@ void multiply(Strategy strategy, ExecSpace const& space,
       policy::for_cube_elements<ExecSpace, Layout>(label, space, T, N, K, Elementwise<Scalar, Layout, MemSpace>(ops));
       break;
     case Strategy::flat: {
-      const Index total = T * N * K;
-      if constexpr (stream) {
+      // The host walks chunks of runs whatever its stores (a build without
+      // streaming stores, or regular ones measured faster here): one work
+      // item per element with its index arithmetic ran at 0.22-0.66 of the
+      // roof there (docs/benchmarks.md). Devices take an element each.
+      if constexpr (policy::on_host<ExecSpace>) {
         if (streams_here) {
           const FlatStreaming<Scalar, Layout, MemSpace, true> body(ops);
           Kokkos::parallel_for(label, policy::range(space, body.chunks()), body);
@@ -302,7 +305,7 @@ void multiply(Strategy strategy, ExecSpace const& space,
           Kokkos::parallel_for(label, policy::range(space, body.chunks()), body);
         }
       } else {
-        Kokkos::parallel_for(label, policy::range(space, total), Flat<Scalar, Layout, MemSpace>(ops));
+        Kokkos::parallel_for(label, policy::range(space, T * N * K), Flat<Scalar, Layout, MemSpace>(ops));
       }
       break;
     }
@@ -333,6 +336,7 @@ bool writes_streaming(Strategy strategy, LayoutKind layout, Index T, Index N, In
   if (!streaming::used_on<ExecSpace>() || next == CvNext::cache) return false;
   const auto& entry = info(strategy);
   if (!(layout == LayoutKind::right ? entry.streams_right : entry.streams_left)) return false;
+  if (strategy == Strategy::flat && !policy::flat_streaming_stores(element_size)) return false;  // measured here
   // the contiguous run one work item writes: per_id an id's T dates
   // (LayoutLeft), per_date a date's N*K values (LayoutRight); flat's runs
   // are its own fixed chunks

@@ -5,6 +5,7 @@
 #include "core/FlatRun.hpp"
 #include "core/Median.hpp"
 #include "core/Policies.hpp"
+#include "core/Strategy.hpp"
 #include "core/StreamingStores.hpp"
 #include "core/Types.hpp"
 
@@ -27,6 +28,15 @@ template <class Scalar, class MemSpace>
 using Flat = Kokkos::View<Scalar*, MemSpace>;
 
 enum class Stores { regular, streaming };
+
+// The stores a pipeline's kernel writes cv with, for its roof's copy: as
+// CvNext says (streaming where cv goes to memory, `to_memory`), but
+// regular for flat where regular ones were measured faster here
+// (policy::flat_streaming_stores, per precision).
+inline Stores kernel_stores(Strategy strategy, bool to_memory, std::size_t element_size) {
+  const bool flat_regular = strategy == Strategy::flat && !policy::flat_streaming_stores(element_size);
+  return to_memory && !flat_regular ? Stores::streaming : Stores::regular;
+}
 
 // dst[0, n) = src[0, n) on the calling host thread: a copy roof's pass over
 // one thread's share, with regular or streaming stores.

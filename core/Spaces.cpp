@@ -1,5 +1,7 @@
 #include "core/Spaces.hpp"
 
+#include <cstdio>
+
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -63,6 +65,17 @@ BuildFacts build_facts() {
   facts.memory_bytes = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   facts.gpu = gpu_description();
   return facts;
+}
+
+double available_memory_bytes() {
+  double kib = 0;
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    std::fclose(f);
+  }
+  return kib * 1024;
 }
 
 nlohmann::json machine_json(const BuildFacts& facts) {

@@ -39,6 +39,10 @@ struct BuildFacts {
 
 BuildFacts build_facts();  // needs Kokkos initialised
 
+// Memory the host can give now without swapping (/proc/meminfo's
+// MemAvailable), bytes; 0 where it cannot be read.
+double available_memory_bytes();
+
 // The CPU model from /proc/cpuinfo ("" where unknown).
 std::string cpu_model();
 // The first CPU's `field` in /proc/cpuinfo ("cpu family", "model"); "" where none.

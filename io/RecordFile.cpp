@@ -8,6 +8,7 @@
 #include <ctime>
 #include <fcntl.h>
 #include <filesystem>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -45,6 +46,21 @@ bool read_own_text(const std::string& path, std::string& text, std::string& prob
   for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, std::size_t(got));
   ::close(fd);
   return true;
+}
+
+void locked_update(const std::string& path, const std::function<void()>& update) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  struct Lock {  // closing the descriptor lets the lock go
+    int fd;
+    ~Lock() {
+      if (fd >= 0) ::close(fd);
+    }
+  } lock{::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)};
+  if (lock.fd >= 0)
+    while (::flock(lock.fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  update();
 }
 
 void write_records(const std::string& path, const nlohmann::json& records, const std::string& what) {

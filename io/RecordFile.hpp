@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,13 @@ template <class Record>
 std::vector<Record> with_record(std::vector<Record> records, const Record& record) {
   return with_record(std::move(records), record, [](const Record& a, const Record& b) { return a.key == b.key; });
 }
+
+// Runs `update` (read the records, add one, write_records) holding an
+// exclusive lock (flock) on `path`.lock, its folder made first: two
+// processes saving at once each read the other's record before writing
+// (a read, then a rename over the file, by each at once lost one of them).
+// Where no lock can be taken (a file system without flock): unlocked.
+void locked_update(const std::string& path, const std::function<void()>& update);
 
 // {"records": [...]} put in place whole at `path`, its folder made first.
 // IoError naming `what` where it cannot be written.

@@ -26,7 +26,8 @@ void check(const WalkRecord& r) {
   if (r.shapes.empty() || r.streams.empty() || r.seconds.size() != r.shapes.size())
     throw std::invalid_argument("a record without its shapes");
   for (const int s : r.streams)
-    if (s != 1 && s != 2 && s != 4) throw std::invalid_argument("streams of " + std::to_string(s));
+    if (r.walk == Walk::stores ? s != 0 && s != 1 : s != 1 && s != 2 && s != 4)
+      throw std::invalid_argument("a count of " + std::to_string(s));
   for (const auto& shape : r.seconds) {
     if (shape.size() != r.streams.size()) throw std::invalid_argument("a shape without every count's passes");
     for (const auto& passes : shape)
@@ -35,23 +36,32 @@ void check(const WalkRecord& r) {
   }
 }
 
-const char* walk_name(Walk walk) { return walk == Walk::right_dates ? "right dates" : "left streams"; }
+// "by cvest tune", "on first use"
+std::string how(const std::string& by) { return by == "first use" ? "on first use" : "by " + by; }
+
+const char* walk_name(Walk walk) {
+  return walk == Walk::right_dates ? "right dates" : walk == Walk::stores ? "stores" : "left streams";
+}
 
 Walk walk_named(const std::string& name) {
   if (name == "left streams") return Walk::left_streams;
   if (name == "right dates") return Walk::right_dates;
+  if (name == "stores") return Walk::stores;
   throw std::invalid_argument("a walk named '" + name.substr(0, 40) + "'");
 }
 
 }  // namespace
 
 std::string to_string(Walk walk) {
-  return walk == Walk::right_dates ? "flat/right dates at once" : "flat/left streams";
+  return walk == Walk::right_dates ? "flat/right dates at once" : walk == Walk::stores ? "flat stores" : "flat/left streams";
 }
 
-const char* flat_name(Walk walk) { return walk == Walk::right_dates ? "flat/right" : "flat/left"; }
+const char* flat_name(Walk walk) {
+  return walk == Walk::right_dates ? "flat/right" : walk == Walk::stores ? "flat" : "flat/left";
+}
 
 std::string counted(Walk walk, int count) {
+  if (walk == Walk::stores) return count ? "streaming stores" : "regular stores";
   return fmt::format("{} {}{}", count, walk == Walk::right_dates ? "date" : "stream", count == 1 ? "" : "s");
 }
 
@@ -67,10 +77,10 @@ int WalkRecord::best() const {
   // Within 2% of the least lag is alike (a count whose spacing does not fit
   // walks as the next fewer does): the fewest of those.
   const double least = *std::min_element(lags.begin(), lags.end());
-  int best = 0;
+  std::size_t best = streams.size();  // none yet (a store kind's counts start at 0)
   for (std::size_t i = 0; i < streams.size(); ++i)
-    if (lags[i] <= least * 1.02 && (best == 0 || streams[i] < best)) best = streams[i];
-  return best;
+    if (lags[i] <= least * 1.02 && (best == streams.size() || streams[i] < streams[best])) best = i;
+  return streams[best];
 }
 
 std::string WalkRecord::text() const {
@@ -80,10 +90,15 @@ std::string WalkRecord::text() const {
     for (std::size_t i = 0; i < streams.size(); ++i)
       shapes_text += fmt::format("{} {} {:.3g} ms", i ? "," : "", streams[i], median(seconds[s][i]) * 1e3);
   }
-  return fmt::format("measured by cvest tune on {}: at most {} (medians of {} passes; {}, time: {})", date, best(),
-                     seconds.empty() || seconds[0].empty() ? 0 : seconds[0][0].size(),
-                     walk == Walk::right_dates ? "dates at once" : "streams", shapes_text);
+  const std::size_t passes = seconds.empty() || seconds[0].empty() ? 0 : seconds[0][0].size();
+  if (walk == Walk::stores)
+    return fmt::format("measured {} on {}: {} (medians of {} passes; stores (0 regular, 1 streaming), time: {})",
+                       how(by), date, counted(walk, best()), passes, shapes_text);
+  return fmt::format("measured {} on {}: at most {} (medians of {} passes; {}, time: {})", how(by), date, best(),
+                     passes, walk == Walk::right_dates ? "dates at once" : "streams", shapes_text);
 }
+
+std::string WalkRecord::source() const { return "measured here " + how(by) + " on " + date; }
 
 std::string walk_record_key(int threads) {
   const std::string cpu = cpu_model();
@@ -95,10 +110,15 @@ std::string walk_records_path() { return cache_file_path("flat-walks.json"); }
 
 std::vector<WalkRecord> read_walk_records(std::string& problem) {
   return read_records<WalkRecord>(walk_records_path(), [](const nlohmann::json& r) {
-    WalkRecord rec{r.at("key").get<std::string>(), walk_named(r.value("walk", std::string("left streams"))),
-                   r.at("date").get<std::string>(), r.at("shapes").get<std::vector<std::string>>(),
+    WalkRecord rec{r.at("key").get<std::string>(),
+                   walk_named(r.value("walk", std::string("left streams"))),
+                   r.at("date").get<std::string>(),
+                   r.at("shapes").get<std::vector<std::string>>(),
                    r.at("streams").get<std::vector<int>>(),
-                   r.at("seconds").get<std::vector<std::vector<std::vector<double>>>>()};
+                   r.at("seconds").get<std::vector<std::vector<std::vector<double>>>>(),
+                   precision_from_name(r.value("precision", std::string("double"))),
+                   r.value("by", std::string("cvest tune"))};
+    if (rec.by != "cvest tune" && rec.by != "first use") throw std::invalid_argument("measured by '" + rec.by.substr(0, 40) + "'");
     check(rec);
     return rec;
   }, problem);
@@ -112,21 +132,26 @@ std::vector<WalkRecord> walk_records_here(int threads, std::string& problem) {
   return here;
 }
 
-std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem) {
+std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem, Precision precision) {
   for (auto& r : walk_records_here(threads, problem))
-    if (r.walk == walk) return r;
+    if (r.walk == walk && r.precision == precision) return r;
   return std::nullopt;
 }
 
 void save_walk_record(const WalkRecord& record) {
   check(record);
-  std::string problem;  // a damaged file is replaced
-  nlohmann::json j = nlohmann::json::array();
-  const auto same = [](const WalkRecord& a, const WalkRecord& b) { return a.key == b.key && a.walk == b.walk; };
-  for (const auto& r : with_record(read_walk_records(problem), record, same))
-    j.push_back({{"key", r.key}, {"walk", walk_name(r.walk)}, {"date", r.date}, {"shapes", r.shapes},
-                 {"streams", r.streams}, {"seconds", r.seconds}, {"best", r.best()}});
-  write_records(walk_records_path(), j, "flat walk record");
+  locked_update(walk_records_path(), [&] {
+    std::string problem;  // a damaged file is replaced
+    nlohmann::json j = nlohmann::json::array();
+    const auto same = [](const WalkRecord& a, const WalkRecord& b) {
+      return a.key == b.key && a.walk == b.walk && a.precision == b.precision;
+    };
+    for (const auto& r : with_record(read_walk_records(problem), record, same))
+      j.push_back({{"key", r.key}, {"walk", walk_name(r.walk)}, {"precision", std::string(to_string(r.precision))},
+                   {"by", r.by}, {"date", r.date}, {"shapes", r.shapes}, {"streams", r.streams},
+                   {"seconds", r.seconds}, {"best", r.best()}});
+    write_records(walk_records_path(), j, "flat walk record");
+  });
 }
 
 }  // namespace cvest::io

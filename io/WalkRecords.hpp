@@ -8,19 +8,23 @@
 // (T = 80-200), while four beat one on an Intel Xeon VM; flat/right with two
 // dates beat four on the Intel VM and lost to four on the AMD one
 // (core/FlatRun.hpp).
+#include "core/Names.hpp"
+
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace cvest::io {
 
-// The walk a record measures: flat/left's streams, flat/right's dates at once.
-enum class Walk { left_streams, right_dates };
-// "flat/left streams", "flat/right dates at once"
+// The choice a record measures: flat/left's streams, flat/right's dates at
+// once, flat's stores (counts 0: regular, 1: streaming; both layouts' passes
+// summed into one time per count).
+enum class Walk { left_streams, right_dates, stores };
+// "flat/left streams", "flat/right dates at once", "flat stores"
 std::string to_string(Walk walk);
-// "flat/left", "flat/right": the strategy and layout a walk belongs to.
+// "flat/left", "flat/right", "flat": the strategy and layout a walk belongs to.
 const char* flat_name(Walk walk);
-// "1 stream", "4 streams"; "1 date", "4 dates"
+// "1 stream", "4 streams"; "1 date", "4 dates"; "regular stores", "streaming stores"
 std::string counted(Walk walk, int count);
 
 struct WalkRecord {
@@ -31,13 +35,18 @@ struct WalkRecord {
   std::vector<int> streams;         // the counts tried (1, 2, 4): streams or dates at once
   // seconds[s][i]: shape s's passes with streams[i] at most, one a repeat
   std::vector<std::vector<std::vector<double>>> seconds;
+  Precision precision = Precision::f64;  // the elements measured (a record without one: double)
+  std::string by = "cvest tune";         // or "first use" (app/FirstUse.hpp)
   // The count whose slowest shape, against that shape's fastest count
   // (medians), lags least; the fewest of those within 2% of it.
   int best() const;
   // "measured by cvest tune on DATE: at most 1 (medians of 9 passes;
   // streams, time: 100 x 200000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; ...)";
-  // flat/right's say "dates at once, time: ...".
+  // flat/right's say "dates at once, time: ...", the stores'
+  // "measured on first use on DATE: regular stores (... stores (0 regular, 1 streaming), time: ...)".
   std::string text() const;
+  // "measured here by cvest tune on DATE": what a choice taken from it says.
+  std::string source() const;
 };
 
 // "cpu MODEL (family F, model M); N threads": this machine, `threads` threads.
@@ -48,12 +57,15 @@ std::string walk_records_path();
 // flat/left's). A file that cannot be read as records (damaged, not the
 // user's): none, and `problem` says why in one line; no file: none, "".
 std::vector<WalkRecord> read_walk_records(std::string& problem);
-// This machine's records with `threads` threads (one per walk at most), the
-// file read once.
+// This machine's records with `threads` threads (one per walk and precision
+// at most), the file read once.
 std::vector<WalkRecord> walk_records_here(int threads, std::string& problem);
-// The record of `walk` for this machine with `threads` threads, if any.
-std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem);
-// Adds `record` (replacing one of its key and walk), the file put in place whole.
+// The record of `walk` in `precision` for this machine with `threads` threads, if any.
+std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem,
+                                          Precision precision = Precision::f64);
+// Adds `record` (replacing one of its key, walk and precision), the file put
+// in place whole under a lock (io::locked_update): concurrent savers each
+// keep theirs.
 void save_walk_record(const WalkRecord& record);
 
 }  // namespace cvest::io

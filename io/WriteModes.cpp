@@ -230,7 +230,9 @@ std::optional<WriteModeRecord> write_mode_record_for(const std::string& folder, 
   return std::nullopt;
 }
 
-void save_write_mode_record(const WriteModeRecord& record) {
+namespace {
+
+void save_locked(const WriteModeRecord& record) {
   std::string problem;  // a damaged file is replaced
   nlohmann::json j = nlohmann::json::array();
   for (const auto& r : with_record(read_write_mode_records(problem), record)) {
@@ -244,6 +246,12 @@ void save_write_mode_record(const WriteModeRecord& record) {
     j.push_back(one);
   }
   write_records(write_mode_records_path(), j, "write-mode record");
+}
+
+}  // namespace
+
+void save_write_mode_record(const WriteModeRecord& record) {
+  locked_update(write_mode_records_path(), [&] { save_locked(record); });
 }
 
 WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress) {

@@ -5,6 +5,7 @@
 #include "app/Bench.hpp"
 #include "app/Deck.hpp"
 #include "app/Commands.hpp"
+#include "app/FirstUse.hpp"
 #include "app/TuneWalks.hpp"
 #include "app/run/ReportFormats.hpp"
 #include "core/Errors.hpp"
@@ -497,6 +498,9 @@ py::object multiply_arrays(const py::object& multby, const py::object& discount,
   // Kokkos thread; the caller keeps them alive (and holds no GIL) meanwhile.
   on_kokkos_thread([&] {
     ensure_initialized();
+    // flat's choices measured once where unrecorded, said on stderr (a
+    // notebook's first call takes about a second more: app/FirstUse.hpp).
+    if (strategy == Strategy::flat) app::measure_on_first_use(f64 ? Precision::f64 : Precision::f32, std::cerr);
     with_types(f64 ? Precision::f64 : Precision::f32, layout, [&](auto scalar, auto layout_tag) {
       if (staged) multiply_staged<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);
       else if constexpr (!on_device) multiply_views<decltype(scalar), decltype(layout_tag)>(strategy, m, d, cv);

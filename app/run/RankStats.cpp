@@ -54,6 +54,8 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
 // the largest RSS across execve, so it counted the process cvest was
 // started from (a Python test holding 220 MiB read as cvest's peak) and
 // cvest's own restart for thread placement.
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
 double peak_rss_bytes() {
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);)

@@ -26,5 +26,9 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
 
 // Peak resident set size of this process so far, in bytes.
 double peak_rss_bytes();
+// Starts peak_rss_bytes() afresh from the present RSS (Linux's clear_refs
+// "5"; a no-op where not allowed): the run's peak is its own, not that of
+// flat's first-use measurement before it (about 200 MiB, freed).
+void reset_peak_rss();
 
 }  // namespace cvest::app

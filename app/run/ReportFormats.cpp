@@ -106,6 +106,7 @@ void print_run_table(const RunReport& rep, std::ostream& out) {
                     "computes and writes the one before (two requests at the disk a thread; CVEST_READ_AHEAD=0: "
                     "one): {}\n", ahead);
   if (!rep.output_writes.empty()) fmt::print(out, "output: written {}\n", rep.output_writes);
+  if (!rep.first_use.empty()) fmt::print(out, "first use: {}\n", rep.first_use);
   if (policy::on_host<Kokkos::DefaultExecutionSpace>)
     fmt::print(out, "flat's runs on the host: {}\n", policy::flat_run_text(8));
   for (const auto& p : rep.plans)

@@ -1,12 +1,15 @@
 #include "app/run/RunDeck.hpp"
 
+#include "app/FirstUse.hpp"
 #include "app/run/JobRun.hpp"
+#include "app/run/RankStats.hpp"
 #include "app/run/Prepare.hpp"
 #include "app/run/RunPlan.hpp"
 #include "app/run/Verify.hpp"
 #include "io/Disk.hpp"
 #include "io/Hdf5.hpp"
 
+#include <algorithm>
 #include <ostream>
 #include <sstream>
 
@@ -58,6 +61,14 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
     return rep;
   }
 
+  // One process measures (ranks of a node measuring at once would share its
+  // bandwidth); before the jobs' buffers are allocated.
+  const bool flat = std::find(deck.run.strategies.begin(), deck.run.strategies.end(), Strategy::flat) !=
+                    deck.run.strategies.end();
+  if (flat && deck.run.measure_first_use && ranks.size() == 1) {
+    rep.first_use = measure_on_first_use(plan.precision, progress);
+    if (!rep.first_use.empty()) reset_peak_rss();
+  }
   JobRunner jobs(deck, plan, rep.build, ranks, progress);
   for (const JobPlan& job : plan.jobs) rep.jobs.push_back(jobs.run(job, rep.output_writes));
   if (plan.input) rep.input_reads = plan.input->reads_text(plan.precision);

@@ -90,6 +90,9 @@ struct RunReport {
   std::vector<std::vector<Range>> rank_blocks;
   std::vector<JobReport> jobs;
   bool verified = false;
+  // What flat measured on first use before this run's jobs (app/FirstUse.hpp):
+  // one line, "" where nothing was measured.
+  std::string first_use;
   double input_GBps(const JobReport& job) const;  // the cube's input bytes over the job's total time
   const JobReport* fastest() const;  // by total time; null where no job ran
   const JobReport* slowest() const;

@@ -161,6 +161,13 @@ std::string verdict_text(const RunReport& rep) {
 
 void print_run_summary(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\n{}\n{}\n{}\n", header(rep), input_line(rep), output_line(rep));
+  if (!rep.first_use.empty()) {  // said once: in the run that measured; where long, without the path or the why
+    const std::string& u = rep.first_use;
+    const std::size_t choices = u.find("), ") == std::string::npos ? u.size() : u.find("), ") + 1;
+    const bool kept = u.find("), recorded in ") != std::string::npos;
+    fmt::print(out, "{}\n", fitted({"first use: " + u, "first use: " + u.substr(0, choices) +
+                                                           (kept ? ", recorded" : ", not recorded (the machine busy)")}));
+  }
   print_jobs(rep, out);
   if (rep.ranks > 1) print_ranks(rep, out);
   fmt::print(out, "\n");

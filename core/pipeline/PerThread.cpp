@@ -273,7 +273,7 @@ class PerThread {
     const Block& blk = plan_.blocks[b];
     const Index tb = blk.dates.size(), nb = blk.ids.size();
     const double kernel_bytes = block_kernel_bytes(blk, K_, esize);
-    const auto stores = io_.cv_at ? roof::Stores::streaming : roof::Stores::regular;  // as the kernel's (CvNext)
+    const auto stores = roof::kernel_stores(options_.strategy, io_.cv_at != nullptr, sizeof(Scalar));
     rec_.nothing(b, Phase::h2d);
     launch([&] {
       // The roof (PipelineStats::roof): after a fresh call, this block's

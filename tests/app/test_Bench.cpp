@@ -201,3 +201,32 @@ TEST_CASE("a row's roof is the copy kind fastest over the repeats, not the faste
   // a kind timed fewer times than the kernel pairs only the repeats it has
   CHECK(bench::roof_fractions({1.0, 1.0, 1.0}, 1.0, {2.0, 2.0, 2.0}, {0.5, 0.5}, 1.0).size() == 2);
 }
+
+TEST_CASE("a bench that does not fit memory is refused before allocating, in one line saying what fits", "[bench]") {
+  bench::Config config;
+  config.dates = 8, config.ids = 10000000, config.cols = 5;
+  config.precisions = {Precision::f64, Precision::f32};
+  // Three roof arrays of doubles, then multBy, discount and cv of each
+  // layout in each precision: 27.9 GiB (the issue's 26.8 GiB without multBy).
+  const double elements = 8.0 * 10000000 * 5;
+  CHECK(bench::bench_bytes(config) == 3 * elements * 8 + 2 * (2 * elements + 5e7) * 8 + 2 * (2 * elements + 5e7) * 4);
+  CHECK(bench::bench_bytes(config) / double(1 << 30) == Approx(27.9).margin(0.05));
+  const double gib = double(1 << 30);
+  const std::string no = bench::refusal(config, 24 * gib);
+  CHECK_THAT(no, Catch::StartsWith("bench 8 x 10000000 x 5 (2 layouts, 2 precisions) needs 27.9 GiB of arrays; ") &&
+                     Catch::Contains("24.0 GiB of memory is available") && Catch::Contains("at most 7730941 ids fit at 8 dates"));
+  CHECK(no.find('\n') == std::string::npos);
+  // What it says fits does fit, and one id more does not.
+  bench::Config fits = config;
+  fits.ids = 7730941;
+  CHECK(bench::refusal(fits, 24 * gib).empty());
+  fits.ids += 1;
+  CHECK_FALSE(bench::refusal(fits, 24 * gib).empty());
+  CHECK(bench::refusal(config, 40 * gib).empty());
+  CHECK(bench::refusal(config, 0).empty());  // memory unknown: not refused
+  // bench::run refuses before any array: a plan far past any machine's memory.
+  config.ids = Index(1) << 40;
+  std::ostringstream progress;
+  CHECK_THROWS_WITH(bench::run(config, progress), Catch::StartsWith("bench 8 x 1099511627776 x 5 (2 layouts"));
+  CHECK(progress.str().empty());
+}

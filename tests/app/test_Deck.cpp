@@ -42,6 +42,14 @@ TEST_CASE("a minimal deck gets the documented defaults", "[deck]") {
   CHECK(deck.run.layouts == std::vector<LayoutKind>{LayoutKind::right});
   CHECK_FALSE(deck.run.precision.has_value());
   CHECK(deck.run.memory_budget == std::size_t(1) << 30);
+  CHECK(deck.run.measure_first_use);
+}
+
+TEST_CASE("[run] measure_first_use = false turns flat's first-use measurement off", "[deck]") {
+  CHECK_FALSE(load_deck(write_deck("first_use.toml", std::string(minimal) + "[run]\nmeasure_first_use = false\n"))
+                  .run.measure_first_use);
+  CHECK_THROWS_WITH(load_deck(write_deck("first_use_bad.toml", std::string(minimal) + "[run]\nmeasure_first_use = 0\n")),
+                    Catch::Contains("[run] measure_first_use must be true or false"));
 }
 
 TEST_CASE("lists and 'all' make the strategy x layout product", "[deck]") {

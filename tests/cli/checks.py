@@ -9,3 +9,13 @@ def check(ok, what):
     if not ok:
         failures.append(what)
     return bool(ok)
+
+
+def host_kernels_only(cvest, why):
+    """Exits 77 (ctest: not run) where the kernels of the build at `cvest` run on a device: `why` says what does not apply."""
+    import subprocess
+    import sys
+    info = subprocess.run([cvest, "info"], capture_output=True, text=True).stdout
+    if "(default OpenMP)" not in info and "(default Serial)" not in info:
+        print(f"not run: the kernels run on a device here; {why}")
+        sys.exit(77)

@@ -14,14 +14,11 @@ import os
 import subprocess
 import sys
 import tempfile
-from checks import check, failures
+from checks import check, failures, host_kernels_only
 
 cvest = sys.argv[1]
 
-info = subprocess.run([cvest, "info"], capture_output=True, text=True).stdout
-if "(default OpenMP)" not in info and "(default Serial)" not in info:
-    print("not run: the kernels run on a device here; flat's host walks do not apply")
-    sys.exit(77)
+host_kernels_only(cvest, "flat's host walks do not apply")
 
 with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work:
     env = dict(os.environ, CVEST_CACHE_DIR=work)
@@ -75,10 +72,10 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
     best = {r["walk"]: r["best"] for r in rec}
 
     i = run("info")
-    check("flat's walks measured (cvest tune, " in i.stdout
-          and f"flat/left streams at once, at most: {best.get('left streams')} (measured here by cvest tune on"
+    check("flat's walks measured (cvest tune or first use, " in i.stdout
+          and f"flat/left streams at once (double), at most: {best.get('left streams')} (measured here by cvest tune on"
           in i.stdout
-          and f"flat/right dates at once, at most: {best.get('right dates')} (measured here by cvest tune on"
+          and f"flat/right dates at once (double), at most: {best.get('right dates')} (measured here by cvest tune on"
           in i.stdout, f"cvest info lists the records and what they set ({i.stdout[-600:]})")
 
     b, line = bench()

@@ -178,7 +178,7 @@ TEMPLATE_TEST_CASE("every strategy equals the plain loop bit for bit with dates 
   Kokkos::View<Scalar***, Kokkos::LayoutRight, Mem> d(d_at, g.T, g.N, g.K), cv(cv_at, g.T, g.N, g.K);
   Kokkos::View<Scalar**, Kokkos::LayoutRight, Mem> m(m_at, g.N, g.K);
   const policy::FlatWalk walk(g.T, g.N * g.K, e, d.data(), cv.data());  // the kernel's own
-  const int most = policy::flat_dates_most();
+  const int most = policy::flat_dates_most(e);
   CAPTURE(walk.tiles, most);
   if (most > 1) {
     const bool few = policy::even_groups_needed(walk.tiles, policy::host_threads());
@@ -212,7 +212,8 @@ TEMPLATE_TEST_CASE("flat on LayoutLeft equals the plain loop bit for bit with ru
   CAPTURE(streams.streams, streams.runs_apart);
   // Runs of whole 16-byte vectors at one page offset: four streams, or two
   // where a work item is too short for four 1 KiB apart (CVEST_FLAT_RUN=4KiB).
-  if (policy::flat_streams_most() > 1) {
+  // Streams are the streaming stores' path: regular ones walk one.
+  if (policy::flat_streams_most(e) > 1 && policy::flat_streaming_stores(e)) {
     if (T * Index(e) % 16 == 0) CHECK(streams.streams > 1);
     else CHECK(streams.streams == 1);
   }
@@ -228,6 +229,13 @@ TEST_CASE("flat/left's streams: four, then two, then one, by where they fall in 
     return policy::flat_left_streams(reinterpret_cast<const void*>(d), reinterpret_cast<const void*>(cv), T, e);
   };
   const std::uintptr_t d = 1 << 20, cv = 64 << 20;
+  if (!policy::flat_streaming_stores(8) || !policy::flat_streaming_stores(4)) {
+    // Streams are the streaming stores' path: regular stores (a build
+    // without streaming ones) walk one, wherever the runs fall.
+    CHECK(streams(d, cv, 8, 8).streams == 1);
+    CHECK(streams(d, cv, 8, 4).streams == 1);
+    return;
+  }
   // Runs of 32, 64 and 48 bytes: four streams fit a work item of 64 KiB
   // (runs of 800 bytes need spacings of 32 runs and more: not in 64 KiB).
   for (const auto& [T, e] : {std::pair<Index, std::size_t>(8, 4), std::pair<Index, std::size_t>(8, 8),
@@ -378,6 +386,48 @@ TEST_CASE("streaming stores only where work items write runs of min_run_bytes", 
   // cv read again from cache next (the pipeline's transpose or write): never
   CHECK_FALSE(writes_streaming<Host>(S::flat, L::left, 100, 4000, 5, 8, CvNext::cache));
   CHECK_FALSE(writes_streaming<Host>(S::per_date, L::right, 1, 4000, 5, 4, CvNext::cache));
+}
+
+// flat's store kind is measured on the host (app/FirstUse.hpp), per
+// precision: regular stores chosen for double leave float's streaming, and
+// flat then walks its chunks with regular stores (LayoutLeft's runs of T
+// whole in one loop, T known to the compiler at 2, 4, 8 and 16), bit for bit.
+TEMPLATE_TEST_CASE("flat with the store kind measured here equals the plain loop bit for bit", "[multiply][flat]",
+                   double, float) {
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  using Scalar = TestType;
+  const std::size_t size = sizeof(Scalar), other = size == 8 ? 4 : 8;
+  if (std::getenv("CVEST_FLAT_STORES")) return cvest::test::skip_part("CVEST_FLAT_STORES sets the kind");
+  struct Restore {
+    ~Restore() { policy::set_flat_stores_measured(policy::StoreKind::unset, "", sizeof(Scalar)); }
+  } restore;
+  CHECK(policy::flat_streaming_stores(size) == bool(CVEST_HAVE_STREAMING_STORES));  // the stated default
+  policy::set_flat_stores_measured(policy::StoreKind::regular, "measured here on first use on D", size);
+  CHECK_FALSE(policy::flat_streaming_stores(size));
+  CHECK(policy::flat_streaming_stores(other) == bool(CVEST_HAVE_STREAMING_STORES));  // the other precision's own
+  CHECK_FALSE(writes_streaming<Host>(Strategy::flat, LayoutKind::left, 100, 4000, 5, size));
+  CHECK_FALSE(writes_streaming<Host>(Strategy::flat, LayoutKind::right, 100, 4000, 5, size));
+  if (CVEST_HAVE_STREAMING_STORES) {
+    CHECK(policy::flat_stores_text(size) == "regular stores (measured here on first use on D)");
+    CHECK(writes_streaming<Host>(Strategy::per_date, LayoutKind::right, 1, 4000, 5, size));  // flat's kind only
+    CHECK(writes_streaming<Host>(Strategy::flat, LayoutKind::left, 100, 4000, 5, other));
+    // Regular stores walk flat/left one stream (the streams are the streaming path's).
+    std::vector<Scalar> a(4096), b(4096);
+    CHECK(policy::flat_left_streams(a.data(), b.data(), 8, size).streams == 1);
+  } else {
+    CHECK(policy::flat_stores_text(size) == "regular stores (this build has no streaming stores)");
+  }
+  std::mt19937_64 rng(59);
+  for (const Index T : {Index(2), Index(4), Index(8), Index(16), Index(5), Index(100)}) {
+    CAPTURE(T);
+    const Index N = 1031, K = 3;
+    Kokkos::View<Scalar**, Kokkos::LayoutLeft, Kokkos::HostSpace> m("m", N, K);
+    Kokkos::View<Scalar***, Kokkos::LayoutLeft, Kokkos::HostSpace> d("d", T, N, K), cv("cv", T, N, K);
+    check_flat_both_stores(m, d, cv, rng);
+    Kokkos::View<Scalar**, Kokkos::LayoutRight, Kokkos::HostSpace> mr("m", N, K);
+    Kokkos::View<Scalar***, Kokkos::LayoutRight, Kokkos::HostSpace> dr("d", T, N, K), cvr("cv", T, N, K);
+    check_flat_both_stores(mr, dr, cvr, rng);
+  }
 }
 
 TEST_CASE("mismatched operands are rejected with both shapes", "[multiply]") {

@@ -227,3 +227,18 @@ TEMPLATE_TEST_CASE("a roof pass in flat's walk copies the whole cube and reads m
     CHECK(walk.together.dates == expected);
   }
 }
+
+TEST_CASE("a pipeline's roof copies with its kernel's stores, flat's as measured here", "[roof]") {
+  using roof::Stores;
+  struct Restore {
+    ~Restore() { policy::set_flat_stores_measured(policy::StoreKind::unset, "", 8); }
+  } restore;
+  const Stores flat_default = CVEST_HAVE_STREAMING_STORES ? Stores::streaming : Stores::regular;
+  CHECK(roof::kernel_stores(Strategy::per_date, true, 8) == Stores::streaming);  // cv to memory: as CvNext says
+  CHECK(roof::kernel_stores(Strategy::per_date, false, 8) == Stores::regular);   // cv read again from cache
+  CHECK(roof::kernel_stores(Strategy::flat, true, 8) == flat_default);
+  policy::set_flat_stores_measured(policy::StoreKind::regular, "measured", 8);
+  CHECK(roof::kernel_stores(Strategy::flat, true, 8) == Stores::regular);  // flat's kernel writes regular then
+  CHECK(roof::kernel_stores(Strategy::flat, true, 4) == flat_default);     // float's own kind
+  CHECK(roof::kernel_stores(Strategy::per_date, true, 8) == Stores::streaming);
+}

@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace cvest::io;
 namespace fs = std::filesystem;
@@ -113,4 +115,81 @@ TEST_CASE("walk records are kept per CPU, thread count and walk, a damaged file 
   fs::create_symlink(elsewhere, walk_records_path());
   CHECK(read_walk_records(problem).empty());
   CHECK_THAT(problem, Catch::Contains("not read (it is a symbolic link)"));
+}
+
+TEST_CASE("walk records are kept per precision, the store kind's beside them, first use's said as such", "[io][tune]") {
+  const cvest::test::CacheDirHere cache("walk-records-precision");
+  const std::string key = walk_record_key(2);
+  std::string problem;
+  WalkRecord f = record(key, {{3}, {2}, {1}}, {{3}, {2}, {1}});
+  f.precision = cvest::Precision::f32, f.by = "first use";
+  save_walk_record(record(key, {{1}, {2}, {3}}, {{1}, {2}, {3}}));  // double's, by cvest tune
+  save_walk_record(f);
+  CHECK(read_walk_records(problem).size() == 2);  // float's beside double's, not in its place
+  REQUIRE(walk_record_for(Walk::left_streams, 2, problem, cvest::Precision::f32));
+  CHECK(walk_record_for(Walk::left_streams, 2, problem, cvest::Precision::f32)->best() == 4);
+  CHECK(walk_record_for(Walk::left_streams, 2, problem)->best() == 1);
+  const WalkRecord back = *walk_record_for(Walk::left_streams, 2, problem, cvest::Precision::f32);
+  CHECK(back.by == "first use");
+  CHECK(back.source() == "measured here on first use on 2026-12-05");
+  CHECK_THAT(back.text(), Catch::StartsWith("measured on first use on 2026-12-05: at most 4"));
+  CHECK(walk_record_for(Walk::left_streams, 2, problem)->source() == "measured here by cvest tune on 2026-12-05");
+
+  // The store kind: counts 0 (regular) and 1 (streaming), the fewer where alike.
+  WalkRecord stores{key, Walk::stores, "2026-12-05", {"8 x 1 x 5 float"}, {0, 1}, {{{1.0}, {0.8}}},
+                    cvest::Precision::f32, "first use"};
+  CHECK(stores.best() == 1);
+  CHECK(WalkRecord{key, Walk::stores, "d", {"a"}, {0, 1}, {{{1.0}, {0.99}}}}.best() == 0);
+  CHECK(counted(Walk::stores, 0) == "regular stores");
+  CHECK(counted(Walk::stores, 1) == "streaming stores");
+  CHECK(to_string(Walk::stores) == "flat stores");
+  save_walk_record(stores);
+  REQUIRE(walk_record_for(Walk::stores, 2, problem, cvest::Precision::f32));
+  CHECK_THAT(walk_record_for(Walk::stores, 2, problem, cvest::Precision::f32)->text(),
+             Catch::StartsWith("measured on first use on 2026-12-05: streaming stores (medians of 1 passes; stores (0 "
+                               "regular, 1 streaming), time: 8 x 1 x 5 float: 0 1e+03 ms, 1 800 ms)"));
+  CHECK(walk_records_here(2, problem).size() == 3);
+  stores.streams = {1, 2};  // a width's counts are not a store kind's
+  CHECK_THROWS_AS(save_walk_record(stores), std::invalid_argument);
+
+  const auto damaged = [&](const std::string& json) {
+    std::ofstream(walk_records_path()) << json;
+    CHECK(read_walk_records(problem).empty());
+    CHECK_THAT(problem, Catch::Contains("damaged, not used"));
+  };
+  damaged(R"({"records": [{"key": "x", "walk": "stores", "date": "d", "shapes": ["a"], "streams": [1, 2], "seconds": [[[1], [1]]]}]})");
+  damaged(R"({"records": [{"key": "x", "precision": "half", "date": "d", "shapes": ["a"], "streams": [1], "seconds": [[[1]]]}]})");
+  damaged(R"({"records": [{"key": "x", "by": "a guess", "date": "d", "shapes": ["a"], "streams": [1], "seconds": [[[1]]]}]})");
+}
+
+TEST_CASE("two processes saving walk records at once both keep theirs", "[io][tune]") {
+  const cvest::test::CacheDirHere cache("walk-records-concurrent");
+  // Each process saves records of its own keys, one after another, while
+  // the other does: every one of them is in the file at the end (without
+  // the lock, each read the file, added its record and renamed its copy
+  // over it, dropping the other's).
+  constexpr int each = 40;
+  const auto save_keys = [](const std::string& who) {
+    for (int i = 0; i < each; ++i)
+      save_walk_record(record(who + std::to_string(i), {{1}, {2}, {3}}, {{1}, {2}, {3}}));
+  };
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    int status = 0;
+    try {
+      save_keys("child ");
+    } catch (...) {
+      status = 1;
+    }
+    ::_exit(status);
+  }
+  save_keys("parent ");
+  int status = -1;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  std::string problem;
+  const auto all = read_walk_records(problem);
+  CHECK(problem.empty());
+  CHECK(all.size() == std::size_t(2 * each));
 }

@@ -1,0 +1,314 @@
+#include "app/FirstUse.hpp"
+
+#include "app/TuneWalks.hpp"
+#include "core/Errors.hpp"
+#include "core/FlatRun.hpp"
+#include "core/Median.hpp"
+#include "core/Multiply.hpp"
+#include "core/Policies.hpp"
+#include "core/Spaces.hpp"
+#include "core/StreamingStores.hpp"
+#include "core/Types.hpp"
+#include "io/RecordFile.hpp"
+#include "io/WalkRecords.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Timer.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+namespace cvest::app {
+
+namespace {
+
+using policy::StoreKind;
+
+// One pass's settings: flat/left's streams or flat/right's dates at once
+// (as tune's trials) and the store kind.
+struct Setting {
+  LayoutKind layout;
+  int count;
+  StoreKind stores;
+};
+// Per shape: flat/left streaming with 1, 2, 4 streams, then regular (one
+// stream: the regular path walks one); flat/right streaming with 1, 2, 4
+// dates, then regular with 1, 2, 4.
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> all{
+      {LayoutKind::left, 1, StoreKind::streaming},   {LayoutKind::left, 2, StoreKind::streaming},
+      {LayoutKind::left, 4, StoreKind::streaming},   {LayoutKind::left, 1, StoreKind::regular},
+      {LayoutKind::right, 1, StoreKind::streaming},  {LayoutKind::right, 2, StoreKind::streaming},
+      {LayoutKind::right, 4, StoreKind::streaming},  {LayoutKind::right, 1, StoreKind::regular},
+      {LayoutKind::right, 2, StoreKind::regular},    {LayoutKind::right, 4, StoreKind::regular}};
+  return all;
+}
+constexpr std::size_t left_regular = 3, right_streaming = 4, right_regular = 7;
+constexpr int rounds = 9;  // after one pass of each setting (the warm-up)
+
+// The trials undone however the measurement ends.
+struct Trials {
+  ~Trials() { set({LayoutKind::left, 0, StoreKind::unset}); }
+  static void set(const Setting& s) {
+    policy::set_flat_streams_trial(s.layout == LayoutKind::left ? s.count : 0);
+    policy::set_flat_dates_trial(s.layout == LayoutKind::right ? s.count : 0);
+    policy::set_flat_stores_trial(s.stores);
+  }
+};
+
+using Host = Kokkos::DefaultHostExecutionSpace;
+using Mem = Host::memory_space;
+constexpr Index K = 5;
+
+// multBy's first ids * K values and discount's and cv's `elements`, first
+// touched in flat's chunks, as the kernels take them (a free function: nvcc
+// takes no lambda inside a constructor).
+template <class Scalar>
+void fill(const Kokkos::View<Scalar*, Mem>& m, const Kokkos::View<Scalar*, Mem>& d, const Kokkos::View<Scalar*, Mem>& cv,
+          Index elements, Index ids) {
+  const Index per = policy::flat_run_elements(sizeof(Scalar));
+  Kokkos::parallel_for("cvest::first_use::fill", Kokkos::RangePolicy<Host>(0, (elements + per - 1) / per), [=](Index c) {
+    for (Index j = c * per; j < std::min(elements, (c + 1) * per); ++j) {
+      d(j) = Scalar(1) / Scalar(1 + j % 97);
+      cv(j) = Scalar(0);
+      if (j < ids * K) m(j) = Scalar(1) + Scalar(j % 61) / Scalar(64);
+    }
+  });
+}
+
+// Each layout's multBy, discount and cv of `elements`, seen at either
+// shape: one allocation for both (arrays allocated and filled per shape, as
+// the bench does, took over half a second of the measurement).
+template <class Scalar>
+struct Buffers {
+  Kokkos::View<Scalar*, Mem> m[2], d[2], cv[2];  // [0] LayoutLeft, [1] LayoutRight
+  Buffers(Index elements, Index ids) {
+    for (int l = 0; l < 2; ++l) {
+      m[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::multBy", Kokkos::WithoutInitializing), ids * K);
+      d[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::discount", Kokkos::WithoutInitializing), elements);
+      cv[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::cv", Kokkos::WithoutInitializing), elements);
+      advise_huge_pages(d[l].data(), std::size_t(elements) * sizeof(Scalar));
+      advise_huge_pages(cv[l].data(), std::size_t(elements) * sizeof(Scalar));
+      fill(m[l], d[l], cv[l], elements, ids);
+    }
+    Host().fence();
+  }
+  // One fenced pass of flat with setting `s` at shape (T, N, K).
+  double pass(const Setting& s, Index T, Index N) const {
+    Trials::set(s);
+    const auto run = [&](auto tag) {
+      using Layout = decltype(tag);
+      const int l = s.layout == LayoutKind::right;
+      const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(m[l].data(), N, K),
+                                              Cube<const Scalar, Layout, Mem>(d[l].data(), T, N, K),
+                                              Cube<Scalar, Layout, Mem>(cv[l].data(), T, N, K)};
+      const Host space;
+      space.fence();
+      Kokkos::Timer timer;
+      multiply(Strategy::flat, space, ops);
+      space.fence();
+      return timer.seconds();
+    };
+    return s.layout == LayoutKind::right ? run(Kokkos::LayoutRight{}) : run(Kokkos::LayoutLeft{});
+  }
+};
+
+// Every setting's output checked on small arrays at both shapes (cv cleared
+// first: each setting's own output judged): a wrong walk is never recorded.
+template <class Scalar>
+void check_settings() {
+  for (const Index T : {Index(8), Index(100)}) {
+    const Index N = 40000 / T;
+    const Buffers<Scalar> b(T * N * K, N);
+    for (const Setting& s : settings()) {
+      const int l = s.layout == LayoutKind::right;
+      Kokkos::deep_copy(b.cv[l], Scalar(-1));
+      b.pass(s, T, N);
+      const auto m = b.m[l], d = b.d[l], cv = b.cv[l];
+      Index bad = 0;
+      for (Index t = 0; t < T; ++t)
+        for (Index i = 0; i < N * K; ++i) {  // element (t, i) of either layout's storage
+          const Index e = s.layout == LayoutKind::right ? t * N * K + i : i * T + t;
+          bad += cv(e) != m(i) * d(e);
+        }
+      if (bad != 0)
+        throw std::runtime_error(fmt::format("flat/{} with {} at {} x {} x {} wrote {} wrong elements",
+                                             to_string(s.layout), s.count, T, N, K, bad));
+    }
+  }
+}
+
+// seconds[shape][setting][round] at T = 8 and T = 100 (shapes[s] names
+// each): a pass of every setting first (the warm-up), then `rounds` rounds
+// of all of them, the order rotated each round.
+template <class Scalar>
+std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& shapes) {
+  check_settings<Scalar>();
+  const Index ids100 = Index(first_use_bytes / double(100 * K * Index(sizeof(Scalar)))) / 2 * 2;
+  const Index elements = 100 * ids100 * K;  // 8 x (12.5 ids100) x K alike
+  const Buffers<Scalar> b(elements, elements / (8 * K));
+  std::vector<std::vector<std::vector<double>>> at;
+  for (const Index T : {Index(8), Index(100)}) {
+    const Index N = elements / (T * K);
+    shapes.push_back(fmt::format("{} x {} x {} {}", T, N, K, sizeof(Scalar) == 8 ? "double" : "float"));
+    for (const Setting& s : settings()) b.pass(s, T, N);
+    const std::size_t n = settings().size();
+    std::vector<std::vector<double>> seconds(n);
+    for (int r = 0; r < rounds; ++r)
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = (k + std::size_t(r)) % n;
+        seconds[i].push_back(b.pass(settings()[i], T, N));
+      }
+    at.push_back(std::move(seconds));
+  }
+  return at;
+}
+
+io::WalkRecord record_of(io::Walk walk, Precision precision, std::vector<int> counts) {
+  io::WalkRecord r;
+  r.key = io::walk_record_key(policy::host_threads());
+  r.walk = walk, r.date = io::today(), r.precision = precision, r.by = "first use", r.streams = std::move(counts);
+  return r;
+}
+
+// Settings [from, from + 3) of each shape as a record of counts 1, 2, 4.
+io::WalkRecord widths(io::Walk walk, Precision precision, const std::vector<std::string>& shapes,
+                      const std::vector<std::vector<std::vector<double>>>& at, std::size_t from) {
+  io::WalkRecord r = record_of(walk, precision, {1, 2, 4});
+  r.shapes = shapes;
+  for (const auto& shape : at) r.seconds.push_back({shape[from], shape[from + 1], shape[from + 2]});
+  return r;
+}
+
+// The three records: flat/left's streams (streaming passes), the store kind
+// (each kind at its best width, both layouts' passes summed round by
+// round), and flat/right's dates at once under the kind chosen.
+std::vector<io::WalkRecord> records_of(Precision precision, const std::vector<std::string>& shapes,
+                                       const std::vector<std::vector<std::vector<double>>>& at) {
+  const io::WalkRecord left = widths(io::Walk::left_streams, precision, shapes, at, 0);
+  const io::WalkRecord right_s = widths(io::Walk::right_dates, precision, shapes, at, right_streaming);
+  const io::WalkRecord right_r = widths(io::Walk::right_dates, precision, shapes, at, right_regular);
+  const auto index = [](int count) { return std::size_t(count == 4 ? 2 : count - 1); };
+  io::WalkRecord stores = record_of(io::Walk::stores, precision, {0, 1});
+  stores.shapes = shapes;
+  for (const auto& shape : at) {
+    std::vector<double> regular, streaming;
+    for (int r = 0; r < rounds; ++r) {
+      regular.push_back(shape[left_regular][r] + shape[right_regular + index(right_r.best())][r]);
+      streaming.push_back(shape[index(left.best())][r] + shape[right_streaming + index(right_s.best())][r]);
+    }
+    stores.seconds.push_back({regular, streaming});
+  }
+  // Without streaming stores in the build every setting writes regular
+  // stores and flat/left walks one stream: only flat/right's dates differ.
+  if (!CVEST_HAVE_STREAMING_STORES) return {right_r};
+  return {left, stores, stores.best() ? right_s : right_r};
+}
+
+// "left 2 streams, right 4 dates at once, streaming stores"; without
+// streaming stores in the build, "right 2 dates at once, regular stores (no
+// streaming stores in this build)".
+std::string said(const std::vector<io::WalkRecord>& records) {
+  std::string left, right, stores = "regular stores (no streaming stores in this build)";
+  for (const auto& r : records) {
+    const std::string count = io::counted(r.walk, r.best());
+    if (r.walk == io::Walk::left_streams) left = "left " + count;
+    else if (r.walk == io::Walk::right_dates) right = "right " + count + " at once";
+    else stores = count;
+  }
+  return (left.empty() ? "" : left + ", ") + right + ", " + stores;
+}
+
+// The widest spread of the chosen count's passes at any shape of any record:
+// the interquartile range over the median.
+double spread(const std::vector<io::WalkRecord>& records) {
+  double widest = 0;
+  for (const auto& r : records) {
+    const std::size_t i = std::size_t(std::find(r.streams.begin(), r.streams.end(), r.best()) - r.streams.begin());
+    for (const auto& shape : r.seconds) {
+      std::vector<double> v = shape[i];
+      std::sort(v.begin(), v.end());
+      widest = std::max(widest, (v[v.size() * 3 / 4] - v[v.size() / 4]) / median(v));
+    }
+  }
+  return widest;
+}
+
+// Passes this far apart (in the middle half, over the median) say the
+// machine was busy: what they chose holds for this process, unrecorded.
+constexpr double busy_spread = 0.25;
+
+// Whether a choice this build measures lacks its record in `precision` here.
+bool missing_here(Precision precision) {
+  std::string problem;
+  int found = 0;
+  for (const auto& r : io::walk_records_here(policy::host_threads(), problem))
+    found += r.precision == precision && (CVEST_HAVE_STREAMING_STORES || r.walk == io::Walk::right_dates);
+  return found < (CVEST_HAVE_STREAMING_STORES ? 3 : 1);
+}
+
+std::string measure(Precision precision, std::ostream& progress) {
+  Kokkos::Timer timer;
+  const Trials undo;
+  std::vector<std::string> shapes;
+  const auto at = precision == Precision::f64 ? timed<double>(shapes) : timed<float>(shapes);
+  const std::vector<io::WalkRecord> records = records_of(precision, shapes, at);
+  std::string problem;
+  const auto here = io::walk_records_here(policy::host_threads(), problem);
+  for (const auto& r : records) {
+    const bool kept = std::any_of(here.begin(), here.end(), [&](const io::WalkRecord& h) {
+      return h.walk == r.walk && h.precision == precision;
+    });
+    if (kept) continue;  // cvest tune's, or another process's just now: its own measurement stands
+    if (spread(records) <= busy_spread) io::save_walk_record(r);
+    apply_walk_record(r);
+  }
+  const double widest = spread(records);
+  const std::string text = fmt::format(
+      "flat measured in {:.2f} s ({}: {}), {}", timer.seconds(), to_string(precision), said(records),
+      widest <= busy_spread ? "recorded in " + io::walk_records_path()
+                            : fmt::format("not recorded: its passes spread {:.0f}% (the machine busy), measured again "
+                                          "next time", widest * 100));
+  fmt::print(progress, "cvest: {}\n", text);
+  return text;
+}
+
+}  // namespace
+
+bool first_use_allowed() {
+  const char* v = std::getenv("CVEST_FIRST_USE");
+  if (!v || !*v) return true;
+  const std::string value = v;
+  if (value == "on" || value == "1") return true;
+  if (value == "off" || value == "0") return false;
+  throw InputError("CVEST_FIRST_USE: expected on or off (flat's choices measured on first use), found '" + value + "'");
+}
+
+std::string measure_on_first_use(Precision precision, std::ostream& progress) {
+  if (!first_use_allowed() || !policy::on_host<Kokkos::DefaultExecutionSpace>) return "";
+  // Once a process, precision and record file (a process that names another
+  // cache folder, as the tests do, looks there too).
+  static std::mutex lock;
+  static std::set<std::string> done;
+  const std::lock_guard<std::mutex> hold(lock);
+  if (!done.insert(io::walk_records_path() + "|" + std::string(to_string(precision))).second) return "";
+  try {
+    if (!missing_here(precision)) return "";
+    return measure(precision, progress);
+  } catch (const std::exception& e) {
+    const std::string text = fmt::format("flat not measured on first use ({}: {}); its stated defaults kept",
+                                         to_string(precision), e.what());
+    fmt::print(progress, "cvest: {}\n", text);
+    return text;
+  }
+}
+
+}  // namespace cvest::app

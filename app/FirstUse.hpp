@@ -1,0 +1,40 @@
+#pragma once
+// flat's in-memory choices measured on first use, as FFTW's planner
+// measures: where this CPU, thread count and precision have no record of
+// flat/left's streams, flat/right's dates at once or flat's store kind, the
+// first flat command (a run, a bench, cvest.multiply) measures them in about
+// a second and records them as `cvest tune` does (io/WalkRecords.hpp); a
+// record already there (cvest tune's longer measurement) is kept. Without
+// this, a new user got the stated defaults, measured on one Intel host:
+// flat/left float at 0.71-0.72 of its roof at 400,000-1,000,000 ids on
+// another (issue 59).
+#include "core/Names.hpp"
+
+#include <iosfwd>
+#include <string>
+
+namespace cvest::app {
+
+// Whether first use may measure: CVEST_FIRST_USE unset, "on" or "1"; "off"
+// or "0" turn it off (reproducible timing: the stated defaults or the
+// records as they are); anything else is an InputError. A deck turns it off
+// with [run] measure_first_use = false.
+bool first_use_allowed();
+
+// The measurement for `precision`, where first_use_allowed(), the default
+// execution space is the host's and a record of any of the three choices is
+// missing here: once a process, precision and record file, its records
+// saved (the missing ones) and put in force. Returns what it did in one line ("" where
+// it measured nothing): the choices, the seconds it took, the record file.
+// A failure (no memory for its arrays, a record that cannot be written) is
+// said in that line, the defaults kept; it never throws but for the
+// variable's InputError. Progress lines on `progress`.
+std::string measure_on_first_use(Precision precision, std::ostream& progress);
+
+// The discount bytes of each of its two shapes (and of cv beside each, per
+// layout: four such arrays at once at most).
+// 48 MiB: discount and cv together three times an L3 of 32 MiB (AMD EPYC
+// Zen 4 VM), and the whole measurement within about a second there.
+inline constexpr double first_use_bytes = double(std::size_t(48) << 20);
+
+}  // namespace cvest::app

@@ -1,0 +1,142 @@
+// flat's choices measured on first use (app/FirstUse.hpp): where this
+// machine has no record, the first call measures and records the three
+// choices of its precision, puts them in force and says so in one line;
+// once a process and record file; records already there kept; the switch
+// off measures nothing; a bad value of the switch is an error.
+#include "app/FirstUse.hpp"
+#include "core/Errors.hpp"
+#include "core/FlatRun.hpp"
+#include "core/Policies.hpp"
+#include "core/StreamingStores.hpp"
+#include "io/WalkRecords.hpp"
+#include "tests/CacheDirHere.hpp"
+#include "tests/Skip.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+using namespace cvest;
+
+namespace {
+
+// CVEST_FIRST_USE set for a case (the tests run with it off), restored after.
+struct FirstUseSwitch {
+  std::string before;
+  bool had = false;
+  explicit FirstUseSwitch(const char* value) {
+    if (const char* b = std::getenv("CVEST_FIRST_USE")) before = b, had = true;
+    ::setenv("CVEST_FIRST_USE", value, 1);
+  }
+  ~FirstUseSwitch() {
+    if (had) ::setenv("CVEST_FIRST_USE", before.c_str(), 1);
+    else ::unsetenv("CVEST_FIRST_USE");
+  }
+};
+
+// The choices in force back to the stated defaults for the other cases.
+struct DefaultsAfter {
+  ~DefaultsAfter() {
+    for (const std::size_t size : {std::size_t(8), std::size_t(4)}) {
+      policy::set_flat_streams_measured(0, "", size);
+      policy::set_flat_dates_measured(0, "", size);
+      policy::set_flat_stores_measured(policy::StoreKind::unset, "", size);
+    }
+  }
+};
+
+}  // namespace
+
+TEST_CASE("first use measures flat's three choices in float on their own, records and applies them, once",
+          "[app][first_use]") {
+  if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return test::skip_part("flat's choices are the host walk's");
+  if (std::getenv("CVEST_FLAT_DATES") || std::getenv("CVEST_FLAT_STORES"))
+    return test::skip_part("CVEST_FLAT_DATES or CVEST_FLAT_STORES sets the choices");
+  const test::CacheDirHere cache("first-use");
+  const FirstUseSwitch on("on");
+  const DefaultsAfter defaults;
+  CHECK(app::first_use_allowed());
+  std::ostringstream progress;
+  const std::string said = app::measure_on_first_use(Precision::f32, progress);
+  CHECK_THAT(said, Catch::StartsWith("flat measured in ") &&
+                       Catch::Contains(CVEST_HAVE_STREAMING_STORES ? "(float: left " : "(float: right "));
+  CHECK(progress.str() == "cvest: " + said + "\n");
+  std::string problem;
+  const auto records = io::walk_records_here(policy::host_threads(), problem);
+  CHECK(problem.empty());
+  // In force for float either way, said as measured on first use.
+  if (CVEST_HAVE_STREAMING_STORES)
+    CHECK_THAT(policy::flat_streams_source(4), Catch::StartsWith("measured here on first use on "));
+  CHECK_THAT(policy::flat_dates_source(4), Catch::StartsWith("measured here on first use on "));
+  if (said.find(", not recorded: its passes spread ") != std::string::npos) {
+    // Passes far apart (other tests running beside this one): the machine
+    // was busy, and nothing is kept for the next process.
+    CHECK(records.empty());
+  } else {
+    CHECK_THAT(said, Catch::EndsWith("recorded in " + io::walk_records_path()));
+    // float's three choices (flat/right's dates alone without streaming
+    // stores in the build), nothing of double's.
+    REQUIRE(records.size() == (CVEST_HAVE_STREAMING_STORES ? 3u : 1u));
+    for (const auto& r : records) {
+      CHECK(r.precision == Precision::f32);
+      CHECK(r.by == "first use");
+      CHECK(r.shapes.size() == 2);
+    }
+    const auto right = io::walk_record_for(io::Walk::right_dates, policy::host_threads(), problem, Precision::f32);
+    REQUIRE(right);
+    CHECK(policy::flat_dates_most(4) == right->best());
+    if (CVEST_HAVE_STREAMING_STORES) {
+      const auto left = io::walk_record_for(io::Walk::left_streams, policy::host_threads(), problem, Precision::f32);
+      const auto stores = io::walk_record_for(io::Walk::stores, policy::host_threads(), problem, Precision::f32);
+      REQUIRE(left);
+      REQUIRE(stores);
+      CHECK(policy::flat_streams_most(4) == left->best());
+      CHECK(policy::flat_streaming_stores(4) == (stores->best() == 1));
+    }
+  }
+  CHECK(policy::flat_streams_source(8).empty());
+  CHECK(policy::flat_streaming_stores(8) == bool(CVEST_HAVE_STREAMING_STORES));
+  // Once a process and record file: nothing more measured, nothing said.
+  std::ostringstream again;
+  CHECK(app::measure_on_first_use(Precision::f32, again).empty());
+  CHECK(again.str().empty());
+}
+
+TEST_CASE("first use keeps the records there, and measures nothing when switched off", "[app][first_use]") {
+  if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return test::skip_part("flat's choices are the host walk's");
+  const DefaultsAfter defaults;
+  std::ostringstream progress;
+  {
+    const test::CacheDirHere cache("first-use-off");
+    const FirstUseSwitch off("off");
+    CHECK_FALSE(app::first_use_allowed());
+    CHECK(app::measure_on_first_use(Precision::f64, progress).empty());
+    CHECK_FALSE(std::filesystem::exists(io::walk_records_path()));
+  }
+  {
+    const test::CacheDirHere cache("first-use-bad");
+    const FirstUseSwitch bad("sometimes");
+    CHECK_THROWS_AS(app::first_use_allowed(), InputError);
+    CHECK_THROWS_WITH(app::measure_on_first_use(Precision::f64, progress),
+                      Catch::Contains("CVEST_FIRST_USE: expected on or off") && Catch::Contains("'sometimes'"));
+  }
+  {
+    // All three of double's choices recorded (by cvest tune, say): kept, nothing measured.
+    const test::CacheDirHere cache("first-use-kept");
+    const FirstUseSwitch on("1");
+    const std::string key = io::walk_record_key(policy::host_threads());
+    const std::vector<std::string> shapes{"8 x 1 x 5 double"};
+    io::save_walk_record({key, io::Walk::left_streams, "2026-12-01", shapes, {1, 2, 4}, {{{1}, {2}, {3}}}});
+    io::save_walk_record({key, io::Walk::right_dates, "2026-12-01", shapes, {1, 2, 4}, {{{3}, {2}, {1}}}});
+    io::save_walk_record({key, io::Walk::stores, "2026-12-01", shapes, {0, 1}, {{{1}, {2}}}});
+    CHECK(app::measure_on_first_use(Precision::f64, progress).empty());
+    std::string problem;
+    const auto records = io::walk_records_here(policy::host_threads(), problem);
+    REQUIRE(records.size() == 3);
+    for (const auto& r : records) CHECK(r.date == "2026-12-01");
+  }
+  CHECK(progress.str().empty());
+}
