@@ -6,9 +6,9 @@
 #include "app/Ranks.hpp"
 #include "app/run/CheckBuffers.hpp"
 #include "core/Plan.hpp"
-#include "io/Chunks.hpp"
-#include "io/Hdf5.hpp"
-#include "io/OutputFile.hpp"
+#include "io/cube/Chunks.hpp"
+#include "io/hdf5/Hdf5.hpp"
+#include "io/output/OutputFile.hpp"
 
 #include <array>
 #include <cstdint>

@@ -1,11 +1,11 @@
 // Chunks decoded by cvest's threads (io/Chunks.*): every chunk shape and
 // filter set h5py, xarray and cvest write, against HDF5's own reading; the
 // fallbacks to HDF5; errors naming the chunk.
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
-#include "io/OutputLock.hpp"
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputLock.hpp"
 #include "Scratch.hpp"
 #include "InputFiles.hpp"
 

@@ -1,9 +1,9 @@
-// An input's bytes read past the page cache (io/DirectReader.hpp): whatever
+// An input's bytes read past the page cache (io/os/DirectReader.hpp): whatever
 // the offset, length and memory alignment, the bytes read are the file's;
 // a file the cache does not hold is read direct, one it mostly holds from it;
 // a file that ends first is one error naming it.
-#include "io/DirectReader.hpp"
-#include "io/DirectWriter.hpp"
+#include "io/os/DirectReader.hpp"
+#include "io/os/DirectWriter.hpp"
 #include "core/Errors.hpp"
 #include "RandomBytes.hpp"
 #include "Scratch.hpp"

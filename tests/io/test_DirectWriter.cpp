@@ -1,7 +1,7 @@
-// An output's data past the page cache (io/DirectWriter.hpp): whatever the
+// An output's data past the page cache (io/os/DirectWriter.hpp): whatever the
 // offsets, lengths and memory alignment, the file holds exactly the bytes
 // written; the aligned middles go direct, the heads and tails buffered.
-#include "io/DirectWriter.hpp"
+#include "io/os/DirectWriter.hpp"
 #include "RandomBytes.hpp"
 #include "Scratch.hpp"
 #include "tests/Skip.hpp"

@@ -1,9 +1,9 @@
-// Decoded chunks held while the blocks that cut them run (io/HeldChunks.*):
+// Decoded chunks held while the blocks that cut them run (io/cube/HeldChunks.*):
 // each decoded once however threads interleave (the next one decoded ahead
 // where there is room), within the capacity; a
 // chunk a cut-short pass left behind dropped after the patience, and decoded
 // again where needed; a failed decode reported, then tried again.
-#include "io/HeldChunks.hpp"
+#include "io/cube/HeldChunks.hpp"
 
 #include <catch2/catch.hpp>
 

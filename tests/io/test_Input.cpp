@@ -1,10 +1,10 @@
 // Opening inputs: one error per kind of bad input, naming file and dataset;
 // a locked input; the thread-safe HDF5 jobs need.
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
-#include "io/OutputLock.hpp"
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputLock.hpp"
 #include "Scratch.hpp"
 #include "InputFiles.hpp"
 

@@ -1,11 +1,11 @@
 // The resume journal in a shared folder.
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
-#include "io/OutputLock.hpp"
-#include "io/Journal.hpp"
-#include "io/TempFiles.hpp"
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputLock.hpp"
+#include "io/output/Journal.hpp"
+#include "io/os/TempFiles.hpp"
 #include "Scratch.hpp"
 #include "Planted.hpp"
 

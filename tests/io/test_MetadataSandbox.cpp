@@ -1,13 +1,13 @@
 // Damaged metadata read first in a process of its own: a crash or a
 // runaway allocation there is an input error here.
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
-#include "io/OutputLock.hpp"
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputLock.hpp"
 #include "Scratch.hpp"
 #include "InputFiles.hpp"
-#include "io/MetadataSandbox.hpp"
+#include "io/hdf5/MetadataSandbox.hpp"
 
 #include "tests/Skip.hpp"
 

@@ -1,11 +1,11 @@
 // Outputs: written through a temporary file with attributes and dimension
 // scales, renamed on commit, gone when never committed; compressed ones
 // read back through HDF5.
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
-#include "io/OutputLock.hpp"
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputLock.hpp"
 #include "Scratch.hpp"
 #include "InputFiles.hpp"
 

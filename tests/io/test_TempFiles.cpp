@@ -1,14 +1,14 @@
 // Files cvest creates beside an output in a folder other users can write:
 // fresh unpredictable names created exclusively, never through a link; the
 // lock, the journal and a killed run's leftovers never followed, and another
-// user's files never written, adopted or removed (io/TempFiles.hpp).
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
-#include "io/OutputLock.hpp"
-#include "io/Journal.hpp"
-#include "io/TempFiles.hpp"
+// user's files never written, adopted or removed (io/os/TempFiles.hpp).
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputLock.hpp"
+#include "io/output/Journal.hpp"
+#include "io/os/TempFiles.hpp"
 #include "Scratch.hpp"
 #include "Planted.hpp"
 

@@ -1,7 +1,7 @@
-// Write-behind (io/WriteBehind.*): a file written at its end in pieces is
+// Write-behind (io/os/WriteBehind.*): a file written at its end in pieces is
 // handed to writeback batch by batch, every byte as written, and what is on
 // disk is dropped from the page cache a batch behind.
-#include "io/WriteBehind.hpp"
+#include "io/os/WriteBehind.hpp"
 
 #include "Scratch.hpp"
 #include "tests/Skip.hpp"

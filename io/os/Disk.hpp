@@ -1,0 +1,68 @@
+#pragma once
+// Paths and disks around cvest's outputs: what is at a path (to tell the file
+// a run found from one that replaced it), whether an output may be written
+// there, whether the file system can take it, and small files (reports)
+// written whole.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cvest::io {
+
+// What is at a path (device and inode), to tell the file a run found there
+// from one that replaced it since.
+struct FileIdentity {
+  bool exists = false;
+  std::uint64_t device = 0, inode = 0;
+  static FileIdentity of(const std::string& path);  // what the path leads to (stat)
+  static FileIdentity at(const std::string& path);  // the name itself, a link not followed (lstat)
+  bool operator!=(const FileIdentity& o) const {
+    return exists != o.exists || device != o.device || inode != o.inode;
+  }
+  bool operator==(const FileIdentity& o) const { return !(*this != o); }
+};
+
+// Writes `text` to `path` whole: to a fresh temporary file beside it
+// (created exclusively, io/os/TempFiles.hpp), put in place by io::publish
+// (synced, renamed over what is there in one step: a link there is
+// replaced, not followed; the folder synced). IoError naming the path and
+// `what` ("report") on failure, the temporary file removed.
+void write_whole_file(const std::string& path, const std::string& text, const std::string& what);
+
+// Refuses to proceed when `path` exists and overwrite is false, when it is
+// a symbolic link (a finished file is renamed onto its path, which would
+// replace the link, not write where it points), or when its directory
+// cannot be written, or (overwrite) when the file there cannot be replaced
+// by this user (io::replace_refusal: IoError, before any work). InputError /
+// IoError naming the path. Makes
+// the directory unless create_dir is false (then the nearest existing one
+// above must be writable).
+// `to_replace` says how to allow replacing it (a deck key, a flag).
+void check_output_path(const std::string& path, bool overwrite, bool create_dir = true,
+                       const std::string& to_replace = "set [output] overwrite = true");
+
+// Refuses to start a file of `bytes` that the file system holding `path`
+// cannot take (IoError naming the path, what it needs and what is free), so a
+// job that would fill the disk an hour in stops in its first second. Does
+// nothing where the free space cannot be read.
+void check_free_space(const std::string& path, double bytes);
+// The same for several files at once: those on one file system must fit it
+// together (an input to generate and the output beside it), so a job does
+// not spend an hour generating its input only to find no room for its output.
+// Names them all, what they need together and what is free.
+void check_free_space(const std::vector<std::pair<std::string, double>>& files);
+
+
+// Bytes free for an unprivileged user on the file system that would hold a
+// file at `path`; -1 when that cannot be read.
+double free_space(const std::string& path);
+
+// The directory an output at `path` goes in.
+std::filesystem::path output_dir(const std::string& path);
+// The nearest directory at or above `dir` that exists: where a directory not
+// made yet would be made, and so the file system it would be on.
+std::filesystem::path existing_ancestor(std::filesystem::path dir);
+
+}  // namespace cvest::io
