@@ -10,7 +10,7 @@
 #include "core/Strategy.hpp"
 #include "core/Topology.hpp"
 #include "core/Version.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/cube/CubeReader.hpp"
 #include "io/input/Generator.hpp"
 #include "io/hdf5/Hdf5.hpp"
 #include "io/os/DirectWriter.hpp"

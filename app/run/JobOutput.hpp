@@ -6,7 +6,7 @@
 #include "app/Ranks.hpp"
 #include "app/run/CheckBuffers.hpp"
 #include "core/Plan.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/cube/CubeReader.hpp"
 #include "io/hdf5/Hdf5.hpp"
 #include "io/output/OutputFile.hpp"
 

@@ -5,6 +5,7 @@
 #include "core/Policies.hpp"
 #include "core/Version.hpp"
 #include "io/os/Disk.hpp"
+#include "io/os/WholeFile.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>

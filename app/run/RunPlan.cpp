@@ -8,6 +8,7 @@
 #include "core/pipeline/Pipeline.hpp"
 #include "io/input/ChunkCache.hpp"
 #include "io/os/Disk.hpp"
+#include "io/os/FileIdentity.hpp"
 #include "io/WriteModes.hpp"
 
 #include <fmt/format.h>

@@ -6,7 +6,8 @@
 #include "app/Ranks.hpp"
 #include "core/Plan.hpp"
 #include "core/Strategy.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/cube/CubeReader.hpp"
+#include "io/os/DirectWriter.hpp"
 #include "io/input/Input.hpp"
 #include "io/output/OutputFile.hpp"
 

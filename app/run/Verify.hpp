@@ -3,7 +3,7 @@
 // by block from its input and compared bit for bit.
 #include "core/Names.hpp"
 #include "core/Plan.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/cube/CubeReader.hpp"
 #include "io/input/Input.hpp"
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 #include "io/cube/ChunkedCube.hpp"
 
 #include "io/codecs/Codec.hpp"
+#include "io/os/ReadWriteAt.hpp"
 
 #include <algorithm>
 #include <atomic>

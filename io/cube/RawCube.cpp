@@ -1,6 +1,7 @@
 #include "io/cube/RawCube.hpp"
 
 #include "io/os/Faults.hpp"
+#include "io/os/ReadWriteAt.hpp"
 #include "io/os/TempFiles.hpp"
 
 #include <fmt/format.h>

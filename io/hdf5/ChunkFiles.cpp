@@ -1,6 +1,5 @@
 #include "io/hdf5/ChunkFiles.hpp"
 
-#include "io/os/Faults.hpp"
 #include "io/hdf5/FloatingPointMode.hpp"
 
 #include <algorithm>
@@ -21,28 +20,6 @@ Index chunk_ids_of(const PropList& create, Index K) {
       Index(chunk[2]) != K)
     return 0;
   return Index(chunk[1]);
-}
-
-ssize_t pwrite_once(int fd, const void* buffer, std::size_t bytes, off_t at) {
-  ssize_t put = ::pwrite(fd, buffer, bytes, at);
-  if (fault_injected("write")) put = -1, errno = ENOSPC;
-  if (fault_injected("write_eio")) put = -1, errno = EIO;
-  return put;
-}
-
-void throw_write_failed(ssize_t put, const std::string& shown) {
-  throw IoError(shown + ": write failed: " + std::string(put == 0 ? "no progress" : std::strerror(errno)) +
-                (errno == ENOSPC ? " (disk full)" : ""));
-}
-
-void write_at(int fd, const void* buffer, std::size_t bytes, off_t at, const std::string& shown) {
-  const auto* in = static_cast<const char*>(buffer);
-  for (std::size_t done = 0; done < bytes;) {
-    const ssize_t put = pwrite_once(fd, in + done, bytes - done, at + off_t(done));
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) throw_write_failed(put, shown);
-    done += std::size_t(put);
-  }
 }
 
 std::vector<Filter> filters_of(const PropList& create) {
@@ -169,18 +146,6 @@ bool chunk_record(hid_t ds, int rank, const std::array<Index, 3>& origin, unsign
   addr = HADDR_UNDEF;
   return H5Dget_chunk_info_by_coord(ds, rank == 3 ? coord3 : coord3 + 1, &mask, &addr, &stored) >= 0 &&
          addr != HADDR_UNDEF;
-}
-
-void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::string& shown) {
-  auto* out = static_cast<char*>(buffer);
-  for (std::size_t done = 0; done < bytes;) {
-    const ssize_t got = ::pread(fd, out + done, bytes - done, at + off_t(done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0)
-      throw IoError(shown + ": read at byte " + std::to_string(at + off_t(done)) + " failed: " +
-                    (got == 0 ? std::string("file is truncated") : std::string(std::strerror(errno))));
-    done += std::size_t(got);
-  }
 }
 
 std::size_t offset_in_block(const Block& b, Index t, Index i, std::size_t row) {

@@ -1,8 +1,8 @@
 #pragma once
-// What every path that moves a cube's bytes by itself shares: reads and
-// writes at file offsets, where a dataset's bytes are (its file, a user
-// block's shift), a chunk's record in HDF5's index and its checks, and the
-// filter pipeline a dataset declares.
+// What every path that moves a cube's bytes by itself shares, beside reads
+// and writes at file offsets (io/os/ReadWriteAt.hpp): where a dataset's bytes
+// are (its file, a user block's shift), a chunk's record in HDF5's index and
+// its checks, and the filter pipeline a dataset declares.
 #include "core/Plan.hpp"
 #include "io/hdf5/Hdf5.hpp"
 
@@ -14,19 +14,6 @@
 #include <vector>
 
 namespace cvest::io {
-
-// pread of all `bytes` at `at` of `fd`, retried where interrupted or short;
-// IoError naming `shown` (a file that ends first: "file is truncated").
-void read_at(int fd, void* buffer, std::size_t bytes, off_t at, const std::string& shown);
-// pwrite of all `bytes` at `at`, retried where interrupted or short; IoError
-// naming `shown` (ENOSPC said as a full disk). The output's writes, where
-// CVEST_FAULT's write and write_eio points fail them (io/os/Faults.hpp).
-void write_at(int fd, const void* buffer, std::size_t bytes, off_t at, const std::string& shown);
-// One pwrite, the same fault points applied: bytes written, or -1 with errno
-// set (the caller retries or reports, as write_at does).
-ssize_t pwrite_once(int fd, const void* buffer, std::size_t bytes, off_t at);
-// write_at's IoError for a pwrite that returned `put` (errno set when < 0).
-[[noreturn]] void throw_write_failed(ssize_t put, const std::string& shown);
 
 // Byte offset of element (t, i, 0) in a block's C-order buffer of `row`-byte
 // (K values) rows.

@@ -1,15 +1,13 @@
 #pragma once
-// How cvest's HDF5 files come to be: created exclusively at a fresh temporary
-// name beside their final path, their cube dataset, synced, and renamed into
-// place by io::publish (io/os/Publish.hpp).
-#include "core/Names.hpp"
-#include "io/os/Disk.hpp"
+// How cvest's HDF5 files come to be: created exclusively at a fresh
+// temporary name beside their final path, given their cube dataset
+// (io/cube/CubeDataset.hpp), synced, and renamed into place by io::publish
+// (io/os/Publish.hpp).
 #include "io/hdf5/Hdf5.hpp"
-#include "io/codecs/Codec.hpp"
+#include "io/os/FileIdentity.hpp"
 #include "io/os/TempFiles.hpp"
 
 #include <string>
-#include <vector>
 
 namespace cvest::io {
 
@@ -25,14 +23,5 @@ namespace cvest::io {
 // write back whole, and Lustre locks).
 File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, FileIdentity& made,
                       hsize_t page = 0);
-
-// The cube (or table) dataset `name` of `dims` in `chunk`s, plain or
-// compressed with the filters io::pipeline_for names (gzip: shuffle, deflate;
-// lzf: shuffle, h5py's lzf; blosc; bitshuffle-lz4), each optional as HDF5's
-// setters and h5py make them, so a chunk a filter cannot shrink is stored
-// without it. IoError naming `shown`, also where an HDF5 plugin's set_local
-// recorded a filter otherwise than cvest codes it.
-Dataset create_dataset(const File& file, const std::string& name, Precision precision, const std::vector<hsize_t>& dims,
-                       const std::vector<hsize_t>& chunk, const CompressionSpec& compression, const std::string& shown);
 
 }  // namespace cvest::io

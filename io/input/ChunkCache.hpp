@@ -10,7 +10,7 @@
 // near a row's end would otherwise evict each other's), else one; where not
 // even one fits, `warning` says the budget that would hold it.
 #include "core/Plan.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/cube/CubeReader.hpp"
 #include "io/input/Input.hpp"
 
 #include <cstddef>

@@ -1,8 +1,11 @@
 #include "io/input/Generator.hpp"
 
+#include "io/cube/CubeDataset.hpp"
 #include "io/hdf5/Creation.hpp"
 #include "core/Errors.hpp"
+#include "io/os/Disk.hpp"
 #include "io/os/Faults.hpp"
+#include "io/os/FileIdentity.hpp"
 #include "io/os/Publish.hpp"
 
 #include <fmt/format.h>

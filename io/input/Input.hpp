@@ -3,7 +3,7 @@
 // (T, N, K). Needs HDF5 and cvest's readers only (no Kokkos), so the input
 // fuzzer (tests/fuzz) builds it with clang.
 #include "core/Plan.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/cube/CubeReader.hpp"
 #include "io/hdf5/Hdf5.hpp"
 
 #include <array>

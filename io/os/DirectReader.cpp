@@ -1,7 +1,7 @@
 #include "io/os/DirectReader.hpp"
 
 #include "core/Errors.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/os/ReadWriteAt.hpp"
 #include "io/os/DirectIo.hpp"
 #include "io/os/Faults.hpp"
 

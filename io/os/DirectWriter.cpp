@@ -2,7 +2,7 @@
 
 
 #include "core/Errors.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/os/ReadWriteAt.hpp"
 #include "io/os/Faults.hpp"
 
 #include <fmt/format.h>

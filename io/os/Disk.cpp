@@ -2,14 +2,16 @@
 
 #include "core/Errors.hpp"
 #include "core/Plan.hpp"
-#include "io/cube/Chunks.hpp"
-#include "io/os/Publish.hpp"
-#include "io/os/TempFiles.hpp"
 
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pwd.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -18,6 +20,17 @@ namespace fs = std::filesystem;
 
 namespace cvest::io {
 
+namespace {
+
+std::string user_name(uid_t uid) {
+  struct passwd entry {}, *found = nullptr;
+  char buffer[4096];
+  if (::getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) == 0 && found)
+    return fmt::format("{} (uid {})", found->pw_name, uid);
+  return fmt::format("uid {}", uid);
+}
+
+}  // namespace
 
 // The directory an output at `path` goes in.
 fs::path output_dir(const std::string& path) {
@@ -60,39 +73,6 @@ void check_output_path(const std::string& path, bool overwrite, bool create_dir,
     throw IoError(path + ": output directory " + writable.string() + " is not writable");
 }
 
-void write_whole_file(const std::string& path, const std::string& text, const std::string& what) {
-  clean_up_after_killed_runs(path);  // a report a killed run left at its temporary name
-  std::string temp = temp_path_for(path);
-  TempFileGuard guard(temp);
-  const int fd = create_exclusive_temp(path, temp, guard);
-  if (fd < 0) throw IoError(path + ": cannot write " + what + ": " + std::strerror(errno));
-  try {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) throw IoError(path + ": cannot write " + what + ": " + std::strerror(errno));
-    write_at(fd, text.data(), text.size(), 0, path);
-    // Whatever is at the path now is replaced (a report is rewritten by every run).
-    publish(temp, {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)}, path, {FileIdentity::at(path), true},
-            what, path, fd);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temp.c_str());
-    throw;
-  }
-  ::close(fd);
-}
-
-FileIdentity FileIdentity::of(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {};
-  return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
-}
-
-FileIdentity FileIdentity::at(const std::string& path) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return {};
-  return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)};
-}
-
 double free_space(const std::string& path) {
   struct statvfs vfs {};
   if (::statvfs(existing_ancestor(output_dir(path)).c_str(), &vfs) != 0) return -1;
@@ -129,6 +109,30 @@ void check_free_space(const std::vector<std::pair<std::string, double>>& files) 
     throw IoError(names + ": need " + format_bytes(needed) + " of disk together, the file system holding them has " +
                   format_bytes(available) + " free");
   }
+}
+
+std::string replace_refusal(const std::string& path) {
+  struct stat st {}, dir {};
+  if (::lstat(path.c_str(), &st) != 0 || ::stat(output_dir(path).c_str(), &dir) != 0) return "";
+  const uid_t me = ::geteuid();
+  // Root passes the sticky bit's rule (CAP_FOWNER).
+  if (me != 0 && (dir.st_mode & S_ISVTX) && st.st_uid != me && dir.st_uid != me)
+    return fmt::format("it is owned by {}, in a folder with the sticky bit (mode {:o}, owned by {}), where only they "
+                       "can replace or remove it",
+                       user_name(st.st_uid), dir.st_mode & 07777, user_name(dir.st_uid));
+  if (!S_ISREG(st.st_mode)) return "";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return "";
+  int flags = 0;
+  const bool known = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+  ::close(fd);
+  if (known && (flags & FS_IMMUTABLE_FL))
+    return "it is immutable (chattr +i; owned by " + user_name(st.st_uid) + "): no one can replace it until that "
+           "flag is cleared";
+  if (known && (flags & FS_APPEND_FL))
+    return "it is append-only (chattr +a; owned by " + user_name(st.st_uid) + "): no one can replace it until that "
+           "flag is cleared";
+  return "";
 }
 
 }  // namespace cvest::io

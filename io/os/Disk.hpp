@@ -1,9 +1,6 @@
 #pragma once
-// Paths and disks around cvest's outputs: what is at a path (to tell the file
-// a run found from one that replaced it), whether an output may be written
-// there, whether the file system can take it, and small files (reports)
-// written whole.
-#include <cstdint>
+// Paths and disks around cvest's outputs: whether an output may be written
+// (or replaced) there, and whether the file system can take it.
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -11,31 +8,11 @@
 
 namespace cvest::io {
 
-// What is at a path (device and inode), to tell the file a run found there
-// from one that replaced it since.
-struct FileIdentity {
-  bool exists = false;
-  std::uint64_t device = 0, inode = 0;
-  static FileIdentity of(const std::string& path);  // what the path leads to (stat)
-  static FileIdentity at(const std::string& path);  // the name itself, a link not followed (lstat)
-  bool operator!=(const FileIdentity& o) const {
-    return exists != o.exists || device != o.device || inode != o.inode;
-  }
-  bool operator==(const FileIdentity& o) const { return !(*this != o); }
-};
-
-// Writes `text` to `path` whole: to a fresh temporary file beside it
-// (created exclusively, io/os/TempFiles.hpp), put in place by io::publish
-// (synced, renamed over what is there in one step: a link there is
-// replaced, not followed; the folder synced). IoError naming the path and
-// `what` ("report") on failure, the temporary file removed.
-void write_whole_file(const std::string& path, const std::string& text, const std::string& what);
-
 // Refuses to proceed when `path` exists and overwrite is false, when it is
 // a symbolic link (a finished file is renamed onto its path, which would
 // replace the link, not write where it points), or when its directory
 // cannot be written, or (overwrite) when the file there cannot be replaced
-// by this user (io::replace_refusal: IoError, before any work). InputError /
+// by this user (replace_refusal: IoError, before any work). InputError /
 // IoError naming the path. Makes
 // the directory unless create_dir is false (then the nearest existing one
 // above must be writable).
@@ -58,6 +35,11 @@ void check_free_space(const std::vector<std::pair<std::string, double>>& files);
 // Bytes free for an unprivileged user on the file system that would hold a
 // file at `path`; -1 when that cannot be read.
 double free_space(const std::string& path);
+
+// Why the file at `path` cannot be replaced by this user (a sticky folder
+// and another owner, an immutable or append-only file), naming its owner;
+// empty where it can (or nothing is there).
+std::string replace_refusal(const std::string& path);
 
 // The directory an output at `path` goes in.
 std::filesystem::path output_dir(const std::string& path);

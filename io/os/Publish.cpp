@@ -1,6 +1,7 @@
 #include "io/os/Publish.hpp"
 
 #include "core/Errors.hpp"
+#include "io/os/Disk.hpp"
 #include "io/os/Faults.hpp"
 #include "io/os/TempFiles.hpp"
 
@@ -10,9 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <linux/fs.h>
-#include <pwd.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,14 +20,6 @@ namespace cvest::io {
 namespace {
 
 FileIdentity identity(const struct stat& st) { return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino)}; }
-
-std::string user_name(uid_t uid) {
-  struct passwd entry {}, *found = nullptr;
-  char buffer[4096];
-  if (::getpwuid_r(uid, &entry, buffer, sizeof buffer, &found) == 0 && found)
-    return fmt::format("{} (uid {})", found->pw_name, uid);
-  return fmt::format("uid {}", uid);
-}
 
 // renameat2(RENAME_EXCHANGE): both names stay taken throughout. False with
 // errno where it fails (EINVAL or ENOSYS: not supported there).
@@ -153,30 +143,6 @@ void publish(const std::string& temp, const FileIdentity& made, const std::strin
   sync_folder(output_dir(path).string(), shown);
   stop_if_injected(what + ".done");
   if (exchanged) ::unlink(temp.c_str());  // the replaced file, now at the temporary name
-}
-
-std::string replace_refusal(const std::string& path) {
-  struct stat st {}, dir {};
-  if (::lstat(path.c_str(), &st) != 0 || ::stat(output_dir(path).c_str(), &dir) != 0) return "";
-  const uid_t me = ::geteuid();
-  // Root passes the sticky bit's rule (CAP_FOWNER).
-  if (me != 0 && (dir.st_mode & S_ISVTX) && st.st_uid != me && dir.st_uid != me)
-    return fmt::format("it is owned by {}, in a folder with the sticky bit (mode {:o}, owned by {}), where only they "
-                       "can replace or remove it",
-                       user_name(st.st_uid), dir.st_mode & 07777, user_name(dir.st_uid));
-  if (!S_ISREG(st.st_mode)) return "";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return "";
-  int flags = 0;
-  const bool known = ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
-  ::close(fd);
-  if (known && (flags & FS_IMMUTABLE_FL))
-    return "it is immutable (chattr +i; owned by " + user_name(st.st_uid) + "): no one can replace it until that "
-           "flag is cleared";
-  if (known && (flags & FS_APPEND_FL))
-    return "it is append-only (chattr +a; owned by " + user_name(st.st_uid) + "): no one can replace it until that "
-           "flag is cleared";
-  return "";
 }
 
 }  // namespace cvest::io

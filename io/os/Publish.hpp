@@ -13,7 +13,7 @@
 //   4. only then is the replaced file, kept at the temporary name by the
 //      exchange, removed.
 // The old file is never unlinked before the new one has its name.
-#include "io/os/Disk.hpp"
+#include "io/os/FileIdentity.hpp"
 
 #include <functional>
 #include <string>
@@ -37,11 +37,6 @@ struct Replacing {
 void publish(const std::string& temp, const FileIdentity& made, const std::string& path, const Replacing& replacing,
              const std::string& what, const std::string& shown, int fd = -1,
              const std::function<void()>& renamed = {});
-
-// Why the file at `path` cannot be replaced by this user (a sticky folder
-// and another owner, an immutable or append-only file), naming its owner;
-// empty where it can (or nothing is there).
-std::string replace_refusal(const std::string& path);
 
 // publish's first step alone (for a file sealed before it is put in place):
 // `temp` checked to be the file `made`, through `fd` (-1: opened here,

@@ -2,6 +2,7 @@
 
 #include "core/Errors.hpp"
 #include "core/Threads.hpp"
+#include "io/os/Disk.hpp"
 #include "io/os/Faults.hpp"
 #include "io/os/Publish.hpp"
 #include "io/os/TempFiles.hpp"

@@ -1,8 +1,10 @@
 #include "io/output/OutputFile.hpp"
 
 #include "core/Interrupt.hpp"
+#include "io/cube/CubeDataset.hpp"
 #include "io/hdf5/Creation.hpp"
 #include "io/os/Faults.hpp"
+#include "io/os/ReadWriteAt.hpp"
 #include "io/os/Publish.hpp"
 #include "io/WriteModes.hpp"
 #include "core/Median.hpp"

@@ -3,10 +3,11 @@
 // chunks by cvest's threads at their offsets, past the page cache where that
 // pays, io/os/DirectWriter.hpp; compressed ones through HDF5), journaled for
 // resuming, renamed into place only after success; and other ranks' shares of
-// it in a distributed run. How a cube's bytes move: io/cube/Chunks.hpp.
+// it in a distributed run. How a cube's bytes move: io/cube/.
 #include "core/Plan.hpp"
-#include "io/cube/Chunks.hpp"
+#include "io/cube/RawCube.hpp"
 #include "io/os/Disk.hpp"
+#include "io/os/FileIdentity.hpp"
 #include "io/hdf5/Hdf5.hpp"
 #include "io/output/Journal.hpp"
 #include "io/cube/StoredChunks.hpp"

@@ -1,4 +1,4 @@
-// Chunks decoded by cvest's threads (io/Chunks.*): every chunk shape and
+// Chunks decoded by cvest's threads (io/cube/): every chunk shape and
 // filter set h5py, xarray and cvest write, against HDF5's own reading; the
 // fallbacks to HDF5; errors naming the chunk.
 #include "io/os/Disk.hpp"

@@ -162,7 +162,7 @@ TEST_CASE("lzf outputs as h5py writes them: shuffle, then lzf where it shrinks a
   std::size_t ncd = 3;
   CHECK(H5Pget_filter2(create.get(), 0, &flags, &ncd, cd, 0, nullptr, nullptr) == H5Z_FILTER_SHUFFLE);
   ncd = 3;
-  CHECK(H5Pget_filter2(create.get(), 1, &flags, &ncd, cd, 0, nullptr, nullptr) == h5py_lzf_filter);
+  CHECK(H5Pget_filter2(create.get(), 1, &flags, &ncd, cd, 0, nullptr, nullptr) == 32000);  // h5py's lzf
   CHECK(cd[2] == 500 * 5 * sizeof(double));  // what h5py's filter sizes its buffer by
   unsigned mask = 0;
   haddr_t addr = 0;

@@ -3,6 +3,7 @@
 // lock, the journal and a killed run's leftovers never followed, and another
 // user's files never written, adopted or removed (io/os/TempFiles.hpp).
 #include "io/os/Disk.hpp"
+#include "io/os/WholeFile.hpp"
 #include "io/input/Generator.hpp"
 #include "io/input/Input.hpp"
 #include "io/output/OutputFile.hpp"
