@@ -9,6 +9,7 @@
 #include "io/cube/CubeReader.hpp"
 #include "io/hdf5/Hdf5.hpp"
 #include "io/output/OutputFile.hpp"
+#include "io/output/OutputShare.hpp"
 
 #include <array>
 #include <cstdint>

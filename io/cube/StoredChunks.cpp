@@ -14,6 +14,8 @@
 
 namespace cvest::io {
 
+std::string origin_text(const StoredChunk& c) { return fmt::format("({}, {}, 0)", c.t, c.i); }
+
 ChunkCoding chunk_coding(const CompressionSpec& spec, std::size_t element, std::size_t chunk_bytes) {
   ChunkCoding coding;
   coding.codecs = pipeline_for(spec);

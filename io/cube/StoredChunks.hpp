@@ -43,6 +43,8 @@ struct StoredChunk {
   unsigned skipped;
   std::string error;
 };
+// "(t, i, 0)": where a stored chunk starts, for messages.
+std::string origin_text(const StoredChunk& c);
 
 // A block of whole (1, chunk_ids, K) chunks (`chunk`: their extent) of
 // `element`-byte values, C order in `buffer`, handed to `store` as stored

@@ -4,8 +4,8 @@
 #include "io/cube/CubeDataset.hpp"
 #include "io/hdf5/Creation.hpp"
 #include "io/os/Faults.hpp"
-#include "io/os/ReadWriteAt.hpp"
 #include "io/os/Publish.hpp"
+#include "io/output/PartFile.hpp"
 #include "io/WriteModes.hpp"
 #include "core/Median.hpp"
 
@@ -61,6 +61,21 @@ std::string journal_path(const std::string& temp, int rank) { return temp + ".jo
 
 std::string seal_path(const std::string& temp) { return temp + ".sealed"; }
 
+std::vector<std::string> journals_of(const std::string& temp) {
+  std::vector<std::string> found;
+  const fs::path t(temp);
+  const std::string prefix = t.filename().string() + ".journal-";
+  std::error_code ec;
+  for (fs::directory_iterator it(output_dir(temp), ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::string why;
+    if (name.compare(0, prefix.size(), prefix) == 0 && name.find(".new") == std::string::npos &&
+        own_regular_file(it->path().string(), why))
+      found.push_back(it->path().string());
+  }
+  return found;
+}
+
 namespace {
 
 // Write-behind on the HDF5 file's own descriptor (sec2 driver), in batches
@@ -80,40 +95,7 @@ std::unique_ptr<WriteBehind> write_behind_for(const File& file) {
   return std::make_unique<WriteBehind>(fd, std::size_t(32) << 20);
 }
 
-// The journals beside the temporary file `temp`, of every rank: regular
-// files of the running user's only (a link or another user's file at such a
-// name is neither read nor removed).
-std::vector<std::string> journals_of(const std::string& temp) {
-  std::vector<std::string> found;
-  const fs::path t(temp);
-  const std::string prefix = t.filename().string() + ".journal-";
-  std::error_code ec;
-  for (fs::directory_iterator it(output_dir(temp), ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    std::string why;
-    if (name.compare(0, prefix.size(), prefix) == 0 && name.find(".new") == std::string::npos &&
-        own_regular_file(it->path().string(), why))
-      found.push_back(it->path().string());
-  }
-  return found;
-}
 }  // namespace
-
-// A killed run's file taken over under this run's own (fresh) name, and
-// only the file that was checked (`named`): one swapped in meanwhile is
-// left where it now is. False where it could not be.
-bool OutputFile::take_over(const std::string& candidate, const FileIdentity& named) {
-  if (!rename_without_replacing(candidate, temp_path_)) return false;
-  if (FileIdentity::at(temp_path_) != named) {
-    fmt::print(stderr, "cvest: not resuming {}: it was replaced while this run took it over; left as {}, starting "
-                       "over\n", candidate, temp_path_);
-    temp_path_ = temp_path_for(spec_.path);
-    temp_guard_.retarget(temp_path_);
-    return false;
-  }
-  made_ = named;
-  return true;
-}
 
 Fingerprint OutputFile::seal_fingerprint() const {
   Fingerprint sealed = spec_.fingerprint;
@@ -126,68 +108,6 @@ void OutputFile::seal() {
   seal_guard_ = std::make_unique<TempFileGuard>(seal_path(temp_path_));
   seal_guard_->keep_on_terminate_as_record();
   Journal::seal(seal_path(temp_path_), temp_path_, seal_fingerprint());
-}
-
-bool OutputFile::adopt_sealed_run() {
-  for (const std::string& candidate : stale_temp_files(spec_.path, false)) {
-    std::string why;
-    const FileIdentity named = FileIdentity::at(candidate);
-    if (!Journal::sealed(seal_path(candidate), candidate, seal_fingerprint(), why)) continue;
-    if (!take_over(candidate, named)) continue;
-    fmt::print(stderr, "cvest: {}: a run that stopped had finished and synced it ({}) but not yet put it in place; "
-                       "putting it in place\n", spec_.path, candidate);
-    sealed_ = true;
-    seal();  // under this run's name, before the old seal goes: a kill between them leaves one
-    std::error_code ec;
-    fs::remove(seal_path(candidate), ec);
-    return true;
-  }
-  return false;
-}
-
-bool OutputFile::adopt_killed_run() {
-  for (const std::string& candidate : stale_temp_files(spec_.path, false)) {
-    const std::vector<std::string> journals = journals_of(candidate);
-    if (journals.empty()) continue;  // killed before its first journal: nothing to resume
-    std::vector<Block> done;
-    std::string why;
-    bool matches = true;
-    for (const std::string& j : journals) {
-      const auto blocks = Journal::read(j, candidate, spec_.fingerprint, why);
-      if (!blocks) {
-        matches = false;
-        break;
-      }
-      done.insert(done.end(), blocks->begin(), blocks->end());
-    }
-    if (!matches) {
-      fmt::print(stderr, "cvest: not resuming {} (left by a run that stopped): {}; starting over\n", candidate, why);
-      continue;
-    }
-    if (done.empty()) {  // stopped before its first block was recorded: nothing to continue from
-      fmt::print(stderr, "cvest: not resuming {} (left by a run that stopped): it recorded no finished blocks; "
-                         "starting over\n", candidate);
-      continue;
-    }
-    if (!take_over(candidate, FileIdentity::at(candidate))) return false;
-    File file(H5Fopen(temp_path_.c_str(), H5F_ACC_RDWR, H5P_DEFAULT));
-    Dataset ds(file ? H5Dopen2(file.get(), spec_.dataset.c_str(), H5P_DEFAULT) : H5I_INVALID_HID);
-    if (!ds) {
-      fmt::print(stderr, "cvest: not resuming {}: its file does not open as HDF5; starting over\n", candidate);
-      std::error_code ec;
-      fs::remove(temp_path_, ec);
-      continue;
-    }
-    file_ = std::move(file);
-    ds_ = std::move(ds);
-    resumed_ = std::move(done);
-    double bytes = 0;
-    for (const Block& b : resumed_) bytes += double(b.dates.size() * b.ids.size() * spec_.K);
-    fmt::print(stderr, "cvest: resuming {}: {} blocks ({}) are on disk from a run that stopped ({})\n", spec_.path,
-               resumed_.size(), format_bytes(bytes * double(element_size(spec_.precision))), candidate);
-    return true;
-  }
-  return false;
 }
 
 OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_path_for(spec.path)) {
@@ -328,32 +248,10 @@ OutputFile::~OutputFile() {
   }
 }
 
-namespace {
-
-
-}  // namespace
-
-namespace {
-
-std::string chunk_name(const StoredChunk& c) { return fmt::format("({}, {}, 0)", c.t, c.i); }
-
-// A part file's record before each piece's bytes: a stored chunk at
-// (dates.begin, ids.begin), or a block that is not of whole chunks, in
-// C order, which HDF5 merges into its chunks (read, modify, compress).
-struct PartRecord {
-  enum Kind : std::uint32_t { chunk = 0, block = 1 };
-  std::int64_t t0, t1, i0, i1;
-  std::uint64_t bytes;
-  std::uint32_t skipped, kind;
-};
-
-// An uncompressed block at its offsets, recorded for resuming once on disk.
 void write_raw_block(RawCube& raw, Journal* journal, const OutputSpec& spec, const Block& b, const void* buffer) {
   raw.write(b, buffer);
   if (journal) journal->written(b, std::size_t(b.dates.size() * b.ids.size() * spec.K) * element_size(spec.precision));
 }
-
-}  // namespace
 
 void OutputFile::write(const Block& b, const void* buffer) {
   throw_if_interrupted();
@@ -374,7 +272,7 @@ void OutputFile::write(const Block& b, const void* buffer) {
 void OutputFile::store(const StoredChunk& c) {
   const std::string what = spec_.path + ": dataset '" + spec_.dataset + "'";
   if (!c.data)
-    throw IoError(what + ": compressing the chunk at " + chunk_name(c) + " failed: " +
+    throw IoError(what + ": compressing the chunk at " + origin_text(c) + " failed: " +
                   (c.error.empty() ? "out of memory?" : c.error));
   const hsize_t offset[3] = {hsize_t(c.t), hsize_t(c.i), 0};
   if (fault_injected("write") || H5Dwrite_chunk(ds_.get(), H5P_DEFAULT, c.skipped, offset, c.bytes, c.data) < 0) {
@@ -382,7 +280,7 @@ void OutputFile::store(const StoredChunk& c) {
     // HDF5 1.10.8 never frees if the thread (a pipeline's writer) ends with
     // them there (LeakSanitizer on a full tmpfs): cleared now.
     H5Eclear2(H5E_DEFAULT);
-    throw IoError(what + ": write of chunk at " + chunk_name(c) + " failed (disk full?)");
+    throw IoError(what + ": write of chunk at " + origin_text(c) + " failed (disk full?)");
   }
   if (write_behind_) {
     write_behind_->wrote(c.bytes);
@@ -405,104 +303,12 @@ std::vector<std::uint64_t> OutputFile::share() const {
 }
 
 void OutputFile::store_part(const std::string& part) {
-  std::string why;
-  const int fd = open_own_file(part, O_RDONLY, why);
-  if (fd < 0) throw IoError(part + ": cannot open another rank's chunks: it is " + why);
-  const std::unique_ptr<int, void (*)(int*)> closing(new int(fd), [](int* f) { ::close(*f), delete f; });
-  std::vector<unsigned char> data;
-  for (off_t at = 0;;) {
-    PartRecord r{};
-    const ssize_t got = ::pread(fd, &r, sizeof r, at);
-    if (got == 0) return;
-    if (got != ssize_t(sizeof r)) throw IoError(part + ": truncated record at byte " + std::to_string(at));
-    data.resize(std::size_t(r.bytes));
-    if (::pread(fd, data.data(), data.size(), at + off_t(sizeof r)) != ssize_t(data.size()))
-      throw IoError(part + ": truncated chunk at byte " + std::to_string(at));
+  read_part(part, [&](const PartRecord& r, unsigned char* data) {
     if (r.kind == PartRecord::block)
-      write_hyperslab(ds_, native_type(spec_.precision), {r.t0, r.i0, 0}, {r.t1 - r.t0, r.i1 - r.i0, spec_.K},
-                      data.data(), spec_.path + ": dataset '" + spec_.dataset + "'");
+      write_hyperslab(ds_, native_type(spec_.precision), {r.t0, r.i0, 0}, {r.t1 - r.t0, r.i1 - r.i0, spec_.K}, data,
+                      spec_.path + ": dataset '" + spec_.dataset + "'");
     else
-      store(StoredChunk{r.t0, r.i0, data.data(), data.size(), r.skipped, {}});
-    at += off_t(sizeof r + data.size());
-  }
-}
-
-OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
-                         const std::vector<std::uint64_t>& description)
-    : spec_(spec) {
-  if (description.size() < 2) throw std::logic_error("cvest: an output share without its description");
-  chunk_ = {1, Index(description[0]), spec.K};
-  coding_ = chunk_coding(spec.compression, element_size(spec.precision),
-                         std::size_t(chunk_[1] * spec.K) * element_size(spec.precision));
-  if (description[1] != coding_.codecs.size())
-    throw std::logic_error("cvest: a rank's output filters differ from rank 0's");
-  if (description.size() > 2) {
-    std::string because;
-    const DirectMode direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
-    raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true, direct,
-                                because, spec.direct_memory);
-    if (!spec.fingerprint.empty()) {
-      journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
-      journal_guard_->keep_on_terminate_as_record(LLONG_MAX);  // a record once it holds a block
-      journal_ = std::make_unique<Journal>(journal_path(output_temp, spec.rank), output_temp, spec.fingerprint,
-                                           std::vector<Block>{}, journal_batch_bytes());
-      journal_guard_->keep_on_terminate_as_record(journal_->header_bytes() + Journal::record_bytes - 1);
-    }
-    return;
-  }
-  // A fresh name, created exclusively (retried on a clash): never through a
-  // link, never another file.
-  part_path_ = temp_path_for(spec.path);
-  guard_ = std::make_unique<TempFileGuard>(part_path_);
-  fd_ = create_exclusive_temp(spec.path, part_path_, *guard_);
-  if (fd_ < 0) {
-    const int error = errno;
-    const std::string tried = part_path_;
-    part_path_.clear();  // not ours: the destructor leaves it
-    throw IoError(spec.path + ": cannot create " + tried + ": " + std::strerror(error));
-  }
-}
-
-OutputShare::~OutputShare() {
-  raw_.reset();
-  if (fd_ >= 0 && !closed_) ::close(fd_);
-  if (!part_path_.empty()) {
-    std::error_code ec;
-    fs::remove(part_path_, ec);
-  }
-}
-
-void OutputShare::close() {
-  if (raw_) {
-    if (journal_) journal_->close();  // a sync it saw fail fails this rank
-    raw_->close();
-    return;
-  }
-  if (closed_) return;
-  closed_ = true;
-  if (::close(fd_) != 0) throw IoError(part_path_ + ": write failed: " + std::strerror(errno));
-}
-
-void OutputShare::write(const Block& b, const void* buffer) {
-  throw_if_interrupted();
-  if (raw_) return write_raw_block(*raw_, journal_.get(), spec_, b, buffer);
-  const auto append = [&](const PartRecord& r, const void* data) {
-    const std::lock_guard lock(append_);
-    write_at(fd_, &r, sizeof r, part_bytes_, part_path_);
-    write_at(fd_, data, std::size_t(r.bytes), part_bytes_ + off_t(sizeof r), part_path_);
-    part_bytes_ += off_t(sizeof r + r.bytes);
-  };
-  const bool aligned = b.ids.begin % chunk_[1] == 0 && (b.ids.end % chunk_[1] == 0 || b.ids.end == spec_.N);
-  if (!aligned) {  // rank 0 merges it into its chunks, as OutputFile::write does in one process
-    const std::size_t bytes = std::size_t(b.dates.size() * b.ids.size() * spec_.K) * element_size(spec_.precision);
-    append({b.dates.begin, b.dates.end, b.ids.begin, b.ids.end, bytes, 0, PartRecord::block}, buffer);
-    return;
-  }
-  store_chunks(coding_, spec_.K, element_size(spec_.precision), chunk_, b, buffer, [&](const StoredChunk& c) {
-    if (!c.data)
-      throw IoError(spec_.path + ": compressing the chunk at " + chunk_name(c) + " failed: " +
-                    (c.error.empty() ? "out of memory?" : c.error));
-    append({c.t, c.t + 1, c.i, c.i + chunk_[1], c.bytes, c.skipped, PartRecord::chunk}, c.data);
+      store(StoredChunk{r.t0, r.i0, data, std::size_t(r.bytes), r.skipped, {}});
   });
 }
 

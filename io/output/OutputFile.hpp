@@ -2,8 +2,9 @@
 // The output cube: written to a temporary file beside its path (uncompressed
 // chunks by cvest's threads at their offsets, past the page cache where that
 // pays, io/os/DirectWriter.hpp; compressed ones through HDF5), journaled for
-// resuming, renamed into place only after success; and other ranks' shares of
-// it in a distributed run. How a cube's bytes move: io/cube/.
+// resuming (io/output/Resume.cpp), renamed into place only after success.
+// Other ranks' shares of it: io/output/OutputShare.hpp. How a cube's bytes
+// move: io/cube/.
 #include "core/Plan.hpp"
 #include "io/cube/RawCube.hpp"
 #include "io/os/Disk.hpp"
@@ -18,7 +19,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -58,6 +58,10 @@ std::size_t journal_batch_bytes();
 std::string journal_path(const std::string& temp, int rank);
 // The seal of the finished temporary file `temp` (Journal::seal).
 std::string seal_path(const std::string& temp);
+// The journals beside the temporary file `temp`, of every rank: regular
+// files of the running user's only (a link or another user's file at such a
+// name is neither read nor removed).
+std::vector<std::string> journals_of(const std::string& temp);
 
 // Objects of an output of this size or more (its chunks) start on a
 // boundary of it: a distributed run's ranks then share no page.
@@ -92,7 +96,7 @@ class OutputFile {
   void commit(const std::map<std::string, std::string>& attributes, hid_t scales_like = H5I_INVALID_HID);
 
   // Distributed runs (app/Ranks.hpp): the temporary file, and what another
-  // process needs to write its share of the output (OutputShare): where
+  // process needs to write its share of the output (io/output/OutputShare.hpp): where
   // every uncompressed byte lies, or how chunks are compressed.
   const std::string& temp_path() const { return temp_path_; }
   std::vector<std::uint64_t> share() const;
@@ -138,42 +142,12 @@ class OutputFile {
   void seal();
 };
 
-// Another rank's share of an output that rank 0 created (OutputFile, whose
-// share() describes it): uncompressed blocks go by pwrite to their offsets
-// in the temporary file; compressed chunks are compressed here and appended
-// to this process's own part file (a temporary file beside the output,
-// removed with this object), which rank 0 then stores into the output
-// (OutputFile::store_part): HDF5 allocates a compressed chunk's space only
-// when it is stored, and only one process may write the file's metadata.
-class OutputShare {
- public:
-  OutputShare(const OutputSpec& spec, const std::string& output_temp, const std::vector<std::uint64_t>& description);
-  ~OutputShare();
-  OutputShare(const OutputShare&) = delete;
-  OutputShare& operator=(const OutputShare&) = delete;
-  void write(const Block& block, const void* buffer);  // as OutputFile::write, from several threads at once
-  // Closes the output (uncompressed) or the part file: IoError where a write
-  // the file system held back fails now (NFS reports them at close).
-  void close();
-  const std::string& part_path() const { return part_path_; }  // empty for uncompressed output
-
- private:
-  OutputSpec spec_;
-  std::array<Index, 3> chunk_{};
-  ChunkCoding coding_;
-  std::unique_ptr<RawCube> raw_;
-  std::unique_ptr<Journal> journal_;
-  std::unique_ptr<TempFileGuard> journal_guard_;
-  std::string part_path_;
-  std::unique_ptr<TempFileGuard> guard_;
-  int fd_ = -1;
-  bool closed_ = false;
-  std::mutex append_;
-  off_t part_bytes_ = 0;  // the part file's length so far (appended under append_)
-};
-
 // At most the plain size of the output, compressed or not (a chunk a filter
 // cannot shrink is stored without it).
 double output_bytes(const OutputSpec& spec);
+
+// An uncompressed block at its offsets, recorded for resuming once on disk
+// (by the output and by its shares alike).
+void write_raw_block(RawCube& raw, Journal* journal, const OutputSpec& spec, const Block& b, const void* buffer);
 
 }  // namespace cvest::io

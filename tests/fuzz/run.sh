@@ -24,8 +24,8 @@ mkdir -p "$work"
 flags=(-std=c++17 -O1 -g -DNDEBUG -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$src")
 case $target in
   deck)
-    sources=("$src/app/Deck.cpp" "$src/core/Names.cpp" "$src/core/Strategy.cpp" "$src/core/Plan.cpp")
-    headers=("$src/app/Deck.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
+    sources=("$src/app/Deck.cpp" "$src/app/AsciiToml.cpp" "$src/core/Names.cpp" "$src/core/Strategy.cpp" "$src/core/Plan.cpp")
+    headers=("$src/app/Deck.hpp" "$src/app/AsciiToml.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
     libs=(-lfmt)
     what="deck loader"; unit="decks"; timeout=10 ;;
   input)
