@@ -3,7 +3,7 @@
 // /proc/diskstats: what `cvest tune` waits for before each timed pass
 // (io/WriteModes.hpp wait_until_idle), so that no pass pays for the last
 // one's writes or discards still under way. The file and the reading are
-// parameters, so that tests give fixtures (tests/io/diskstats.txt) and
+// parameters, so that tests give fixtures (tests/io/os/diskstats.txt) and
 // sequences of their own.
 #include <functional>
 #include <string>

@@ -2,8 +2,8 @@
 // offsets, lengths and memory alignment, the file holds exactly the bytes
 // written; the aligned middles go direct, the heads and tails buffered.
 #include "io/os/DirectWriter.hpp"
-#include "RandomBytes.hpp"
-#include "Scratch.hpp"
+#include "tests/io/RandomBytes.hpp"
+#include "tests/io/Scratch.hpp"
 #include "tests/Skip.hpp"
 
 #include <catch2/catch.hpp>

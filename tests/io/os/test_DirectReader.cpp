@@ -5,8 +5,8 @@
 #include "io/os/DirectReader.hpp"
 #include "io/os/DirectWriter.hpp"
 #include "core/Errors.hpp"
-#include "RandomBytes.hpp"
-#include "Scratch.hpp"
+#include "tests/io/RandomBytes.hpp"
+#include "tests/io/Scratch.hpp"
 #include "tests/Skip.hpp"
 
 #include <catch2/catch.hpp>

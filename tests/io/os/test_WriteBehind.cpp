@@ -3,7 +3,7 @@
 // disk is dropped from the page cache a batch behind.
 #include "io/os/WriteBehind.hpp"
 
-#include "Scratch.hpp"
+#include "tests/io/Scratch.hpp"
 #include "tests/Skip.hpp"
 
 #include <catch2/catch.hpp>

@@ -10,8 +10,8 @@
 #include "io/output/OutputLock.hpp"
 #include "io/output/Journal.hpp"
 #include "io/os/TempFiles.hpp"
-#include "Scratch.hpp"
-#include "Planted.hpp"
+#include "tests/io/Scratch.hpp"
+#include "tests/io/Planted.hpp"
 
 #include "tests/Skip.hpp"
 

@@ -1,11 +1,11 @@
 // cvest tune's wait for an idle device (io/os/DeviceIdle.hpp), which every other
 // test skips (CVEST_TUNE_NO_WAIT): the busy time read from /proc/diskstats
-// lines as kernels from 2.6.25 to 6.x write them (tests/io/diskstats.txt:
+// lines as kernels from 2.6.25 to 6.x write them (tests/io/os/diskstats.txt:
 // this VM's lines, a pre-4.18 disk of 11 counters, an old partition of 4),
 // and the wait returning after half a second steady, not before it and not
 // while the time still moves (its readings counted).
 #include "io/os/DeviceIdle.hpp"
-#include "Scratch.hpp"
+#include "tests/io/Scratch.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -4,8 +4,8 @@
 #include "io/input/Input.hpp"
 #include "io/output/OutputFile.hpp"
 #include "io/output/OutputLock.hpp"
-#include "Scratch.hpp"
-#include "InputFiles.hpp"
+#include "tests/io/Scratch.hpp"
+#include "tests/io/InputFiles.hpp"
 
 #include <catch2/catch.hpp>
 #include <H5DSpublic.h>
