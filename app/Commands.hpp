@@ -8,7 +8,7 @@
 #include "app/Ranks.hpp"
 #include "app/Transfers.hpp"
 #include "app/run/RunReport.hpp"
-#include "io/Generate.hpp"
+#include "io/input/Generate.hpp"
 
 #include <iosfwd>
 #include <optional>
@@ -67,7 +67,7 @@ struct GenerateArgs {
   GenerateSpec spec;  // dates, ids, cols, seed (its precision: below)
   std::string out;
   std::string precision = "double";
-  std::string values = "uniform";  // or "smooth" (io/Generate.hpp)
+  std::string values = "uniform";  // or "smooth" (io/input/Generate.hpp)
   bool overwrite = false;
 };
 // Says what it wrote on `out_text`.

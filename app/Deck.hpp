@@ -4,7 +4,7 @@
 // every value is type-checked. Relative paths are relative to the deck.
 #include "core/Strategy.hpp"
 #include "core/Names.hpp"
-#include "io/Generate.hpp"
+#include "io/input/Generate.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -20,7 +20,7 @@ struct Deck {
     std::string multby = "multBy";
     std::string discount = "discount";
     std::optional<GenerateSpec> generate;  // create `file` when it is missing
-    // Input bytes the page cache does not hold read past it (io/DirectReader.hpp).
+    // Input bytes the page cache does not hold read past it (io/os/DirectReader.hpp).
     DirectMode direct = DirectMode::automatic;
   } input;
   struct Output {
@@ -32,10 +32,10 @@ struct Deck {
     CompressionSpec compression;
     Index chunk_ids = 0;  // ids per (1, ids, K) chunk; 0: about 1 MiB
     // Uncompressed output: journal the blocks on disk so the next run after
-    // a kill continues (io/Journal.hpp); resume = false starts over instead.
+    // a kill continues (io/output/Journal.hpp); resume = false starts over instead.
     bool journal = true;
     bool resume = true;
-    // Uncompressed output's data past the page cache (io/DirectWriter.hpp).
+    // Uncompressed output's data past the page cache (io/os/DirectWriter.hpp).
     DirectMode direct = DirectMode::automatic;
   } output;
   struct Run {

@@ -2,8 +2,8 @@
 
 #include "app/run/RunDeck.hpp"
 #include "core/Errors.hpp"
-#include "io/Generator.hpp"
-#include "io/TempFiles.hpp"
+#include "io/input/Generator.hpp"
+#include "io/os/TempFiles.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>

@@ -8,8 +8,8 @@
 #include "app/ThreadPlacement.hpp"
 #include "core/Errors.hpp"
 #include "core/Plan.hpp"
-#include "io/Hdf5.hpp"
-#include "io/TempFiles.hpp"
+#include "io/hdf5/Hdf5.hpp"
+#include "io/os/TempFiles.hpp"
 
 #include <Kokkos_Core.hpp>
 

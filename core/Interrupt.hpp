@@ -3,7 +3,7 @@
 // verify, bench) is under way on the module's Kokkos thread.
 //
 // The command line needs none of this: a signal ends the process, whose
-// handlers remove its temporary files first (io/TempFiles.hpp). In Python
+// handlers remove its temporary files first (io/os/TempFiles.hpp). In Python
 // the signal only marks a KeyboardInterrupt for the main thread, which is
 // waiting for its call; it sets that call's flag (InterruptScope), and the
 // work checks it at every block it reads or writes and every benchmark

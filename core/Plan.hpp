@@ -62,7 +62,7 @@ struct BlockQuantum {
   // workers go through a row together (a worker per id range would need a
   // row each, and each block would decode its chunks again).
   bool hdf5_cache = false;
-  // Cells of held input chunks (dates, ids; 0: none, io/HeldChunks.hpp):
+  // Cells of held input chunks (dates, ids; 0: none, io/cube/HeldChunks.hpp):
   // blocks are cut at their edges and go cell by cell, so each cell's
   // chunks are decoded once and let go before the cell after next. The
   // third: cells of so many dates in turn (parts of chunks decoded as
@@ -76,7 +76,7 @@ struct BlockQuantum {
 
 // What blocks are made of, from the chunks on both sides (one rule for a
 // run's jobs and for verification). Chunks HDF5 reads itself: `hdf5_row`
-// (ids > 0; io/ChunkCache.hpp), blocks inside a row of them. Otherwise whole
+// (ids > 0; io/input/ChunkCache.hpp), blocks inside a row of them. Otherwise whole
 // chunks cvest decodes (`decoded`: its dates and ids, 0 where it decodes
 // none), and ids in whole output chunks where `output_chunk_ids` > 0: blocks
 // aligned with both. LayoutRight blocks and a compressed output's take whole

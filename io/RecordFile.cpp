@@ -1,7 +1,8 @@
 #include "io/RecordFile.hpp"
 
-#include "io/Disk.hpp"
-#include "io/TempFiles.hpp"
+#include "io/os/Disk.hpp"
+#include "io/os/WholeFile.hpp"
+#include "io/os/TempFiles.hpp"
 
 #include <cerrno>
 #include <cstdlib>

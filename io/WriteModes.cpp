@@ -3,12 +3,12 @@
 #include "core/Errors.hpp"
 #include "core/Median.hpp"
 #include "core/Spaces.hpp"
-#include "io/DirectReader.hpp"
-#include "io/DeviceIdle.hpp"
-#include "io/DirectWriter.hpp"
-#include "io/Disk.hpp"
-#include "io/Faults.hpp"
-#include "io/TempFiles.hpp"
+#include "io/os/DirectReader.hpp"
+#include "io/os/DeviceIdle.hpp"
+#include "io/os/DirectWriter.hpp"
+#include "io/os/Disk.hpp"
+#include "io/os/Faults.hpp"
+#include "io/os/TempFiles.hpp"
 #include "io/RecordFile.hpp"
 
 #include <fmt/format.h>
@@ -67,7 +67,7 @@ std::string device_name(const std::string& number) {
 // What a fair pass starts from: nothing of the last one still being written
 // or trimmed (a file just removed has its blocks discarded for seconds after,
 // with no request counted in flight): synced, then the device's busy time
-// unchanged for half a second (at most 30 s; io/DeviceIdle.hpp).
+// unchanged for half a second (at most 30 s; io/os/DeviceIdle.hpp).
 void wait_until_idle_number(const std::string& number) {
   if (const char* skip = std::getenv("CVEST_TUNE_NO_WAIT"); skip && *skip) return;  // unit tests: shapes, not timings
   ::sync();

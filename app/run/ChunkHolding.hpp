@@ -1,12 +1,12 @@
 #pragma once
 // How many of an input's large chunks are held decoded at once, out of the
-// budget (io/HeldChunks.hpp): two cells (one decoded while the blocks of the
+// budget (io/cube/HeldChunks.hpp): two cells (one decoded while the blocks of the
 // other run) where they fit beside the blocks' least, else one; where not
 // even one fits beside the blocks, the run is refused before any block, with
 // the budget that would do and an h5repack line that rechunks the file,
 // unless a part of each chunk at a time fits (held_parts).
 #include "core/Plan.hpp"
-#include "io/Input.hpp"
+#include "io/input/Input.hpp"
 
 #include <algorithm>
 #include <array>

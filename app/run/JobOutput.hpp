@@ -6,9 +6,10 @@
 #include "app/Ranks.hpp"
 #include "app/run/CheckBuffers.hpp"
 #include "core/Plan.hpp"
-#include "io/Chunks.hpp"
-#include "io/Hdf5.hpp"
-#include "io/OutputFile.hpp"
+#include "io/cube/CubeReader.hpp"
+#include "io/hdf5/Hdf5.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputShare.hpp"
 
 #include <array>
 #include <cstdint>

@@ -1,10 +1,10 @@
 #include "app/run/Prepare.hpp"
 
 #include "core/Errors.hpp"
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/OutputFile.hpp"
-#include "io/TempFiles.hpp"
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/os/TempFiles.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>

@@ -5,7 +5,7 @@
 // A --plan checks the same and generates or locks nothing.
 #include "app/Deck.hpp"
 #include "app/Ranks.hpp"
-#include "io/OutputLock.hpp"
+#include "io/output/OutputLock.hpp"
 
 #include <iosfwd>
 #include <memory>

@@ -4,7 +4,8 @@
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 #include "core/Version.hpp"
-#include "io/Disk.hpp"
+#include "io/os/Disk.hpp"
+#include "io/os/WholeFile.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>

@@ -6,8 +6,8 @@
 #include "app/run/Prepare.hpp"
 #include "app/run/RunPlan.hpp"
 #include "app/run/Verify.hpp"
-#include "io/Disk.hpp"
-#include "io/Hdf5.hpp"
+#include "io/os/Disk.hpp"
+#include "io/hdf5/Hdf5.hpp"
 
 #include <algorithm>
 #include <ostream>

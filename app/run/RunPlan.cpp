@@ -6,8 +6,9 @@
 #include "core/Spaces.hpp"
 #include "core/Version.hpp"
 #include "core/pipeline/Pipeline.hpp"
-#include "io/ChunkCache.hpp"
-#include "io/Disk.hpp"
+#include "io/input/ChunkCache.hpp"
+#include "io/os/Disk.hpp"
+#include "io/os/FileIdentity.hpp"
 #include "io/WriteModes.hpp"
 
 #include <fmt/format.h>

@@ -6,9 +6,10 @@
 #include "app/Ranks.hpp"
 #include "core/Plan.hpp"
 #include "core/Strategy.hpp"
-#include "io/Chunks.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
+#include "io/cube/CubeReader.hpp"
+#include "io/os/DirectWriter.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
 
 #include <iosfwd>
 #include <memory>

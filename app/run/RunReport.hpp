@@ -8,7 +8,7 @@
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
 #include "core/pipeline/Pipeline.hpp"
-#include "io/Chunks.hpp"
+#include "io/cube/CubeReader.hpp"
 
 #include <string>
 #include <vector>

@@ -2,10 +2,10 @@
 
 #include "app/run/ChunkHolding.hpp"
 #include "core/Errors.hpp"
-#include "io/ChunkCache.hpp"
-#include "io/Hdf5.hpp"
-#include "io/MetadataSandbox.hpp"
-#include "io/OutputNames.hpp"
+#include "io/input/ChunkCache.hpp"
+#include "io/hdf5/Hdf5.hpp"
+#include "io/hdf5/MetadataSandbox.hpp"
+#include "io/output/OutputNames.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <fmt/format.h>
@@ -224,7 +224,7 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
                                   o.dataset, cv.dims[0], cv.dims[1], cv.dims[2], s.T, s.N, s.K, o.input, o.discount));
   const Precision p = cv.precision;
   // The budget is shared between the checking threads; chunks HDF5 reads as
-  // for jobs (io/ChunkCache.hpp), blocks by the jobs' rule (core/Plan.hpp)
+  // for jobs (io/input/ChunkCache.hpp), blocks by the jobs' rule (core/Plan.hpp)
   // where no output chunks need holding whole.
   const int threads = host_threads();
   const ChunkRow row = fit_chunk_cache(input_file, p, o.memory_budget, verify_cache, threads, progress);

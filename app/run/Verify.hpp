@@ -3,8 +3,8 @@
 // by block from its input and compared bit for bit.
 #include "core/Names.hpp"
 #include "core/Plan.hpp"
-#include "io/Chunks.hpp"
-#include "io/Input.hpp"
+#include "io/cube/CubeReader.hpp"
+#include "io/input/Input.hpp"
 
 #include <cstddef>
 #include <iosfwd>

@@ -8,7 +8,7 @@
 // CPU binding: it waits on the disk nearly all the time, and the little it
 // computes (copying a misaligned read into place) lands in that core's
 // caches. It decodes on its own thread: outside a parallel region a reader
-// would otherwise start an OpenMP team (io/ChunkedCube.cpp), one per helper
+// would otherwise start an OpenMP team (io/cube/ChunkedCube.cpp), one per helper
 // beside the computing threads.
 #include <condition_variable>
 #include <exception>

@@ -14,7 +14,7 @@ compressed: gzip, lzf, Blosc and bitshuffle-LZ4 outputs (chunks compressed by ev
   for byte as it does (compressed bytes and filter mask; where each chunk
   lies in the file may differ), and verify.
 failures: one rank's input unreadable, the disk full on one rank, a rank
-  killed (CVEST_FAULT, io/Faults.hpp): the same exit code from mpiexec, one
+  killed (CVEST_FAULT, io/os/Faults.hpp): the same exit code from mpiexec, one
   line naming the rank, nothing at the output path, no temporary file left
   (after a kill: removed by the next run, which succeeds), and no hang (every
   run has a timeout).

@@ -4,7 +4,7 @@
     publish.py CVEST_BINARY steps|steps_more|syscalls|owners|writers
 
 steps: SIGKILL and SIGINT at every step of putting an output, a generated
-  input and a report in place (CVEST_FAULT=kill_at / interrupt_at, io/Faults.hpp)
+  input and a report in place (CVEST_FAULT=kill_at / interrupt_at, io/os/Faults.hpp)
   over an existing file: the path holds the old file or the new one, whole
   (bytes compared), and the next run leaves the new one there (an output
   sealed before the kill is put in place, not computed again), with nothing
@@ -267,7 +267,7 @@ def syscalls():
     lines = trace("run", "deck.toml")
     assert_order(lines, "cv.h5")
     assert_order(lines, "r.json")
-    # The journal and the seal (io/Journal.cpp create_whole): written to
+    # The journal and the seal (io/output/Journal.cpp create_whole): written to
     # NAME.new, synced, renamed onto NAME, the folder synced after.
     for kind in (".journal-", ".sealed"):
         renames = [i for i, l in enumerate(lines) if "rename" in l and kind in l.split(",", 2)[-1]]

@@ -9,8 +9,8 @@
 // process InputFile starts (check_metadata_in_child): an InputError here. HDF5 itself is Debian's build, not instrumented: what the
 // sanitizers see there is what reaches the C library (memcpy, malloc).
 #include "core/Errors.hpp"
-#include "io/Input.hpp"
-#include "io/MetadataSandbox.hpp"
+#include "io/input/Input.hpp"
+#include "io/hdf5/MetadataSandbox.hpp"
 
 #include <algorithm>
 #include <cstdio>

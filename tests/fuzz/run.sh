@@ -24,16 +24,16 @@ mkdir -p "$work"
 flags=(-std=c++17 -O1 -g -DNDEBUG -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$src")
 case $target in
   deck)
-    sources=("$src/app/Deck.cpp" "$src/core/Names.cpp" "$src/core/Strategy.cpp" "$src/core/Plan.cpp")
-    headers=("$src/app/Deck.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
+    sources=("$src/app/Deck.cpp" "$src/app/AsciiToml.cpp" "$src/core/Names.cpp" "$src/core/Strategy.cpp" "$src/core/Plan.cpp")
+    headers=("$src/app/Deck.hpp" "$src/app/AsciiToml.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
     libs=(-lfmt)
     what="deck loader"; unit="decks"; timeout=10 ;;
   input)
     hdf5_include=$(pkg-config --cflags hdf5-serial 2> /dev/null || echo -I/usr/include/hdf5/serial)
     hdf5_libs=$(pkg-config --libs hdf5-serial 2> /dev/null || echo "-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5")
-    sources=("$src/io/Input.cpp" "$src/io/ChunkFiles.cpp" "$src/io/RawCube.cpp" "$src/io/ChunkedCube.cpp" "$src/io/HeldChunks.cpp" "$src/io/CubeReader.cpp" "$src"/io/codecs/*.cpp "$src/io/DirectIo.cpp" "$src/io/DirectWriter.cpp" "$src/io/DirectReader.cpp" "$src/io/Hdf5.cpp" "$src/io/MetadataSandbox.cpp" "$src/io/Faults.cpp" "$src/io/TempFiles.cpp" "$src/core/Interrupt.cpp" "$src/core/Names.cpp"
+    sources=("$src/io/input/Input.cpp" "$src/io/hdf5/ChunkFiles.cpp" "$src/io/cube/RawCube.cpp" "$src/io/cube/ChunkedCube.cpp" "$src/io/cube/HeldChunks.cpp" "$src/io/cube/CubeReader.cpp" "$src"/io/codecs/*.cpp "$src/io/os/DirectIo.cpp" "$src/io/os/ReadWriteAt.cpp" "$src/io/os/DirectWriter.cpp" "$src/io/os/DirectReader.cpp" "$src/io/hdf5/Hdf5.cpp" "$src/io/hdf5/MetadataSandbox.cpp" "$src/io/os/Faults.cpp" "$src/io/os/TempFiles.cpp" "$src/core/Interrupt.cpp" "$src/core/Names.cpp"
              "$src/core/Plan.cpp")
-    headers=("$src/io/Input.hpp" "$src/io/Chunks.hpp" "$src/io/ChunkFiles.hpp" "$src/io/RawCube.hpp" "$src/io/ChunkedCube.hpp" "$src/io/HeldChunks.hpp" "$src/io/CubeReader.hpp" "$src"/io/codecs/*.hpp "$src/io/DirectIo.hpp" "$src/io/DirectReader.hpp" "$src/io/DirectWriter.hpp" "$src/io/Hdf5.hpp" "$src/io/MetadataSandbox.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
+    headers=("$src/io/input/Input.hpp" "$src/io/hdf5/ChunkFiles.hpp" "$src/io/cube/RawCube.hpp" "$src/io/cube/ChunkedCube.hpp" "$src/io/cube/HeldChunks.hpp" "$src/io/cube/CubeReader.hpp" "$src"/io/codecs/*.hpp "$src/io/os/DirectIo.hpp" "$src/io/os/ReadWriteAt.hpp" "$src/io/os/DirectReader.hpp" "$src/io/os/DirectWriter.hpp" "$src/io/hdf5/Hdf5.hpp" "$src/io/hdf5/MetadataSandbox.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
     flags+=(-fopenmp $hdf5_include)
     flags+=($(pkg-config --cflags liblzf libdeflate blosc liblz4 zlib))
     libs=($hdf5_libs -lhdf5_hl $(pkg-config --libs liblzf libdeflate blosc liblz4 zlib) -lfmt)

@@ -1,7 +1,7 @@
 #pragma once
 // Test inputs made by hand: datasets of any type and shape, files of HDF5's
 // defaults, and damage done to them as a fault would.
-#include "io/Hdf5.hpp"
+#include "io/hdf5/Hdf5.hpp"
 #include "core/Errors.hpp"
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 // Files another user could have planted in a shared folder, for the tests
 // that check cvest never follows, adopts or removes them.
-#include "io/TempFiles.hpp"
+#include "io/os/TempFiles.hpp"
 #include "Scratch.hpp"
 
 #include <catch2/catch.hpp>

@@ -3,7 +3,7 @@
 // a damaged file refused in one line (auto then takes its stated default),
 // and a small measurement's passes counted and interleaved; the read mode
 // taken from the same records.
-#include "io/DirectWriter.hpp"
+#include "io/os/DirectWriter.hpp"
 #include "io/WriteModes.hpp"
 #include "core/Errors.hpp"
 #include "tests/CacheDirHere.hpp"

@@ -1,11 +1,11 @@
 // Decks run end to end: the first job writes, later jobs are checked against
 // it; generated inputs fit the disk first; chunks HDF5 reads are read once;
 // random shapes, storages, budgets and pipelines.
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
-#include "io/OutputLock.hpp"
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputLock.hpp"
 #include "app/run/ReportFormats.hpp"
 #include "app/run/RunDeck.hpp"
 #include "app/run/Verify.hpp"

@@ -3,7 +3,7 @@
 #include "app/Deck.hpp"
 #include "app/Ranks.hpp"
 #include "app/run/RunPlan.hpp"
-#include "io/Generator.hpp"
+#include "io/input/Generator.hpp"
 #include "JobDirs.hpp"
 
 #include <Kokkos_Core.hpp>

@@ -1,10 +1,10 @@
 // The verifier: a flipped element named, a reader that finds the wrong bytes
 // caught through HDF5, NaN against NaN.
-#include "io/Disk.hpp"
-#include "io/Generator.hpp"
-#include "io/Input.hpp"
-#include "io/OutputFile.hpp"
-#include "io/OutputLock.hpp"
+#include "io/os/Disk.hpp"
+#include "io/input/Generator.hpp"
+#include "io/input/Input.hpp"
+#include "io/output/OutputFile.hpp"
+#include "io/output/OutputLock.hpp"
 #include "app/run/ReportFormats.hpp"
 #include "app/run/RunDeck.hpp"
 #include "app/run/Verify.hpp"

@@ -1,0 +1,22 @@
+#pragma once
+// A cube's dataset as cvest creates it (an output's, a generated input's):
+// chunked, plain or through the codecs' filters.
+#include "core/Names.hpp"
+#include "io/codecs/Codec.hpp"
+#include "io/hdf5/Hdf5.hpp"
+
+#include <string>
+#include <vector>
+
+namespace cvest::io {
+
+// The cube (or table) dataset `name` of `dims` in `chunk`s, plain or
+// compressed with the filters io::pipeline_for names (gzip: shuffle, deflate;
+// lzf: shuffle, h5py's lzf; blosc; bitshuffle-lz4), each optional as HDF5's
+// setters and h5py make them, so a chunk a filter cannot shrink is stored
+// without it. IoError naming `shown`, also where an HDF5 plugin's set_local
+// recorded a filter otherwise than cvest codes it.
+Dataset create_dataset(const File& file, const std::string& name, Precision precision, const std::vector<hsize_t>& dims,
+                       const std::vector<hsize_t>& chunk, const CompressionSpec& compression, const std::string& shown);
+
+}  // namespace cvest::io
