@@ -156,12 +156,18 @@ std::string info_command() {
   if (policy::on_host<Kokkos::DefaultExecutionSpace>)
     for (const Precision p : {Precision::f64, Precision::f32}) {
       const std::size_t size = element_size(p);
-      const auto in_force = [&](const char* what, int most, const std::string& source) {
+      const auto in_force = [&](const char* what, int few, int many, const std::string& source) {
+        const std::string most = few == many ? std::to_string(many)
+                                             : fmt::format("{} below {} dates, {} from {}", few, policy::flat_many_dates,
+                                                           many, policy::flat_many_dates);
         text += fmt::format("{} ({}), at most: {} ({})\n", what, to_string(p), most,
                             source.empty() ? "the stated default; measured on first use or by cvest tune" : source);
       };
-      in_force("flat/left streams at once", policy::flat_streams_most(size), policy::flat_streams_source(size));
-      in_force("flat/right dates at once", policy::flat_dates_most(size), policy::flat_dates_source(size));
+      const Index few = policy::flat_many_dates - 1, many = policy::flat_many_dates;
+      in_force("flat/left streams at once", policy::flat_streams_most(size, few), policy::flat_streams_most(size, many),
+               policy::flat_streams_source(size));
+      in_force("flat/right dates at once", policy::flat_dates_most(size, few), policy::flat_dates_most(size, many),
+               policy::flat_dates_source(size));
       text += fmt::format("flat's stores ({}): {}\n", to_string(p), policy::flat_stores_text(size));
     }
   return text;
@@ -214,7 +220,7 @@ void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream&
     apply_walk_record(record);
     const std::string source = right ? policy::flat_dates_source() : policy::flat_streams_source();
     fmt::print(out_text, "{} now {} at most {} at once on this machine with {} threads{}\n{}\n",
-               io::flat_name(walk), right ? "takes" : "walks", io::counted(walk, record.best()), policy::host_threads(),
+               io::flat_name(walk), right ? "takes" : "walks", record.counts(true), policy::host_threads(),
                source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),
                record.text());
   }

@@ -24,7 +24,9 @@ bool first_use_allowed();
 // The measurement for `precision`, where first_use_allowed(), the default
 // execution space is the host's and a record of any of the three choices is
 // missing here: once a process, precision and record file, its records
-// saved (the missing ones) and put in force. Returns what it did in one line ("" where
+// saved (the missing ones) and put in force; where none is missing, the
+// records as they are now put in force (another rank's, saved since this
+// process started). Returns what it did in one line ("" where
 // it measured nothing): the choices, the seconds it took, the record file.
 // A failure (no memory for its arrays, a record that cannot be written) is
 // said in that line, the defaults kept; it never throws but for the

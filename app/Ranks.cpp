@@ -8,9 +8,11 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <exception>
 #include <stdexcept>
+#include <thread>
 
 namespace cvest::app {
 
@@ -102,6 +104,14 @@ void Ranks::together(const std::function<void()>& step) const {
 
 void Ranks::barrier() const {
   if (mpi_) MPI_Barrier(MPI_COMM_WORLD);
+}
+
+void Ranks::idle_barrier() const {
+  if (!mpi_) return;
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void Ranks::broadcast(std::vector<std::uint64_t>& values) const {

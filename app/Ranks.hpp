@@ -43,6 +43,9 @@ class Ranks {
   // after "rank R of S: ". One process: `step` as it is.
   void together(const std::function<void()>& step) const;
   void barrier() const;
+  // A barrier whose waiting ranks sleep (MPI_Barrier polls, a core each):
+  // beside a rank that measures the machine.
+  void idle_barrier() const;
   // Rank 0's value on every rank.
   void broadcast(std::vector<std::uint64_t>& values) const;
   void broadcast(std::string& text) const;

@@ -99,13 +99,14 @@ io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double wa
 void apply_walk_record(const io::WalkRecord& record) {
   const std::string source = record.source();
   const std::size_t size = element_size(record.precision);
+  const policy::FlatCounts counts{record.best_for(false), record.best_for(true)};
   if (record.walk == io::Walk::right_dates)
-    policy::set_flat_dates_measured(record.best(), source, size);
+    policy::set_flat_dates_measured(counts, source, size);
   else if (record.walk == io::Walk::stores)
     policy::set_flat_stores_measured(record.best() ? policy::StoreKind::streaming : policy::StoreKind::regular,
                                      source, size);
   else
-    policy::set_flat_streams_measured(record.best(), source, size);
+    policy::set_flat_streams_measured(counts, source, size);
 }
 
 void apply_walk_records(bool say) {

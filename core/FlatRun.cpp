@@ -64,8 +64,8 @@ namespace {
 // and its store kind besides the CVEST_FLAT_* variables: a trial (cvest
 // tune's, the first use's), else a record; per precision.
 struct WidthChoice {
-  int measured = 0;
-  std::string source;  // the measured count's
+  int measured[2] = {0, 0};  // below flat_many_dates, from it
+  std::string source;        // the measured counts'
 };
 struct StoreChoice {
   StoreKind measured = StoreKind::unset;
@@ -92,13 +92,13 @@ void check_width(int most) {
 
 using Widths = WidthChoice (Choices::*)[2];
 
-int width_most(Widths which, int Choices::*trial, int stated, std::size_t element_size) {
+int width_most(Widths which, int Choices::*trial, int stated, std::size_t element_size, Index T) {
   Choices& c = choices();
   std::lock_guard<std::mutex> hold(c.lock);
   if (c.*trial) return c.*trial;
   const WidthChoice& w = (c.*which)[precision_index(element_size)];
-  const int forced = flat_run().dates_forced;
-  return forced ? forced : w.measured ? w.measured : stated;
+  const int forced = flat_run().dates_forced, measured = w.measured[T >= flat_many_dates];
+  return forced ? forced : measured ? measured : stated;
 }
 
 std::string width_source(Widths which, int Choices::*trial, std::size_t element_size) {
@@ -107,15 +107,18 @@ std::string width_source(Widths which, int Choices::*trial, std::size_t element_
   if (c.*trial) return fmt::format("cvest tune's trial of {}", c.*trial);
   if (flat_run().dates_forced) return "CVEST_FLAT_DATES=" + std::to_string(flat_run().dates_forced);
   const WidthChoice& w = (c.*which)[precision_index(element_size)];
-  return w.measured ? w.source : std::string();
+  return w.measured[1] ? w.source : std::string();
 }
 
-void set_measured(Widths which, int most, const std::string& source, std::size_t element_size) {
-  check_width(most);
+void set_measured(Widths which, FlatCounts counts, const std::string& source, std::size_t element_size) {
+  check_width(counts.few);
+  check_width(counts.many);
+  if ((counts.few == 0) != (counts.many == 0))
+    throw std::invalid_argument("flat's counts measured at few and many dates: both or neither");
   Choices& c = choices();
   std::lock_guard<std::mutex> hold(c.lock);
   WidthChoice& w = (c.*which)[precision_index(element_size)];
-  w.measured = most, w.source = most ? source : std::string();
+  w.measured[0] = counts.few, w.measured[1] = counts.many, w.source = counts.many ? source : std::string();
 }
 
 void set_trial(int Choices::*trial, int most) {
@@ -139,17 +142,17 @@ StoreKind stores_forced() {
 
 }  // namespace
 
-int flat_dates_most(std::size_t e) { return width_most(&Choices::right, &Choices::right_trial, 2, e); }
+int flat_dates_most(std::size_t e, Index T) { return width_most(&Choices::right, &Choices::right_trial, 2, e, T); }
 std::string flat_dates_source(std::size_t e) { return width_source(&Choices::right, &Choices::right_trial, e); }
-void set_flat_dates_measured(int most, const std::string& source, std::size_t e) {
-  set_measured(&Choices::right, most, source, e);
+void set_flat_dates_measured(FlatCounts counts, const std::string& source, std::size_t e) {
+  set_measured(&Choices::right, counts, source, e);
 }
 void set_flat_dates_trial(int most) { set_trial(&Choices::right_trial, most); }
 
-int flat_streams_most(std::size_t e) { return width_most(&Choices::left, &Choices::left_trial, 4, e); }
+int flat_streams_most(std::size_t e, Index T) { return width_most(&Choices::left, &Choices::left_trial, 4, e, T); }
 std::string flat_streams_source(std::size_t e) { return width_source(&Choices::left, &Choices::left_trial, e); }
-void set_flat_streams_measured(int most, const std::string& source, std::size_t e) {
-  set_measured(&Choices::left, most, source, e);
+void set_flat_streams_measured(FlatCounts counts, const std::string& source, std::size_t e) {
+  set_measured(&Choices::left, counts, source, e);
 }
 void set_flat_streams_trial(int most) { set_trial(&Choices::left_trial, most); }
 
@@ -263,7 +266,7 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
   const Index per = flat_run_elements(element_size);
   const auto d_at = reinterpret_cast<std::uintptr_t>(d), cv_at = reinterpret_cast<std::uintptr_t>(cv);
   for (int streams : {4, 2}) {
-    if (streams > flat_streams_most(element_size)) continue;
+    if (streams > flat_streams_most(element_size, T)) continue;
     // Whole runs in any full work item (its first may be entered part way),
     // over the streams; then nearer spacings, until the page offsets (256
     // of 16-byte steps at most) have all been tried.
@@ -274,26 +277,26 @@ FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_
   return {};
 }
 
-std::string flat_streams_text(const FlatStreams& streams, std::size_t element_size) {
+std::string flat_streams_text(const FlatStreams& streams, std::size_t element_size, Index T) {
   const std::string source = flat_streams_source(element_size);
   if (streams.streams == 1)
-    return flat_streams_most(element_size) == 1 ? "one stream (" + (source.empty() ? std::string("at most one") : source) + ")"
+    return flat_streams_most(element_size, T) == 1 ? "one stream (" + (source.empty() ? std::string("at most one") : source) + ")"
                             : "one stream (runs of T dates not a multiple of 16 bytes, or no spacing of them "
                               "1 KiB apart in a page)";
   return fmt::format("{} streams at once, {} runs apart{}", streams.streams, streams.runs_apart,
                      source.empty() ? std::string() : " (" + source + ")");
 }
 
-std::string flat_dates_text(const FlatDates& dates, std::size_t element_size) {
+std::string flat_dates_text(const FlatDates& dates, std::size_t element_size, Index T) {
   if (dates.dates == 1)
-    return flat_dates_most(element_size) == 1 ? "one at a time" + cap_note(element_size)
+    return flat_dates_most(element_size, T) == 1 ? "one at a time" + cap_note(element_size)
                             : "one at a time (no group of dates whose rows sit 1 KiB apart in a page and share an "
                               "alignment, leaving no dates over where a few tiles do not split into whole tiles a thread)";
   return fmt::format("{} at once, {} apart{}", dates.dates, dates.step, cap_note(element_size));
 }
 
 std::string flat_walk_dates_text(const FlatWalk& walk) {
-  std::string text = flat_dates_text(walk.together, walk.element);
+  std::string text = flat_dates_text(walk.together, walk.element, walk.full * walk.span + walk.over);
   if (walk.together.dates == 1 || walk.over == 0) return text;
   const Index alone = walk.alone();
   text += fmt::format("; the {} date{} over them ", walk.over, walk.over > 1 ? "s" : "");

@@ -60,7 +60,23 @@ inline Index flat_run_elements(std::size_t element_size) {
 // the most dates the walk takes at once. Returns the tile's bytes.
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates);
 
-// The most dates flat takes at once on LayoutRight: 1, 2 or 4, for elements
+// Dates (T) from which flat takes the count measured at many dates (a
+// shape of 100), below them the count measured at few (8): between the two
+// (their geometric middle, 28.3). The best count hangs on T: on a 2-CPU AMD
+// EPYC VM (Zen 4) flat/left at 100 x 400,000 double ran at 0.95-0.98 of its
+// roof with one stream and 0.76-0.86 with two, while at 8 dates the counts
+// tied at the user's shapes and two led at 48 MiB (issue 59).
+inline constexpr Index flat_many_dates = 28;
+// A measured count at few dates and at many (flat_many_dates); one count
+// for both where they agree.
+struct FlatCounts {
+  int few = 0, many = 0;
+  FlatCounts(int both) : few(both), many(both) {}  // NOLINT: one count converts
+  FlatCounts(int few_dates, int many_dates) : few(few_dates), many(many_dates) {}
+};
+
+// The most dates flat takes at once on LayoutRight at T dates (the count
+// for many dates where T is not given): 1, 2 or 4, for elements
 // of `element_size` bytes (8: double, 4: float; each precision measured on
 // its own: float's best count differed from double's, issue 59). A tune
 // trial (set_flat_dates_trial) where one runs; else CVEST_FLAT_DATES where
@@ -75,26 +91,26 @@ std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, i
 // 2-CPU AMD EPYC VM (Zen 5, L2 1 MiB) four ran faster than two in 6 of 8
 // pairs at four shapes (docs/benchmarks.md). Each date at once adds a read
 // and a streaming-store stream a core keeps going.
-int flat_dates_most(std::size_t element_size = 8);
+int flat_dates_most(std::size_t element_size = 8, Index T = flat_many_dates);
 // Where flat_dates_most() comes from, as flat_streams_source says it.
 std::string flat_dates_source(std::size_t element_size = 8);
-void set_flat_dates_measured(int most, const std::string& source, std::size_t element_size = 8);
+void set_flat_dates_measured(FlatCounts counts, const std::string& source, std::size_t element_size = 8);
 void set_flat_dates_trial(int most);  // both precisions
-// The most streams flat/left walks at once (flat_left_streams): 1, 2 or 4,
-// per precision as flat_dates_most. A tune trial where one runs; else
+// The most streams flat/left walks at once (flat_left_streams) on runs of T
+// dates: 1, 2 or 4, per precision and dates as flat_dates_most. A tune trial where one runs; else
 // CVEST_FLAT_DATES where set; else what was measured here (by cvest tune
 // or on first use); else the stated default, 4 (a 2-CPU Intel Xeon VM: one
 // stream 31-34 GB/s, four 40-41 at 8 x 10,000,000 float). The best count
 // is the host's: on a 2-CPU AMD EPYC VM (Zen 5) one stream ran at 0.88-1.01
 // of the copy roof where four ran at 0.62-0.86 (T = 80-200; at T = 8 the
 // two tied; docs/benchmarks.md).
-int flat_streams_most(std::size_t element_size = 8);
+int flat_streams_most(std::size_t element_size = 8, Index T = flat_many_dates);
 // Where flat_streams_most() comes from, for the headers: "" (the stated
 // default), "CVEST_FLAT_DATES=2", "measured here by cvest tune on DATE", or
 // "cvest tune's trial of 4".
 std::string flat_streams_source(std::size_t element_size = 8);
 // The app's, at start: the count measured here and its text.
-void set_flat_streams_measured(int most, const std::string& source, std::size_t element_size = 8);
+void set_flat_streams_measured(FlatCounts counts, const std::string& source, std::size_t element_size = 8);
 // cvest tune's trials: `most` streams whatever else says (0: the rule above).
 void set_flat_streams_trial(int most);
 
@@ -138,7 +154,7 @@ struct FlatDates {
 FlatDates flat_dates(const void* d, const void* cv, std::size_t stride_bytes, Index T, bool even = false,
                      int most = 4);
 // "4 at once, 1 apart", or why one at a time.
-std::string flat_dates_text(const FlatDates& dates, std::size_t element_size = 8);
+std::string flat_dates_text(const FlatDates& dates, std::size_t element_size = 8, Index T = flat_many_dates);
 
 // How a LayoutLeft work item walks its run of elements (runs of T dates of
 // one multBy value after another: core/StreamingStores.hpp scaled_runs):
@@ -158,7 +174,8 @@ struct FlatStreams {
 };
 FlatStreams flat_left_streams(const void* d, const void* cv, Index T, std::size_t element_size);
 // "4 streams at once, 2016 runs apart", or why one stream.
-std::string flat_streams_text(const FlatStreams& streams, std::size_t element_size = 8);
+std::string flat_streams_text(const FlatStreams& streams, std::size_t element_size = 8,
+                              Index T = flat_many_dates);
 
 // Whether a few tiles split between the threads call for groups that leave no
 // dates over: fewer than 4 tiles a thread, not a whole number a thread. A
@@ -194,7 +211,7 @@ struct FlatWalk {
   FlatWalk(Index T, Index slice_elements, std::size_t element_size, const void* d, const void* cv, int most = 0)
       : slice(slice_elements), per(flat_run_elements(element_size)),
         tile(Index(flat_tile_bytes(std::size_t(slice) * element_size, element_size,
-                                   most = most > 0 ? most : flat_dates_most(element_size)) / element_size)),
+                                   most = most > 0 ? most : flat_dates_most(element_size, T)) / element_size)),
         runs(tile / per), tiles((slice + tile - 1) / tile),
         together(flat_dates(d, cv, std::size_t(slice) * element_size, T, even_groups_needed(tiles, host_threads()),
                             most)),

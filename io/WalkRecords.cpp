@@ -1,5 +1,6 @@
 #include "io/WalkRecords.hpp"
 
+#include "core/FlatRun.hpp"
 #include "core/Median.hpp"
 #include "core/Spaces.hpp"
 #include "io/RecordFile.hpp"
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <utility>
@@ -65,10 +67,20 @@ std::string counted(Walk walk, int count) {
   return fmt::format("{} {}{}", count, walk == Walk::right_dates ? "date" : "stream", count == 1 ? "" : "s");
 }
 
-int WalkRecord::best() const {
+namespace {
+
+// A shape's dates: "100 x 12582 x 5 double" -> 100 (0 where unreadable).
+Index shape_dates(const std::string& shape) { return Index(std::strtoll(shape.c_str(), nullptr, 10)); }
+
+// best()'s rule over the shapes `take` keeps.
+template <class Take>
+int best_over(const WalkRecord& r, Take take) {
+  const auto& streams = r.streams;
   std::vector<double> lags(streams.size(), 0.0);
   for (std::size_t i = 0; i < streams.size(); ++i)
-    for (const auto& shape : seconds) {
+    for (std::size_t s = 0; s < r.seconds.size(); ++s) {
+      if (!take(s)) continue;
+      const auto& shape = r.seconds[s];
       double fastest = median(shape[0]);
       for (const auto& passes : shape) fastest = std::min(fastest, median(passes));
       lags[i] = std::max(lags[i], median(shape[i]) / fastest);
@@ -83,6 +95,30 @@ int WalkRecord::best() const {
   return streams[best];
 }
 
+}  // namespace
+
+int WalkRecord::best() const {
+  return best_over(*this, [](std::size_t) { return true; });
+}
+
+int WalkRecord::best_for(bool many) const {
+  const auto side = [&](std::size_t s) {
+    const Index T = s < shapes.size() ? shape_dates(shapes[s]) : 0;
+    return T > 0 && (T >= policy::flat_many_dates) == many;
+  };
+  bool any = false;
+  for (std::size_t s = 0; s < seconds.size(); ++s) any = any || side(s);
+  return any ? best_over(*this, side) : best();
+}
+
+std::string WalkRecord::counts(bool named) const {
+  const int few = best_for(false), many = best_for(true);
+  const auto said = [&](int count) { return named ? counted(walk, count) : std::to_string(count); };
+  if (few == many || walk == Walk::stores) return named ? counted(walk, best()) : std::to_string(best());
+  return fmt::format("{} below {} dates, {} from {}", said(few), policy::flat_many_dates, said(many),
+                     policy::flat_many_dates);
+}
+
 std::string WalkRecord::text() const {
   std::string shapes_text;
   for (std::size_t s = 0; s < shapes.size(); ++s) {
@@ -94,7 +130,7 @@ std::string WalkRecord::text() const {
   if (walk == Walk::stores)
     return fmt::format("measured {} on {}: {} (medians of {} passes; stores (0 regular, 1 streaming), time: {})",
                        how(by), date, counted(walk, best()), passes, shapes_text);
-  return fmt::format("measured {} on {}: at most {} (medians of {} passes; {}, time: {})", how(by), date, best(),
+  return fmt::format("measured {} on {}: at most {} (medians of {} passes; {}, time: {})", how(by), date, counts(),
                      passes, walk == Walk::right_dates ? "dates at once" : "streams", shapes_text);
 }
 

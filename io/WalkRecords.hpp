@@ -40,6 +40,13 @@ struct WalkRecord {
   // The count whose slowest shape, against that shape's fastest count
   // (medians), lags least; the fewest of those within 2% of it.
   int best() const;
+  // The same over the shapes of fewer dates than core's flat_many_dates
+  // (many = false) or of as many or more (true): the count flat takes at
+  // such dates (core/FlatRun.hpp). best() where no shape lies on that side.
+  int best_for(bool many) const;
+  // "2", or where the shapes disagree "2 below 28 dates, 1 from 28"; with
+  // `walk`'s words ("2 streams below 28 dates, 1 stream from 28") where named.
+  std::string counts(bool named = false) const;
   // "measured by cvest tune on DATE: at most 1 (medians of 9 passes;
   // streams, time: 100 x 200000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; ...)";
   // flat/right's say "dates at once, time: ...", the stores'

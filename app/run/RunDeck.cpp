@@ -9,7 +9,10 @@
 #include "io/os/Disk.hpp"
 #include "io/hdf5/Hdf5.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <ostream>
 #include <sstream>
 
@@ -37,6 +40,36 @@ RunReport planned_report(const Deck& deck, const RunPlan& plan, const Preparatio
   return rep;
 }
 
+// flat's choices measured on first use (app/FirstUse.hpp) under several
+// ranks: a node's ranks take turns (at once they would share its bandwidth
+// and choose on passes spread by each other's), so its first rank measures
+// and the others, with its CPU and threads, find its records and take them.
+// Nodes measure side by side. Rank 0 says the first measurement made.
+std::string first_use_in_turns(Precision precision, const Ranks& ranks, std::ostream& progress) {
+  std::string mine;
+  if (ranks.size() == 1) {
+    mine = measure_on_first_use(precision, progress);
+  } else {
+    bool allowed = true;
+    ranks.together([&] { allowed = first_use_allowed(); });  // a bad CVEST_FIRST_USE: every rank's one error
+    if (!allowed) return "";
+    std::vector<std::uint64_t> turns{0};
+    for (const auto& size : ranks.gather(std::vector<double>{double(ranks.local_size())}))
+      turns[0] = std::max(turns[0], std::uint64_t(size.at(0)));
+    ranks.broadcast(turns);
+    for (std::uint64_t turn = 0; turn < turns[0]; ++turn) {
+      if (turn == std::uint64_t(ranks.local_rank())) mine = measure_on_first_use(precision, progress);
+      ranks.idle_barrier();
+    }
+  }
+  if (!mine.empty()) reset_peak_rss();  // the measurement's arrays are not the run's
+  if (ranks.size() == 1) return mine;
+  const std::vector<std::string> said = ranks.gather(mine);
+  for (std::size_t r = 0; r < said.size(); ++r)
+    if (!said[r].empty()) return r == 0 ? said[r] : fmt::format("rank {}: {}", r, said[r]);
+  return "";
+}
+
 }  // namespace
 
 RunReport run_deck(const Deck& deck, std::ostream& progress, bool plan_only) {
@@ -61,14 +94,10 @@ RunReport run_deck(const Deck& deck, std::ostream& progress_to, const Ranks& ran
     return rep;
   }
 
-  // One process measures (ranks of a node measuring at once would share its
-  // bandwidth); before the jobs' buffers are allocated.
+  // Before the jobs' buffers are allocated.
   const bool flat = std::find(deck.run.strategies.begin(), deck.run.strategies.end(), Strategy::flat) !=
                     deck.run.strategies.end();
-  if (flat && deck.run.measure_first_use && ranks.size() == 1) {
-    rep.first_use = measure_on_first_use(plan.precision, progress);
-    if (!rep.first_use.empty()) reset_peak_rss();
-  }
+  if (flat && deck.run.measure_first_use) rep.first_use = first_use_in_turns(plan.precision, ranks, progress);
   JobRunner jobs(deck, plan, rep.build, ranks, progress);
   for (const JobPlan& job : plan.jobs) rep.jobs.push_back(jobs.run(job, rep.output_writes));
   if (plan.input) rep.input_reads = plan.input->reads_text(plan.precision);

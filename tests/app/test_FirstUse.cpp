@@ -87,13 +87,15 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
     }
     const auto right = io::walk_record_for(io::Walk::right_dates, policy::host_threads(), problem, Precision::f32);
     REQUIRE(right);
-    CHECK(policy::flat_dates_most(4) == right->best());
+    CHECK(policy::flat_dates_most(4, 100) == right->best_for(true));  // each count at its dates
+    CHECK(policy::flat_dates_most(4, 8) == right->best_for(false));
     if (CVEST_HAVE_STREAMING_STORES) {
       const auto left = io::walk_record_for(io::Walk::left_streams, policy::host_threads(), problem, Precision::f32);
       const auto stores = io::walk_record_for(io::Walk::stores, policy::host_threads(), problem, Precision::f32);
       REQUIRE(left);
       REQUIRE(stores);
-      CHECK(policy::flat_streams_most(4) == left->best());
+      CHECK(policy::flat_streams_most(4, 100) == left->best_for(true));
+      CHECK(policy::flat_streams_most(4, 8) == left->best_for(false));
       CHECK(policy::flat_streaming_stores(4) == (stores->best() == 1));
     }
   }

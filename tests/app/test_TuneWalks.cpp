@@ -64,8 +64,11 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
 
   for (const auto& r : records) io::save_walk_record(r);
   app::apply_walk_records(true);
-  CHECK(policy::flat_streams_most() == records[0].best());
-  CHECK(policy::flat_dates_most() == records[1].best());
+  // Each count at the dates it was measured at (core/FlatRun.hpp flat_many_dates).
+  CHECK(policy::flat_streams_most(8, 100) == records[0].best_for(true));
+  CHECK(policy::flat_streams_most(8, 8) == records[0].best_for(false));
+  CHECK(policy::flat_dates_most(8, 100) == records[1].best_for(true));
+  CHECK(policy::flat_dates_most(8, 8) == records[1].best_for(false));
   CHECK(policy::flat_streams_source() == "measured here by cvest tune on " + records[0].date);
   CHECK(policy::flat_dates_source() == "measured here by cvest tune on " + records[1].date);
   policy::set_flat_streams_measured(1, "x");
@@ -80,6 +83,19 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
   CHECK(policy::flat_dates_text(policy::FlatDates{4, 2}) == "4 at once, 2 apart (v)");
   CHECK_THROWS_AS(policy::set_flat_streams_measured(3, "z"), std::invalid_argument);
   CHECK_THROWS_AS(policy::set_flat_dates_measured(3, "z"), std::invalid_argument);
+  // Counts that differ with the dates: each below and from flat_many_dates.
+  policy::set_flat_streams_measured({2, 1}, "w");
+  CHECK(policy::flat_streams_most(8, 8) == 2);
+  CHECK(policy::flat_streams_most(8, policy::flat_many_dates - 1) == 2);
+  CHECK(policy::flat_streams_most(8, policy::flat_many_dates) == 1);
+  CHECK(policy::flat_streams_most(8, 100) == 1);
+  CHECK(policy::flat_streams_most(4, 8) == 4);  // float's own: the stated default
+  CHECK(policy::flat_streams_text(policy::FlatStreams{}, 8, 100) == "one stream (w)");
+  CHECK_THAT(policy::flat_streams_text(policy::FlatStreams{}, 8, 8), Catch::StartsWith("one stream (runs of T dates"));
+  policy::set_flat_dates_measured({4, 2}, "t");
+  CHECK(policy::flat_dates_most(8, 20) == 4);
+  CHECK(policy::flat_dates_most(8, 40) == 2);
+  CHECK_THROWS_AS(policy::set_flat_dates_measured({0, 2}, "z"), std::invalid_argument);
   policy::set_flat_streams_measured(0, "");  // back to the stated defaults for the other tests
   policy::set_flat_dates_measured(0, "");
   CHECK(policy::flat_streams_most() == 4);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One deck over several MPI ranks writes the same output as one process.
 
-    mpi.py CVEST_BINARY identical|compressed|failures
+    mpi.py CVEST_BINARY identical|compressed|failures|first_use
 
 identical: decks covering both layouts, both precisions, the per-thread and
   overlapped pipelines, every strategy, and uneven splits (more ranks than
@@ -18,6 +18,8 @@ failures: one rank's input unreadable, the disk full on one rank, a rank
   line naming the rank, nothing at the output path, no temporary file left
   (after a kill: removed by the next run, which succeeds), and no hang (every
   run has a timeout).
+first_use: flat's choices measured on first use under 2 ranks: measured
+  once (in turns), said once, recorded once; the next run measures nothing.
 """
 import glob
 import os
@@ -169,6 +171,33 @@ with tempfile.TemporaryDirectory() as tmp:
         check(p is not None and p.returncode == 0 and "ranks   LayoutRight: 2 ranks, blocks by rank [0, " in p.stdout,
               "--plan under 2 ranks shows each rank's blocks")
         check(not leftovers(tmp), "no temporary files left")
+
+    elif case == "first_use":
+        # A new user's empty cache folder under 2 ranks of one node: they
+        # measure flat's choices in turn (app/run/RunDeck.cpp), so the first
+        # measures, the second takes its records; rank 0 says it once.
+        path = deck(tmp, "first_use", "d3.h5", run={"strategy": '"flat"', "layout": '"all"'})
+        cache = os.path.join(tmp, "cache")
+        extra = {"CVEST_FIRST_USE": "on", "CVEST_CACHE_DIR": cache}
+        p = run(["run", path], ranks=2, extra_env=extra)
+        said = [l for l in (p.stdout.splitlines() if p else []) if l.startswith("first use: ")]
+        check(p is not None and p.returncode == 0 and len(said) == 1 and "flat measured in " in said[0],
+              f"first use: mpiexec -n 2 measures and rank 0 says it once ({said})")
+        if said and "), recorded" in said[0]:
+            import json
+            with open(os.path.join(cache, "flat-walks.json")) as f:
+                records = json.load(f)["records"]
+            mine = [r for r in records if r.get("by") == "first use" and r.get("precision") == "double"]
+            check(len(mine) == len({r["walk"] for r in mine}) and len(mine) >= 1,
+                  f"first use: each choice recorded once, not once a rank ({[(r['walk'], r['key']) for r in mine]})")
+            again = run(["run", path, "--set", "output.file=first_use-2.h5"], ranks=2, extra_env=extra)
+            check(again is not None and again.returncode == 0 and "first use: " not in again.stdout,
+                  "first use: the next run under 2 ranks measures nothing")
+        p = run(["run", path, "--set", "output.file=first_use-3.h5"], ranks=2,
+                extra_env=dict(extra, CVEST_FIRST_USE="maybe"), expect=None)
+        check(p is not None and p.returncode != 0 and p.stderr.count("CVEST_FIRST_USE") == 1,
+              f"first use: a bad CVEST_FIRST_USE under 2 ranks is one error line ({p.stderr[-300:] if p else ''})")
+        check(not leftovers(tmp), "first use: no temporary files left")
 
     elif case == "compressed":
         for compression, settings in (("gzip", {}), ("lzf", {}), ("blosc", {"codec": '"zstd"', "shuffle": '"bit"'}),

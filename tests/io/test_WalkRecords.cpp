@@ -36,6 +36,21 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}}).best() == 1);
   // All alike: the fewest.
   CHECK(record("k", {{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}).best() == 1);
+  // Each side of core's flat_many_dates on its own: at 100 dates one stream
+  // leads, at 8 two by more than 2%: 1 from 28 dates, 2 below.
+  const WalkRecord split = record("k", {{1.0}, {1.15}, {1.3}}, {{1.1}, {1.0}, {1.01}});
+  CHECK(split.best() == 1);  // over both shapes: 1 lags least (1.1 against 1.15)
+  CHECK(split.best_for(true) == 1);
+  CHECK(split.best_for(false) == 2);
+  CHECK(split.counts() == "2 below 28 dates, 1 from 28");
+  CHECK(split.counts(true) == "2 streams below 28 dates, 1 stream from 28");
+  CHECK_THAT(split.text(), Catch::StartsWith("measured by cvest tune on 2026-12-05: at most 2 below 28 dates, 1 from 28 ("));
+  // A record of one shape: that shape's best at any dates.
+  WalkRecord one = split;
+  one.shapes = {"8 x 25000 x 5 double"}, one.seconds = {split.seconds[1]};
+  CHECK(one.best_for(true) == 2);
+  CHECK(one.best_for(false) == 2);
+  CHECK(one.counts() == "2");
   const std::string text = record("k", {{0.0213}, {0.024}, {0.0319}}, {{0.022}, {0.0249}, {0.024}}).text();
   CHECK(text == "measured by cvest tune on 2026-12-05: at most 1 (medians of 1 passes; streams, time: "
                 "100 x 2000 x 5 double: 1 21.3 ms, 2 24 ms, 4 31.9 ms; 8 x 25000 x 5 double: 1 22 ms, 2 24.9 ms, "
