@@ -229,97 +229,131 @@ inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
 // (2 or 4; policy::flat_left_streams) stretches of whole runs at once,
 // `runs_apart` runs apart, where they fit; the runs left over one at a
 // time. T > 0, t0 < T.
-template <bool Stream = true, class Scalar, class Rows>
-inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t T, std::size_t t0, Rows m,
-                        int streams = 1, std::size_t runs_apart = 0) {
-  constexpr bool reads = reads_along<Rows>;
-  constexpr bool scaled = !std::is_same_v<Rows, Unit> && !reads;
-  (void)streams, (void)runs_apart;  // the streaming path's
-  std::uint64_t summed = 0;  // reads: every m[r] read
-  const auto run = [&](std::size_t j, std::size_t len, std::size_t r) {
-    if constexpr (scaled) {
-      streamed_rows<1, Stream>(out + j, d + j, len, 0, Constant<Scalar>{m[r]});
-    } else {
-      if constexpr (reads) summed += bits_of(m.m[r]);
-      streamed_rows<1, Stream>(out + j, d + j, len, 0, Unit{});
-    }
-  };
+namespace detail {
+
+// scaled_runs' walk: the element (j) and run (r) it has got to, and the
+// bits of m it has read (ReadAlong). Its steps in order: the first run
+// entered part way, whole runs (streamed or with regular stores), the runs
+// left one call each.
+template <bool Stream, class Scalar, class Rows>
+struct RunWalk {
+  static constexpr bool reads = reads_along<Rows>;
+  static constexpr bool scaled = !std::is_same_v<Rows, Unit> && !reads;
+  Scalar* out;
+  const Scalar* d;
+  std::size_t n, T;
+  Rows m;
   std::size_t j = 0, r = 0;
-  if (t0 != 0 && n > 0) {
+  std::uint64_t summed = 0;  // reads: every m[r] read
+
+  // Elements [at, at + len) of run ra, head and tail scalar.
+  void run(std::size_t at, std::size_t len, std::size_t ra) {
+    if constexpr (scaled) {
+      streamed_rows<1, Stream>(out + at, d + at, len, 0, Constant<Scalar>{m[ra]});
+    } else {
+      if constexpr (reads) summed += bits_of(m.m[ra]);
+      streamed_rows<1, Stream>(out + at, d + at, len, 0, Unit{});
+    }
+  }
+
+  void first_run_from(std::size_t t0) {
+    if (t0 == 0 || n == 0) return;
     j = std::min(n, T - t0);
     run(0, j, 0);
     r = 1;
   }
+
 #if CVEST_HAVE_STREAMING_STORES
-  if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
+  // Whole runs of V vectors, V known to the compiler where runs are short
+  // (its loop unrolled: no branch per vector), U streams at once.
+  template <std::size_t Vectors, std::size_t U>
+  void streamed_whole_runs(std::size_t runs_apart) {
     constexpr std::size_t width = 16 / sizeof(Scalar);
-    // Whole runs of V vectors, V known to the compiler where runs are short
-    // (its loop unrolled: no branch per vector), U streams at once.
-    const auto whole_runs = [&](auto vectors, auto stretches) {
-      constexpr std::size_t U = decltype(stretches)::value;
-      const std::size_t V = vectors == 0 ? T / width : std::size_t(vectors);
-      const auto one = [&](std::size_t at, std::size_t ra) {
-        if constexpr (scaled) {
-          const auto mv = detail::splat(m[ra]);
-          for (std::size_t v = 0; v < V; ++v)
-            detail::stream(out + at + v * width, detail::mul(mv, detail::load(d + at + v * width)));
-        } else {
-          if constexpr (reads) summed += bits_of(m.m[ra]);
-          for (std::size_t v = 0; v < V; ++v) detail::stream(out + at + v * width, detail::load(d + at + v * width));
-        }
-      };
-      if constexpr (U > 1) {
-        const std::size_t apart = runs_apart * T;
-        for (; j + U * apart <= n; j += (U - 1) * apart, r += (U - 1) * runs_apart)
-          for (const std::size_t stop = j + apart; j < stop; j += T, ++r)
-            for (std::size_t u = 0; u < U; ++u) one(j + u * apart, r + u * runs_apart);
+    const std::size_t V = Vectors == 0 ? T / width : Vectors;
+    const auto one = [&](std::size_t at, std::size_t ra) {
+      if constexpr (scaled) {
+        const auto mv = splat(m[ra]);
+        for (std::size_t v = 0; v < V; ++v) stream(out + at + v * width, mul(mv, load(d + at + v * width)));
+      } else {
+        if constexpr (reads) summed += bits_of(m.m[ra]);
+        for (std::size_t v = 0; v < V; ++v) stream(out + at + v * width, load(d + at + v * width));
       }
-      for (; j + T <= n; j += T, ++r) one(j, r);
     };
-    const auto with_streams = [&](auto vectors) {
-      if (streams == 4 && runs_apart > 0) whole_runs(vectors, std::integral_constant<std::size_t, 4>{});
-      else if (streams == 2 && runs_apart > 0) whole_runs(vectors, std::integral_constant<std::size_t, 2>{});
-      else whole_runs(vectors, std::integral_constant<std::size_t, 1>{});
-    };
-    if (T % width == 0 && reinterpret_cast<std::uintptr_t>(out + j) % 16 == 0) {
-      if (T == width) with_streams(std::integral_constant<std::size_t, 1>{});
-      else if (T == 2 * width) with_streams(std::integral_constant<std::size_t, 2>{});
-      else if (T == 4 * width) with_streams(std::integral_constant<std::size_t, 4>{});
-      else with_streams(std::integral_constant<std::size_t, 0>{});
+    if constexpr (U > 1) {
+      const std::size_t apart = runs_apart * T;
+      for (; j + U * apart <= n; j += (U - 1) * apart, r += (U - 1) * runs_apart)
+        for (const std::size_t stop = j + apart; j < stop; j += T, ++r)
+          for (std::size_t u = 0; u < U; ++u) one(j + u * apart, r + u * runs_apart);
     }
+    for (; j + T <= n; j += T, ++r) one(j, r);
+  }
+  template <std::size_t Vectors>
+  void streamed_whole_runs(int streams, std::size_t runs_apart) {
+    if (streams == 4 && runs_apart > 0) streamed_whole_runs<Vectors, 4>(runs_apart);
+    else if (streams == 2 && runs_apart > 0) streamed_whole_runs<Vectors, 2>(runs_apart);
+    else streamed_whole_runs<Vectors, 1>(runs_apart);
+  }
+  // Where every run is whole vectors from here on: T a multiple of the width, out aligned.
+  void streamed_whole_runs(int streams, std::size_t runs_apart) {
+    constexpr std::size_t width = 16 / sizeof(Scalar);
+    if (T % width != 0 || reinterpret_cast<std::uintptr_t>(out + j) % 16 != 0) return;
+    if (T == width) streamed_whole_runs<1>(streams, runs_apart);
+    else if (T == 2 * width) streamed_whole_runs<2>(streams, runs_apart);
+    else if (T == 4 * width) streamed_whole_runs<4>(streams, runs_apart);
+    else streamed_whole_runs<0>(streams, runs_apart);
   }
 #endif
-  if constexpr (!(Stream && CVEST_HAVE_STREAMING_STORES)) {
-    // Regular stores: whole runs in one loop, T known to the compiler where
-    // short. A call per run (the loop below) ran flat/left at 0.22-0.66 of
-    // its roof in a build without streaming stores (runs of 4-20 values).
-    const auto whole = [&](auto length) {
-      constexpr std::size_t L = decltype(length)::value;
-      const std::size_t len = L ? L : T;
-      for (; j + len <= n; j += len, ++r) {
-        if constexpr (scaled) {
-          const Scalar f = m[r];
-          for (std::size_t t = 0; t < len; ++t) out[j + t] = f * d[j + t];
-        } else {
-          if constexpr (reads) summed += bits_of(m.m[r]);
-          for (std::size_t t = 0; t < len; ++t) out[j + t] = d[j + t];
-        }
+
+  // Regular stores: whole runs in one loop, T known to the compiler where
+  // short. A call per run (runs_left) ran flat/left at 0.22-0.66 of its
+  // roof in a build without streaming stores (runs of 4-20 values).
+  template <std::size_t L>
+  void regular_whole_runs() {
+    const std::size_t len = L ? L : T;
+    for (; j + len <= n; j += len, ++r) {
+      if constexpr (scaled) {
+        const Scalar f = m[r];
+        for (std::size_t t = 0; t < len; ++t) out[j + t] = f * d[j + t];
+      } else {
+        if constexpr (reads) summed += bits_of(m.m[r]);
+        for (std::size_t t = 0; t < len; ++t) out[j + t] = d[j + t];
       }
-    };
-    switch (T) {
-      case 2: whole(std::integral_constant<std::size_t, 2>{}); break;
-      case 4: whole(std::integral_constant<std::size_t, 4>{}); break;
-      case 8: whole(std::integral_constant<std::size_t, 8>{}); break;
-      case 16: whole(std::integral_constant<std::size_t, 16>{}); break;
-      default: whole(std::integral_constant<std::size_t, 0>{});
     }
   }
-  for (; j < n; ++r) {
-    const std::size_t len = std::min(T, n - j);
-    run(j, len, r);
-    j += len;
+  void regular_whole_runs() {
+    switch (T) {
+      case 2: regular_whole_runs<2>(); break;
+      case 4: regular_whole_runs<4>(); break;
+      case 8: regular_whole_runs<8>(); break;
+      case 16: regular_whole_runs<16>(); break;
+      default: regular_whole_runs<0>();
+    }
   }
-  if constexpr (reads) *m.bits += summed;
+
+  void runs_left() {
+    for (; j < n; ++r) {
+      const std::size_t len = std::min(T, n - j);
+      run(j, len, r);
+      j += len;
+    }
+    if constexpr (reads) *m.bits += summed;
+  }
+};
+
+}  // namespace detail
+
+template <bool Stream = true, class Scalar, class Rows>
+inline void scaled_runs(Scalar* out, const Scalar* d, std::size_t n, std::size_t T, std::size_t t0, Rows m,
+                        int streams = 1, std::size_t runs_apart = 0) {
+  detail::RunWalk<Stream, Scalar, Rows> walk{out, d, n, T, m};
+  walk.first_run_from(t0);
+#if CVEST_HAVE_STREAMING_STORES
+  if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>))
+    walk.streamed_whole_runs(streams, runs_apart);
+#endif
+  if constexpr (!(Stream && CVEST_HAVE_STREAMING_STORES)) walk.regular_whole_runs();
+  (void)streams, (void)runs_apart;  // the streaming path's
+  walk.runs_left();
 }
 
 // `dates` rows at once (1, 2 or 4: flat's LayoutRight walk), `stride`
