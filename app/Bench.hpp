@@ -160,7 +160,7 @@ Report run(const Config& config, std::ostream& progress);
 // of strategy s over them, `mismatches()` counts cv's elements other than
 // multBy * discount after it, `clear()` zeroes cv, `walked()` says how many
 // streams (LayoutLeft) or dates at once (LayoutRight) flat walks on them now
-// (cvest tune's walks, app/TuneWalks.hpp).
+// (cvest tune's walks, app/tune/TuneWalks.hpp).
 struct Arrays {
   std::function<double(Strategy)> pass;
   std::function<Index()> mismatches;

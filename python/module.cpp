@@ -6,7 +6,7 @@
 #include "app/Deck.hpp"
 #include "app/Commands.hpp"
 #include "app/FirstUse.hpp"
-#include "app/TuneWalks.hpp"
+#include "app/tune/TuneWalks.hpp"
 #include "app/run/ReportFormats.hpp"
 #include "core/Errors.hpp"
 #include "core/Multiply.hpp"

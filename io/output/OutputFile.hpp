@@ -24,6 +24,13 @@
 
 namespace cvest::io {
 
+// What `cvest tune` measured the disk writing plain bytes at in a folder
+// (the faster of its two ways) and when; 0: not measured there.
+struct PlainWriteRate {
+  double bytes_per_s = 0;
+  std::string date = "";  // YYYY-MM-DD
+};
+
 struct OutputSpec {
   std::string path, dataset = "cv";
   Index T = 0, N = 0, K = 0;
@@ -43,7 +50,14 @@ struct OutputSpec {
   // storage, what a sealed output must have been written with to be taken
   // over (it is put in place as it is).
   std::map<std::string, std::string> attributes = {};
-  DirectMode direct = DirectMode::automatic;  // uncompressed data past the page cache (io/os/DirectWriter.hpp)
+  // Uncompressed data past the page cache (io/os/DirectWriter.hpp), as the
+  // app settled it for this machine (app/run/WriteMode.hpp): on, off, or
+  // automatic: past it where O_DIRECT is granted, else through it.
+  DirectMode direct = DirectMode::automatic;
+  std::string direct_because = "";  // why it was settled so, for the writes' report ("": nothing to say)
+  // The disk's plain write rate in the output's folder as `cvest tune`
+  // measured it, handed in by the app: whether compressing pays (writes_text).
+  PlainWriteRate disk = {};
   // What the direct writer's aligned copies may take (a run's plan counts it
   // in memory_budget: direct_write_memory).
   std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20);

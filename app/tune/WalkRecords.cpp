@@ -1,8 +1,8 @@
-#include "io/WalkRecords.hpp"
+#include "app/tune/WalkRecords.hpp"
 
 #include "core/Median.hpp"
 #include "core/Spaces.hpp"
-#include "io/RecordFile.hpp"
+#include "app/tune/RecordFile.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace cvest::io {
+namespace cvest::app {
 
 namespace {
 
@@ -154,4 +154,4 @@ void save_walk_record(const WalkRecord& record) {
   });
 }
 
-}  // namespace cvest::io
+}  // namespace cvest::app
