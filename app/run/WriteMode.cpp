@@ -16,17 +16,18 @@ io::OutputSpec with_write_mode(io::OutputSpec spec) {
   return spec;
 }
 
-io::PlainWriteRate measured_plain_rate(const std::string& folder) {
+io::OutputSpec with_plain_rate(io::OutputSpec spec) {
   std::string problem;  // a record not read: not measured, as with none
-  const auto record = write_mode_record_for(folder, problem);
-  if (!record || record->bytes <= 0 || record->direct_s.empty() || record->buffered_s.empty()) return {};
-  return {record->bytes / std::min(median(record->direct_s), median(record->buffered_s)), record->date};
+  const auto record = write_mode_record_for(io::output_dir(spec.path).string(), problem);
+  if (!record || record->bytes <= 0 || record->direct_s.empty() || record->buffered_s.empty()) return spec;
+  spec.disk_bytes_per_s = record->bytes / std::min(median(record->direct_s), median(record->buffered_s));
+  spec.disk_measured_on = record->date;
+  return spec;
 }
 
 io::OutputSpec settled_output(io::OutputSpec spec) {
   if (spec.compression.kind == Compression::none) return with_write_mode(std::move(spec));
-  spec.disk = measured_plain_rate(io::output_dir(spec.path).string());
-  return spec;
+  return with_plain_rate(std::move(spec));
 }
 
 }  // namespace cvest::app

@@ -14,10 +14,10 @@ namespace cvest::app {
 // for an uncompressed output or a share of one, where the raw path applies.
 io::OutputSpec with_write_mode(io::OutputSpec spec);
 
-// The faster of cvest tune's two ways of writing plain bytes in `folder` on
-// this machine; none (0) where it has not measured there or its record
-// cannot be read.
-io::PlainWriteRate measured_plain_rate(const std::string& folder);
+// `spec` with the rate cvest tune measured the disk writing plain bytes at
+// in its folder on this machine, the faster of its two ways, and the date;
+// none (0) where it has not measured there or its record cannot be read.
+io::OutputSpec with_plain_rate(io::OutputSpec spec);
 
 // Rank 0's output: the write mode where uncompressed, the plain rate where
 // compressed.

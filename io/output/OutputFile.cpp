@@ -195,25 +195,26 @@ namespace {
 
 // Whether compressing can pay on this machine: the coding's rate on this
 // process's threads against the rate `cvest tune` measured the disk writing
-// plain bytes at in the output's folder (`disk`, handed in by the app). Below
-// it, coding alone takes longer than writing the plain bytes would.
-std::string compression_pays_text(const CodingStats& stats, const PlainWriteRate& disk, const std::string& folder) {
+// plain bytes at in the output's folder (handed in by the app). Below it,
+// coding alone takes longer than writing the plain bytes would.
+std::string compression_pays_text(const CodingStats& stats, const OutputSpec& spec) {
   const double plain = double(stats.plain_bytes.load()), stored = double(stats.stored_bytes.load());
   const int threads = std::max(1, omp_get_max_threads());
   const double coding_s = double(stats.nanoseconds.load()) * 1e-9 / threads;
   if (plain <= 0 || coding_s <= 0) return "";
-  if (disk.bytes_per_s <= 0)
-    return "; the disk's plain rate here is not measured (`cvest tune " + folder +
+  const double disk = spec.disk_bytes_per_s;
+  if (disk <= 0)
+    return "; the disk's plain rate here is not measured (`cvest tune " + output_dir(spec.path).string() +
            "` measures it), so whether compressing pays is not said";
   const double rate = plain / coding_s;
   return fmt::format("; coding ran at {:.2f} GB/s on {} threads, {} the {:.2f} GB/s the disk writes plain bytes at "
                      "here (cvest tune, {}): {}",
-                     rate / 1e9, threads, rate > disk.bytes_per_s ? "above" : "below", disk.bytes_per_s / 1e9, disk.date,
-                     rate > disk.bytes_per_s && stored < plain
+                     rate / 1e9, threads, rate > disk ? "above" : "below", disk / 1e9, spec.disk_measured_on,
+                     rate > disk && stored < plain
                          ? fmt::format("compressed ({:.0f}% of the bytes), the output can reach the disk faster than "
                                        "plain", 100.0 * stored / plain)
-                     : rate > disk.bytes_per_s ? std::string("but nothing was smaller compressed")
-                                               : std::string("plain, the output would reach the disk faster"));
+                     : rate > disk ? std::string("but nothing was smaller compressed")
+                                   : std::string("plain, the output would reach the disk faster"));
 }
 
 }  // namespace
@@ -227,7 +228,7 @@ std::string OutputFile::writes_text() const {
   if (spec_.ranks > 1)  // the other ranks' coding is theirs: rank 0's share alone would mislead
     return "through HDF5 (compressed chunks" + (coded.empty() ? "" : "; rank 0's share: " + coded) + ")";
   return "through HDF5 (compressed chunks" + (coded.empty() ? "" : ": " + coded + " by cvest's threads") +
-         compression_pays_text(coding_stats_, spec_.disk, output_dir(spec_.path).string()) + ")";
+         compression_pays_text(coding_stats_, spec_) + ")";
 }
 
 OutputFile::~OutputFile() {

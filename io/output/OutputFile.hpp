@@ -24,13 +24,6 @@
 
 namespace cvest::io {
 
-// What `cvest tune` measured the disk writing plain bytes at in a folder
-// (the faster of its two ways) and when; 0: not measured there.
-struct PlainWriteRate {
-  double bytes_per_s = 0;
-  std::string date = "";  // YYYY-MM-DD
-};
-
 struct OutputSpec {
   std::string path, dataset = "cv";
   Index T = 0, N = 0, K = 0;
@@ -55,9 +48,13 @@ struct OutputSpec {
   // automatic: past it where O_DIRECT is granted, else through it.
   DirectMode direct = DirectMode::automatic;
   std::string direct_because = "";  // why it was settled so, for the writes' report ("": nothing to say)
-  // The disk's plain write rate in the output's folder as `cvest tune`
-  // measured it, handed in by the app: whether compressing pays (writes_text).
-  PlainWriteRate disk = {};
+  // The rate `cvest tune` measured the disk writing plain bytes at in the
+  // output's folder (the faster of its two ways; 0: not measured there) and
+  // its date, handed in by the app: whether compressing pays (writes_text).
+  // Two fields, not a struct: GCC 12 warns of a nested one's string as
+  // maybe uninitialized in brace-initialized specs.
+  double disk_bytes_per_s = 0;
+  std::string disk_measured_on = "";  // YYYY-MM-DD
   // What the direct writer's aligned copies may take (a run's plan counts it
   // in memory_budget: direct_write_memory).
   std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20);
