@@ -2,6 +2,8 @@
 
 #include "app/Deck.hpp"
 #include "app/FirstUse.hpp"
+#include "app/bench/Formats.hpp"
+#include "app/bench/Harness.hpp"
 #include "app/run/ReportFormats.hpp"
 #include "app/run/RunDeck.hpp"
 #include "app/run/RunSummary.hpp"

@@ -5,7 +5,7 @@
 // (app/main.cpp, app/CommandLine.hpp) and `import cvest` (python/module.cpp)
 // are front ends over these alone: what a command does is written once.
 // Every command but info needs Kokkos initialised.
-#include "app/Bench.hpp"
+#include "app/bench/Report.hpp"
 #include "app/Ranks.hpp"
 #include "app/Transfers.hpp"
 #include "app/run/RunReport.hpp"

@@ -1,6 +1,6 @@
 #include "app/tune/TuneWalks.hpp"
 
-#include "app/Bench.hpp"
+#include "app/bench/Variants.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Median.hpp"
 #include "core/Policies.hpp"

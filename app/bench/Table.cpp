@@ -1,8 +1,9 @@
 // What `cvest bench` prints: the short summary by default (no line past 120
 // columns), the full table with flat's walk, every column and the legend
 // under --explain.
-#include "app/Bench.hpp"
+#include "app/bench/Formats.hpp"
 
+#include "app/bench/RoofStats.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 
