@@ -1,5 +1,6 @@
 #include "app/CommandLine.hpp"
 
+#include "app/bench/Server.hpp"
 #include "core/Strategy.hpp"
 #include "core/Version.hpp"
 

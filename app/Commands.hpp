@@ -1,13 +1,15 @@
 #pragma once
-// cvest's commands (run, verify, bench, transfers, generate, info), each
+// cvest's commands (run, verify, bench, transfers, generate, info; tune in
+// app/tune/Tune.hpp, included here), each
 // taking its arguments as values and returning its report. The command line
 // (app/main.cpp, app/CommandLine.hpp) and `import cvest` (python/module.cpp)
 // are front ends over these alone: what a command does is written once.
 // Every command but info needs Kokkos initialised.
-#include "app/Bench.hpp"
+#include "app/bench/Report.hpp"
 #include "app/Ranks.hpp"
 #include "app/Transfers.hpp"
 #include "app/run/RunReport.hpp"
+#include "app/tune/Tune.hpp"
 #include "io/input/Generate.hpp"
 
 #include <iosfwd>
@@ -78,18 +80,5 @@ void generate_command(const GenerateArgs& args, std::ostream& out_text);
 // streams, flat/right's dates at once) measured on it, and the counts in force.
 std::string info_command();
 
-struct TuneArgs {
-  std::string folder = ".";
-  std::string size = "1600MB";  // written by each pass
-  int repeats = 6;              // passes each way (even: each way follows each equally often)
-  std::string walk_size = "800MB";  // discount at each shape of the in-memory walks
-  bool walks_only = false;          // flat's walks in memory, no folder
-};
-// Measures writing past the page cache and through it in `folder`
-// (io/WriteModes.hpp), records the result for [output] direct = "auto",
-// then flat/left's streams and flat/right's dates at once in memory
-// (app/TuneWalks.hpp; `walks_only`: only these), and says it on `out_text`
-// (progress on `progress`).
-void tune_command(const TuneArgs& args, std::ostream& progress, std::ostream& out_text);
 
 }  // namespace cvest::app

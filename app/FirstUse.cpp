@@ -1,6 +1,6 @@
 #include "app/FirstUse.hpp"
 
-#include "app/TuneWalks.hpp"
+#include "app/tune/TuneWalks.hpp"
 #include "core/Errors.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Median.hpp"
@@ -9,8 +9,8 @@
 #include "core/Spaces.hpp"
 #include "core/StreamingStores.hpp"
 #include "core/Types.hpp"
-#include "io/RecordFile.hpp"
-#include "io/WalkRecords.hpp"
+#include "app/tune/RecordFile.hpp"
+#include "app/tune/WalkRecords.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Timer.hpp>
@@ -194,17 +194,17 @@ std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& sh
   return at;
 }
 
-io::WalkRecord record_of(io::Walk walk, Precision precision, std::vector<int> counts) {
-  io::WalkRecord r;
-  r.key = io::walk_record_key(policy::host_threads());
-  r.walk = walk, r.date = io::today(), r.precision = precision, r.by = "first use", r.streams = std::move(counts);
+WalkRecord record_of(Walk walk, Precision precision, std::vector<int> counts) {
+  WalkRecord r;
+  r.key = walk_record_key(policy::host_threads());
+  r.walk = walk, r.date = today(), r.precision = precision, r.by = "first use", r.streams = std::move(counts);
   return r;
 }
 
 // Settings [from, from + 3) of each shape as a record of counts 1, 2, 4.
-io::WalkRecord widths(io::Walk walk, Precision precision, const std::vector<std::string>& shapes,
+WalkRecord widths(Walk walk, Precision precision, const std::vector<std::string>& shapes,
                       const std::vector<std::vector<std::vector<double>>>& at, std::size_t from) {
-  io::WalkRecord r = record_of(walk, precision, {1, 2, 4});
+  WalkRecord r = record_of(walk, precision, {1, 2, 4});
   r.shapes = shapes;
   for (const auto& shape : at) r.seconds.push_back({shape[from], shape[from + 1], shape[from + 2]});
   return r;
@@ -213,13 +213,13 @@ io::WalkRecord widths(io::Walk walk, Precision precision, const std::vector<std:
 // The three records: flat/left's streams (streaming passes), the store kind
 // (each kind at its best width, both layouts' passes summed round by
 // round), and flat/right's dates at once under the kind chosen.
-std::vector<io::WalkRecord> records_of(Precision precision, const std::vector<std::string>& shapes,
+std::vector<WalkRecord> records_of(Precision precision, const std::vector<std::string>& shapes,
                                        const std::vector<std::vector<std::vector<double>>>& at) {
-  const io::WalkRecord left = widths(io::Walk::left_streams, precision, shapes, at, 0);
-  const io::WalkRecord right_s = widths(io::Walk::right_dates, precision, shapes, at, right_streaming);
-  const io::WalkRecord right_r = widths(io::Walk::right_dates, precision, shapes, at, right_regular);
+  const WalkRecord left = widths(Walk::left_streams, precision, shapes, at, 0);
+  const WalkRecord right_s = widths(Walk::right_dates, precision, shapes, at, right_streaming);
+  const WalkRecord right_r = widths(Walk::right_dates, precision, shapes, at, right_regular);
   const auto index = [](int count) { return std::size_t(count == 4 ? 2 : count - 1); };
-  io::WalkRecord stores = record_of(io::Walk::stores, precision, {0, 1});
+  WalkRecord stores = record_of(Walk::stores, precision, {0, 1});
   stores.shapes = shapes;
   for (const auto& shape : at) {
     std::vector<double> regular, streaming;
@@ -240,15 +240,15 @@ std::vector<io::WalkRecord> records_of(Precision precision, const std::vector<st
 // 28"); without
 // streaming stores in the build, "right 2 dates at once, regular stores (no
 // streaming stores in this build)".
-std::string said(const std::vector<io::WalkRecord>& records) {
+std::string said(const std::vector<WalkRecord>& records) {
   std::string left, right, stores = "regular stores (no streaming stores in this build)";
   for (const auto& r : records) {
     const std::string count = r.counts(true);
     const int few = r.best_for(false), many = r.best_for(true);
-    if (r.walk == io::Walk::left_streams)
+    if (r.walk == Walk::left_streams)
       left = "left " + count;
-    else if (r.walk == io::Walk::right_dates)  // "right 4 dates at once", "... at once below 28 dates, 2 from 28"
-      right = "right " + io::counted(r.walk, few) + " at once" +
+    else if (r.walk == Walk::right_dates)  // "right 4 dates at once", "... at once below 28 dates, 2 from 28"
+      right = "right " + counted(r.walk, few) + " at once" +
               (few == many ? std::string() : fmt::format(" below {0} dates, {1} from {0}", policy::flat_many_dates, many));
     else
       stores = count;
@@ -258,7 +258,7 @@ std::string said(const std::vector<io::WalkRecord>& records) {
 
 // The widest spread of the chosen count's passes at any shape of any record:
 // the interquartile range over the median.
-double spread(const std::vector<io::WalkRecord>& records) {
+double spread(const std::vector<WalkRecord>& records) {
   double widest = 0;
   for (const auto& r : records) {
     const std::size_t i = std::size_t(std::find(r.streams.begin(), r.streams.end(), r.best()) - r.streams.begin());
@@ -279,8 +279,8 @@ constexpr double busy_spread = 0.25;
 bool missing_here(Precision precision) {
   std::string problem;
   int found = 0;
-  for (const auto& r : io::walk_records_here(policy::host_threads(), problem))
-    found += r.precision == precision && (CVEST_HAVE_STREAMING_STORES || r.walk == io::Walk::right_dates);
+  for (const auto& r : walk_records_here(policy::host_threads(), problem))
+    found += r.precision == precision && (CVEST_HAVE_STREAMING_STORES || r.walk == Walk::right_dates);
   return found < (CVEST_HAVE_STREAMING_STORES ? 3 : 1);
 }
 
@@ -289,21 +289,21 @@ std::string measure(Precision precision, std::ostream& progress) {
   const Trials undo;
   std::vector<std::string> shapes;
   const auto at = precision == Precision::f64 ? timed<double>(shapes) : timed<float>(shapes);
-  const std::vector<io::WalkRecord> records = records_of(precision, shapes, at);
+  const std::vector<WalkRecord> records = records_of(precision, shapes, at);
   std::string problem;
-  const auto here = io::walk_records_here(policy::host_threads(), problem);
+  const auto here = walk_records_here(policy::host_threads(), problem);
   for (const auto& r : records) {
-    const bool kept = std::any_of(here.begin(), here.end(), [&](const io::WalkRecord& h) {
+    const bool kept = std::any_of(here.begin(), here.end(), [&](const WalkRecord& h) {
       return h.walk == r.walk && h.precision == precision;
     });
     if (kept) continue;  // cvest tune's, or another process's just now: its own measurement stands
-    if (spread(records) <= busy_spread) io::save_walk_record(r);
+    if (spread(records) <= busy_spread) save_walk_record(r);
     apply_walk_record(r);
   }
   const double widest = spread(records);
   const std::string text = fmt::format(
       "flat measured in {:.2f} s ({}: {}), {}", timer.seconds(), to_string(precision), said(records),
-      widest <= busy_spread ? "recorded in " + io::walk_records_path()
+      widest <= busy_spread ? "recorded in " + walk_records_path()
                             : fmt::format("not recorded: its passes spread {:.0f}% (the machine busy), measured again "
                                           "next time", widest * 100));
   fmt::print(progress, "cvest: {}\n", text);
@@ -328,13 +328,13 @@ std::string measure_on_first_use(Precision precision, std::ostream& progress) {
   static std::mutex lock;
   static std::set<std::string> done;
   const std::lock_guard<std::mutex> hold(lock);
-  if (!done.insert(io::walk_records_path() + "|" + std::string(to_string(precision))).second) return "";
+  if (!done.insert(walk_records_path() + "|" + std::string(to_string(precision))).second) return "";
   try {
     if (missing_here(precision)) return measure(precision, progress);
     // Records saved since this process started (by another rank of its node,
     // app/run/RunDeck.cpp, or a process beside it) are taken as they are.
     std::string problem;
-    for (const auto& r : io::walk_records_here(policy::host_threads(), problem))
+    for (const auto& r : walk_records_here(policy::host_threads(), problem))
       if (r.precision == precision) apply_walk_record(r);
     return "";
   } catch (const std::exception& e) {

@@ -1,5 +1,7 @@
 #include "app/Transfers.hpp"
 
+#include "app/bench/RoofStats.hpp"
+#include "app/bench/Variants.hpp"
 #include "core/Plan.hpp"
 #include "core/Policies.hpp"
 

@@ -6,10 +6,10 @@
 //    copies of the same blocks. On a device whose copy engines overlap, the
 //    pipeline takes about as long as the larger of its copies; on host spaces
 //    the stages run one after another and the ratio says so.
-#include "app/Bench.hpp"
 #include "core/pipeline/Pipeline.hpp"
 #include "core/Spaces.hpp"
 #include "core/Strategy.hpp"
+#include "core/Types.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -3,7 +3,7 @@
 // success, 2 bad input, deck or usage, 3 I/O failure, 4 verification
 // mismatch, 1 anything else.
 #include "app/CommandLine.hpp"
-#include "app/TuneWalks.hpp"
+#include "app/tune/TuneWalks.hpp"
 #include "app/Ranks.hpp"
 #include "app/ThreadPlacement.hpp"
 #include "core/Errors.hpp"

@@ -83,7 +83,7 @@ struct FlatCounts {
 // set (for measuring one count against another; anything else is an
 // error); else what was measured on this CPU model with this many threads
 // and this precision, by `cvest tune` or on first use
-// (set_flat_dates_measured: the app reads the record, app/TuneWalks.hpp,
+// (set_flat_dates_measured: the app reads the record, app/tune/TuneWalks.hpp,
 // app/FirstUse.hpp); else the stated default, 2. The best count is the
 // host's: on a 2-CPU Intel Xeon VM (L2 2 MiB) two dates ran the kernel
 // faster than four in all 16 pairs at the eight shapes of

@@ -2,11 +2,12 @@
 // (pybind11), built from the same sources as the command. A front end like
 // app/main.cpp: the commands are app/Commands.hpp's; multiply checks its
 // arrays, makes views over them and calls core/.
-#include "app/Bench.hpp"
+#include "app/bench/Formats.hpp"
+#include "app/bench/Server.hpp"
 #include "app/Deck.hpp"
 #include "app/Commands.hpp"
 #include "app/FirstUse.hpp"
-#include "app/TuneWalks.hpp"
+#include "app/tune/TuneWalks.hpp"
 #include "app/run/ReportFormats.hpp"
 #include "core/Errors.hpp"
 #include "core/Multiply.hpp"

@@ -1,6 +1,7 @@
 #include "app/run/JobOutput.hpp"
 
 #include "app/run/Verify.hpp"
+#include "app/run/WriteMode.hpp"
 #include "core/Errors.hpp"
 
 #include <Kokkos_Core.hpp>
@@ -26,7 +27,7 @@ JobOutput::JobOutput(const io::OutputSpec& spec, const Ranks& ranks) : ranks_(ra
   std::string temp;
   ranks.together([&] {
     if (!ranks.root()) return;
-    out_ = std::make_unique<io::OutputFile>(spec);
+    out_ = std::make_unique<io::OutputFile>(settled_output(spec));
     sealed[0] = out_->sealed() ? 1 : 0;
     for (const Block& b : out_->resumed()) {
       const auto k = key(b);
@@ -44,7 +45,11 @@ JobOutput::JobOutput(const io::OutputSpec& spec, const Ranks& ranks) : ranks_(ra
     ranks.broadcast(description);
     ranks.broadcast(temp);
     ranks.together([&] {
-      if (!ranks.root()) share_ = std::make_unique<io::OutputShare>(spec, temp, description);
+      // A share written at its offsets (the raw path: more than the chunk's
+      // description) takes the write mode settled on its own rank.
+      if (!ranks.root())
+        share_ = std::make_unique<io::OutputShare>(description.size() > 2 ? with_write_mode(spec) : spec, temp,
+                                                   description);
     });
   }
 }

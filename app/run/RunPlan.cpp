@@ -9,7 +9,7 @@
 #include "io/input/ChunkCache.hpp"
 #include "io/os/Disk.hpp"
 #include "io/os/FileIdentity.hpp"
-#include "io/WriteModes.hpp"
+#include "app/tune/WriteModes.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -40,7 +40,7 @@ DirectMode reads_mode(const Deck& deck, std::string& because) {
                           format_bytes(8.0 * double(io::direct_read_memory)));
     return DirectMode::off;
   }
-  return io::choose_direct_reads(deck.input.direct, because,
+  return choose_direct_reads(deck.input.direct, because,
                                  (std::filesystem::path(deck.input.file).parent_path() / ".").string());
 }
 

@@ -150,12 +150,11 @@ std::string first_difference(const void* expected, const void* found, const Bloc
 }
 
 void cross_check_readers(const VerifyOptions& o, const InputFile& input, const CubeReader& cv_reader,
-                         const BlockPlan& plan, Precision p) {
-  const File in_file = open_input_file(o.input), out_file = open_input_file(o.output);
+                         const Dataset& cv_ds, const BlockPlan& plan, Precision p) {
+  const File in_file = open_input_file(o.input);
   DatasetShape shape;
   const Dataset m_ds = open_dataset(in_file, o.input, o.multby, 2, shape);
   const Dataset d_ds = open_dataset(in_file, o.input, o.discount, 3, shape);
-  const Dataset cv_ds = open_dataset(out_file, o.output, o.dataset, 3, shape);
   const Index K = plan.K, n = Index(plan.blocks.size());
   const std::size_t es = element_size(p);
   std::vector<Block> samples;
@@ -245,7 +244,7 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
   const CubeReader cv_reader(cv_ds, o.output, o.dataset, s.N, s.K);
   input.begin_pass(p, plan.blocks);
   check_blocks(o, input, cv_reader, plan, p, threads);
-  cross_check_readers(o, input, cv_reader, plan, p);
+  cross_check_readers(o, input, cv_reader, cv_ds, plan, p);
   fmt::print(progress, "cvest: {} matches {} bit for bit ({} x {} x {} {})\n", o.output, o.input, s.T, s.N, s.K,
              to_string(p));
 }

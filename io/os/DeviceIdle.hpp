@@ -1,7 +1,7 @@
 #pragma once
 // Whether a block device has gone idle, from its busy time in
 // /proc/diskstats: what `cvest tune` waits for before each timed pass
-// (io/WriteModes.hpp wait_until_idle), so that no pass pays for the last
+// (app/tune/WriteModes.hpp wait_until_idle), so that no pass pays for the last
 // one's writes or discards still under way. The file and the reading are
 // parameters, so that tests give fixtures (tests/io/os/diskstats.txt) and
 // sequences of their own.

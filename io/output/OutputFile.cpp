@@ -6,8 +6,6 @@
 #include "io/os/Faults.hpp"
 #include "io/os/Publish.hpp"
 #include "io/output/PartFile.hpp"
-#include "io/WriteModes.hpp"
-#include "core/Median.hpp"
 
 #include <fmt/format.h>
 
@@ -152,16 +150,14 @@ OutputFile::OutputFile(const OutputSpec& spec) : spec_(spec), temp_path_(temp_pa
       discard_temp();
       throw IoError(spec.path + ": cannot allocate the output (disk full?)");
     }
-    std::string because;
-    const DirectMode direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
     try {
-      raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, direct, because,
-                           spec.direct_memory);
+      raw_ = RawCube::open(ds_, spec.path, native_type(spec.precision), true, spec.N, spec.K, spec.direct,
+                           spec.direct_because, spec.direct_memory);
     } catch (...) {  // direct = true where O_DIRECT is refused
       discard_temp();
       throw;
     }
-    if (raw_ && !raw_->writer()->direct() && direct == DirectMode::automatic) say_buffered(spec.path, *raw_);
+    if (raw_ && !raw_->writer()->direct() && spec.direct == DirectMode::automatic) say_buffered(spec.path, *raw_);
   }
   if (journaled) {
     // Guarded before it exists (it appears whole, renamed into place): a
@@ -199,25 +195,24 @@ namespace {
 
 // Whether compressing can pay on this machine: the coding's rate on this
 // process's threads against the rate `cvest tune` measured the disk writing
-// plain bytes at in the output's folder (the faster of its two ways). Below
-// it, coding alone takes longer than writing the plain bytes would.
-std::string compression_pays_text(const CodingStats& stats, const std::string& folder) {
+// plain bytes at in the output's folder (handed in by the app). Below it,
+// coding alone takes longer than writing the plain bytes would.
+std::string compression_pays_text(const CodingStats& stats, const OutputSpec& spec) {
   const double plain = double(stats.plain_bytes.load()), stored = double(stats.stored_bytes.load());
   const int threads = std::max(1, omp_get_max_threads());
   const double coding_s = double(stats.nanoseconds.load()) * 1e-9 / threads;
   if (plain <= 0 || coding_s <= 0) return "";
-  std::string problem;
-  const auto record = write_mode_record_for(folder, problem);
-  if (!record || record->bytes <= 0 || record->direct_s.empty() || record->buffered_s.empty())
-    return "; the disk's plain rate here is not measured (`cvest tune " + folder +
+  const double disk = spec.disk_bytes_per_s;
+  if (disk <= 0)
+    return "; the disk's plain rate here is not measured (`cvest tune " + output_dir(spec.path).string() +
            "` measures it), so whether compressing pays is not said";
-  const double disk = record->bytes / std::min(median(record->direct_s), median(record->buffered_s));
   const double rate = plain / coding_s;
   return fmt::format("; coding ran at {:.2f} GB/s on {} threads, {} the {:.2f} GB/s the disk writes plain bytes at "
                      "here (cvest tune, {}): {}",
-                     rate / 1e9, threads, rate > disk ? "above" : "below", disk / 1e9, record->date,
-                     rate > disk && stored < plain ? fmt::format("compressed ({:.0f}% of the bytes), the output can reach the disk "
-                                               "faster than plain", 100.0 * stored / plain)
+                     rate / 1e9, threads, rate > disk ? "above" : "below", disk / 1e9, spec.disk_measured_on,
+                     rate > disk && stored < plain
+                         ? fmt::format("compressed ({:.0f}% of the bytes), the output can reach the disk faster than "
+                                       "plain", 100.0 * stored / plain)
                      : rate > disk ? std::string("but nothing was smaller compressed")
                                    : std::string("plain, the output would reach the disk faster"));
 }
@@ -233,7 +228,7 @@ std::string OutputFile::writes_text() const {
   if (spec_.ranks > 1)  // the other ranks' coding is theirs: rank 0's share alone would mislead
     return "through HDF5 (compressed chunks" + (coded.empty() ? "" : "; rank 0's share: " + coded) + ")";
   return "through HDF5 (compressed chunks" + (coded.empty() ? "" : ": " + coded + " by cvest's threads") +
-         compression_pays_text(coding_stats_, output_dir(spec_.path).string()) + ")";
+         compression_pays_text(coding_stats_, spec_) + ")";
 }
 
 OutputFile::~OutputFile() {

@@ -43,7 +43,18 @@ struct OutputSpec {
   // storage, what a sealed output must have been written with to be taken
   // over (it is put in place as it is).
   std::map<std::string, std::string> attributes = {};
-  DirectMode direct = DirectMode::automatic;  // uncompressed data past the page cache (io/os/DirectWriter.hpp)
+  // Uncompressed data past the page cache (io/os/DirectWriter.hpp), as the
+  // app settled it for this machine (app/run/WriteMode.hpp): on, off, or
+  // automatic: past it where O_DIRECT is granted, else through it.
+  DirectMode direct = DirectMode::automatic;
+  std::string direct_because = "";  // why it was settled so, for the writes' report ("": nothing to say)
+  // The rate `cvest tune` measured the disk writing plain bytes at in the
+  // output's folder (the faster of its two ways; 0: not measured there) and
+  // its date, handed in by the app: whether compressing pays (writes_text).
+  // Two fields, not a struct: GCC 12 warns of a nested one's string as
+  // maybe uninitialized in brace-initialized specs.
+  double disk_bytes_per_s = 0;
+  std::string disk_measured_on = "";  // YYYY-MM-DD
   // What the direct writer's aligned copies may take (a run's plan counts it
   // in memory_budget: direct_write_memory).
   std::size_t direct_memory = direct_write_memory(std::size_t(256) << 20);

@@ -2,7 +2,6 @@
 
 #include "core/Errors.hpp"
 #include "core/Interrupt.hpp"
-#include "io/WriteModes.hpp"
 #include "io/os/Disk.hpp"
 #include "io/output/PartFile.hpp"
 
@@ -27,10 +26,8 @@ OutputShare::OutputShare(const OutputSpec& spec, const std::string& output_temp,
   if (description[1] != coding_.codecs.size())
     throw std::logic_error("cvest: a rank's output filters differ from rank 0's");
   if (description.size() > 2) {
-    std::string because;
-    const DirectMode direct = choose_direct(spec.direct, output_bytes(spec), because, output_dir(spec.path).string());
-    raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true, direct,
-                                because, spec.direct_memory);
+    raw_ = RawCube::open_placed(output_temp, spec.path, {description.begin() + 2, description.end()}, true,
+                                spec.direct, spec.direct_because, spec.direct_memory);
     if (!spec.fingerprint.empty()) {
       journal_guard_ = std::make_unique<TempFileGuard>(journal_path(output_temp, spec.rank));
       journal_guard_->keep_on_terminate_as_record(LLONG_MAX);  // a record once it holds a block

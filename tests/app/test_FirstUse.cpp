@@ -8,7 +8,7 @@
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 #include "core/StreamingStores.hpp"
-#include "io/WalkRecords.hpp"
+#include "app/tune/WalkRecords.hpp"
 #include "tests/CacheDirHere.hpp"
 #include "tests/Skip.hpp"
 
@@ -65,7 +65,7 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
                        Catch::Contains(CVEST_HAVE_STREAMING_STORES ? "(float: left " : "(float: right "));
   CHECK(progress.str() == "cvest: " + said + "\n");
   std::string problem;
-  const auto records = io::walk_records_here(policy::host_threads(), problem);
+  const auto records = app::walk_records_here(policy::host_threads(), problem);
   CHECK(problem.empty());
   // In force for float either way, said as measured on first use.
   if (CVEST_HAVE_STREAMING_STORES)
@@ -76,7 +76,7 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
     // was busy, and nothing is kept for the next process.
     CHECK(records.empty());
   } else {
-    CHECK_THAT(said, Catch::EndsWith("recorded in " + io::walk_records_path()));
+    CHECK_THAT(said, Catch::EndsWith("recorded in " + app::walk_records_path()));
     // float's three choices (flat/right's dates alone without streaming
     // stores in the build), nothing of double's.
     REQUIRE(records.size() == (CVEST_HAVE_STREAMING_STORES ? 3u : 1u));
@@ -85,13 +85,13 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
       CHECK(r.by == "first use");
       CHECK(r.shapes.size() == 2);
     }
-    const auto right = io::walk_record_for(io::Walk::right_dates, policy::host_threads(), problem, Precision::f32);
+    const auto right = app::walk_record_for(app::Walk::right_dates, policy::host_threads(), problem, Precision::f32);
     REQUIRE(right);
     CHECK(policy::flat_dates_most(4, 100) == right->best_for(true));  // each count at its dates
     CHECK(policy::flat_dates_most(4, 8) == right->best_for(false));
     if (CVEST_HAVE_STREAMING_STORES) {
-      const auto left = io::walk_record_for(io::Walk::left_streams, policy::host_threads(), problem, Precision::f32);
-      const auto stores = io::walk_record_for(io::Walk::stores, policy::host_threads(), problem, Precision::f32);
+      const auto left = app::walk_record_for(app::Walk::left_streams, policy::host_threads(), problem, Precision::f32);
+      const auto stores = app::walk_record_for(app::Walk::stores, policy::host_threads(), problem, Precision::f32);
       REQUIRE(left);
       REQUIRE(stores);
       CHECK(policy::flat_streams_most(4, 100) == left->best_for(true));
@@ -116,7 +116,7 @@ TEST_CASE("first use keeps the records there, and measures nothing when switched
     const FirstUseSwitch off("off");
     CHECK_FALSE(app::first_use_allowed());
     CHECK(app::measure_on_first_use(Precision::f64, progress).empty());
-    CHECK_FALSE(std::filesystem::exists(io::walk_records_path()));
+    CHECK_FALSE(std::filesystem::exists(app::walk_records_path()));
   }
   {
     const test::CacheDirHere cache("first-use-bad");
@@ -129,14 +129,14 @@ TEST_CASE("first use keeps the records there, and measures nothing when switched
     // All three of double's choices recorded (by cvest tune, say): kept, nothing measured.
     const test::CacheDirHere cache("first-use-kept");
     const FirstUseSwitch on("1");
-    const std::string key = io::walk_record_key(policy::host_threads());
+    const std::string key = app::walk_record_key(policy::host_threads());
     const std::vector<std::string> shapes{"8 x 1 x 5 double"};
-    io::save_walk_record({key, io::Walk::left_streams, "2026-12-01", shapes, {1, 2, 4}, {{{1}, {2}, {3}}}});
-    io::save_walk_record({key, io::Walk::right_dates, "2026-12-01", shapes, {1, 2, 4}, {{{3}, {2}, {1}}}});
-    io::save_walk_record({key, io::Walk::stores, "2026-12-01", shapes, {0, 1}, {{{1}, {2}}}});
+    app::save_walk_record({key, app::Walk::left_streams, "2026-12-01", shapes, {1, 2, 4}, {{{1}, {2}, {3}}}});
+    app::save_walk_record({key, app::Walk::right_dates, "2026-12-01", shapes, {1, 2, 4}, {{{3}, {2}, {1}}}});
+    app::save_walk_record({key, app::Walk::stores, "2026-12-01", shapes, {0, 1}, {{{1}, {2}}}});
     CHECK(app::measure_on_first_use(Precision::f64, progress).empty());
     std::string problem;
-    const auto records = io::walk_records_here(policy::host_threads(), problem);
+    const auto records = app::walk_records_here(policy::host_threads(), problem);
     REQUIRE(records.size() == 3);
     for (const auto& r : records) CHECK(r.date == "2026-12-01");
   }

@@ -1,4 +1,4 @@
-// A bench row's roof moves the row's own bytes (app/Bench.cpp): roof::
+// A bench row's roof moves the row's own bytes (app/bench/): roof::
 // copy_and_read copies exactly its n elements and reads exactly its m
 // multBy elements, no fewer (a roof that skipped some would flatter the
 // roof) and no more (it would flatter the kernel), with either kind of store.

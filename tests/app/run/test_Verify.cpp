@@ -71,9 +71,10 @@ TEST_CASE("verify reads a sample through HDF5 too, so a reader that finds the wr
   const Dataset cv = open_dataset(out_file, out, "cv", 3, shape);
   const Dataset wrong = open_dataset(other_file, other, "discount", 3, shape);
   // readers that find the output's own bytes agree with HDF5
-  CHECK_NOTHROW(cross_check_readers(options, input, CubeReader(cv, out, "cv", 3000, 4), plan, Precision::f64));
+  CHECK_NOTHROW(cross_check_readers(options, input, CubeReader(cv, out, "cv", 3000, 4), cv, plan, Precision::f64));
   // one that reads another dataset (as the external-link bug did) does not
-  CHECK_THROWS_WITH(cross_check_readers(options, input, CubeReader(wrong, out, "cv", 3000, 4), plan, Precision::f64),
+  CHECK_THROWS_WITH(cross_check_readers(options, input, CubeReader(wrong, out, "cv", 3000, 4), cv, plan,
+                                        Precision::f64),
                     Catch::Contains("cv.h5: dataset 'cv' reads differently through cvest's reader than through HDF5 "
                                     "at dates [0, 1), ids [0, "));
 }

@@ -1,9 +1,9 @@
-#include "io/WalkRecords.hpp"
+#include "app/tune/WalkRecords.hpp"
 
 #include "core/FlatRun.hpp"
 #include "core/Median.hpp"
 #include "core/Spaces.hpp"
-#include "io/RecordFile.hpp"
+#include "app/tune/RecordFile.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <utility>
 
-namespace cvest::io {
+namespace cvest::app {
 
 namespace {
 
@@ -190,4 +190,4 @@ void save_walk_record(const WalkRecord& record) {
   });
 }
 
-}  // namespace cvest::io
+}  // namespace cvest::app

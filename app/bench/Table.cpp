@@ -1,8 +1,9 @@
 // What `cvest bench` prints: the short summary by default (no line past 120
 // columns), the full table with flat's walk, every column and the legend
 // under --explain.
-#include "app/Bench.hpp"
+#include "app/bench/Formats.hpp"
 
+#include "app/bench/RoofStats.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 
@@ -53,7 +54,7 @@ void print_flat_walk(const Report& report, std::ostream& out) {
   fmt::print(out, "flat's runs on the host (and the roofs'): {} (float: {} elements)\n", policy::flat_run_text(8),
              policy::flat_run_elements(4));
   const std::size_t slice = std::size_t(report.config.ids * report.config.cols) * 8,
-                    tile = policy::flat_tile_bytes(slice, 8, policy::flat_dates_most());
+                    tile = policy::flat_tile_bytes(slice, 8, policy::flat_dates_most(8, report.config.dates));
   fmt::print(out, "flat/right at this shape: {} (multBy {} MiB in double, tiles of {} KiB)\n",
              tile >= slice ? "one tile holds all of multBy" : "tiles of ids walked date by date", slice >> 20,
              tile >> 10);

@@ -1,11 +1,11 @@
-#include "app/TuneWalks.hpp"
+#include "app/tune/TuneWalks.hpp"
 
-#include "app/Bench.hpp"
+#include "app/bench/Variants.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Median.hpp"
 #include "core/Policies.hpp"
 #include "core/Spaces.hpp"
-#include "io/RecordFile.hpp"
+#include "app/tune/RecordFile.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Timer.hpp>
@@ -31,8 +31,8 @@ struct TrialGuard {
   }
 };
 
-double timed(bench::Arrays& a, io::Walk walk, int count) {
-  if (walk == io::Walk::right_dates)
+double timed(bench::Arrays& a, Walk walk, int count) {
+  if (walk == Walk::right_dates)
     policy::set_flat_dates_trial(count);
   else
     policy::set_flat_streams_trial(count);
@@ -41,7 +41,7 @@ double timed(bench::Arrays& a, io::Walk walk, int count) {
 
 // Each count's output checked on its own (cv cleared first), and what it
 // walks here: where its spacing does not fit, a count walks fewer.
-std::vector<int> checked_counts(bench::Arrays& a, io::Walk walk, const std::vector<int>& counts,
+std::vector<int> checked_counts(bench::Arrays& a, Walk walk, const std::vector<int>& counts,
                                 const std::string& shape) {
   std::vector<int> walked;
   for (const int count : counts) {
@@ -50,23 +50,23 @@ std::vector<int> checked_counts(bench::Arrays& a, io::Walk walk, const std::vect
     walked.push_back(a.walked());
     if (const Index bad = a.mismatches(); bad != 0)
       throw std::runtime_error(fmt::format("cvest tune: {} with at most {} wrote {} wrong elements at {}",
-                                           io::flat_name(walk), io::counted(walk, count), bad, shape));
+                                           flat_name(walk), counted(walk, count), bad, shape));
   }
   return walked;
 }
 
 }  // namespace
 
-io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double warm_seconds, std::ostream& progress) {
+WalkRecord measure_walks(Walk walk, double bytes, int repeats, double warm_seconds, std::ostream& progress) {
   if (repeats < 1 || bytes < 1) throw std::invalid_argument("cvest tune: walks need repeats >= 1 and bytes > 0");
-  io::WalkRecord record;
-  record.key = io::walk_record_key(policy::host_threads());
+  WalkRecord record;
+  record.key = walk_record_key(policy::host_threads());
   record.walk = walk;
-  record.date = io::today();
+  record.date = today();
   record.streams = {1, 2, 4};
   record.precision = Precision::f64;
   const TrialGuard guard;
-  const LayoutKind layout = walk == io::Walk::right_dates ? LayoutKind::right : LayoutKind::left;
+  const LayoutKind layout = walk == Walk::right_dates ? LayoutKind::right : LayoutKind::left;
   for (const Index T : {Index(100), Index(8)}) {
     bench::Config config;
     config.dates = T, config.cols = 5;
@@ -83,9 +83,9 @@ io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double wa
         seconds[i].push_back(timed(a, walk, record.streams[i]));
       }
     std::string line =
-        fmt::format("cvest tune: {} at {}, medians of {} (min-max):", io::flat_name(walk), shape, repeats);
+        fmt::format("cvest tune: {} at {}, medians of {} (min-max):", flat_name(walk), shape, repeats);
     for (std::size_t i = 0; i < seconds.size(); ++i)
-      line += fmt::format("{} {}{} {:.3g} ms ({:.3g}-{:.3g})", i ? "," : "", io::counted(walk, record.streams[i]),
+      line += fmt::format("{} {}{} {:.3g} ms ({:.3g}-{:.3g})", i ? "," : "", counted(walk, record.streams[i]),
                           walked[i] == record.streams[i] ? "" : fmt::format(" (walks {} here)", walked[i]),
                           median(seconds[i]) * 1e3, *std::min_element(seconds[i].begin(), seconds[i].end()) * 1e3,
                           *std::max_element(seconds[i].begin(), seconds[i].end()) * 1e3);
@@ -96,13 +96,13 @@ io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double wa
   return record;
 }
 
-void apply_walk_record(const io::WalkRecord& record) {
+void apply_walk_record(const WalkRecord& record) {
   const std::string source = record.source();
   const std::size_t size = element_size(record.precision);
   const policy::FlatCounts counts{record.best_for(false), record.best_for(true)};
-  if (record.walk == io::Walk::right_dates)
+  if (record.walk == Walk::right_dates)
     policy::set_flat_dates_measured(counts, source, size);
-  else if (record.walk == io::Walk::stores)
+  else if (record.walk == Walk::stores)
     policy::set_flat_stores_measured(record.best() ? policy::StoreKind::streaming : policy::StoreKind::regular,
                                      source, size);
   else
@@ -113,7 +113,7 @@ void apply_walk_records(bool say) {
   if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return;  // the counts are the host walk's
   std::string problem;
   try {
-    for (const auto& record : io::walk_records_here(policy::host_threads(), problem)) apply_walk_record(record);
+    for (const auto& record : walk_records_here(policy::host_threads(), problem)) apply_walk_record(record);
   } catch (const std::exception& e) {  // e.g. no cache folder can be named: the default, not a failed command
     problem = e.what();
   }

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace cvest::io {
+namespace cvest::app {
 
 struct WriteModeRecord {
   std::string key;   // write_mode_key: what the measurement holds for
@@ -39,7 +39,7 @@ struct WriteModeRecord {
 std::string write_mode_key(const std::string& folder);
 
 // The write-mode records: write-modes.json in the user's cache folder
-// (io::cache_file_path).
+// (cache_file_path).
 std::string write_mode_records_path();
 
 // Every record. A file that cannot be read as records (damaged, not the
@@ -84,4 +84,4 @@ DirectMode choose_direct(DirectMode mode, double bytes, std::string& because, co
 // why.
 DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std::string& folder);
 
-}  // namespace cvest::io
+}  // namespace cvest::app

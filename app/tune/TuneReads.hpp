@@ -6,7 +6,7 @@
 // reads alone through the cache 0.75-1.79 s against 1.42-1.74 s direct;
 // cvest's runs 3.67 s through it against 2.35 s direct; docs/benchmarks.md):
 // what a run does is what is measured.
-#include "io/WriteModes.hpp"
+#include "app/tune/WriteModes.hpp"
 
 #include <iosfwd>
 #include <string>
@@ -19,7 +19,7 @@ namespace cvest::app {
 // to go idle), the output written as `record` says writes go faster; the
 // runs' seconds go into `record`'s read passes. Its files (fresh temporary
 // names) are removed after, and on a signal.
-void measure_reads(const std::string& folder, double bytes, int repeats, io::WriteModeRecord& record,
+void measure_reads(const std::string& folder, double bytes, int repeats, WriteModeRecord& record,
                    std::ostream& progress);
 
 }  // namespace cvest::app

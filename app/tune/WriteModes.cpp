@@ -1,4 +1,4 @@
-#include "io/WriteModes.hpp"
+#include "app/tune/WriteModes.hpp"
 
 #include "core/Errors.hpp"
 #include "core/Median.hpp"
@@ -9,7 +9,7 @@
 #include "io/os/Disk.hpp"
 #include "io/os/Faults.hpp"
 #include "io/os/TempFiles.hpp"
-#include "io/RecordFile.hpp"
+#include "app/tune/RecordFile.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -31,7 +31,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-namespace cvest::io {
+namespace cvest::app {
 
 namespace {
 
@@ -71,7 +71,7 @@ std::string device_name(const std::string& number) {
 void wait_until_idle_number(const std::string& number) {
   if (const char* skip = std::getenv("CVEST_TUNE_NO_WAIT"); skip && *skip) return;  // unit tests: shapes, not timings
   ::sync();
-  wait_until_steady([&] { return busy_ms(number); });
+  io::wait_until_steady([&] { return io::busy_ms(number); });
 }
 
 struct AlignedFree {
@@ -82,17 +82,17 @@ struct AlignedFree {
 // buffer, synced, closed; seconds until then. The file is removed after.
 double write_pass(const std::string& folder, double bytes, bool direct, const char* buffer, std::size_t piece) {
   const std::string path = (std::filesystem::path(folder) / "cvest-tune.bin").string();
-  std::string temp = temp_path_for(path);
-  TempFileGuard guard(temp);
+  std::string temp = io::temp_path_for(path);
+  io::TempFileGuard guard(temp);
   const auto start = std::chrono::steady_clock::now();
-  const int fd = create_exclusive_temp(path, temp, guard);
+  const int fd = io::create_exclusive_temp(path, temp, guard);
   if (fd < 0) throw IoError(folder + ": cannot create a file to measure writes: " + std::strerror(errno));
   int out = fd;
   if (direct) {
-    out = reopen_direct(fd, O_WRONLY);
+    out = io::reopen_direct(fd, O_WRONLY);
     if (out < 0) {
       const int error = errno;
-      const std::string why = why_not_direct(fd, error);
+      const std::string why = io::why_not_direct(fd, error);
       ::close(fd);
       ::unlink(temp.c_str());
       throw IoError(folder + ": " + why +
@@ -136,7 +136,7 @@ std::string range_text(const std::vector<double>& v) {
 }  // namespace
 
 void wait_until_idle(const std::string& folder) {
-  wait_until_idle_number(device_number(existing_ancestor(folder).string()));
+  wait_until_idle_number(device_number(io::existing_ancestor(folder).string()));
 }
 
 bool WriteModeRecord::direct() const { return median(direct_s) < median(buffered_s); }
@@ -162,7 +162,7 @@ std::string WriteModeRecord::text() const {
 DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std::string& folder) {
   if (mode != DirectMode::automatic) return mode;
   static std::atomic<bool> said{false};
-  const auto record = folder.empty() || fault_injected("direct_refused") ? std::nullopt
+  const auto record = folder.empty() || io::fault_injected("direct_refused") ? std::nullopt
                                                                          : record_for_auto(folder, "[input] direct", said);
   if (record && record->reads_measured()) {
     because = record->read_text();
@@ -175,7 +175,7 @@ DirectMode choose_direct_reads(DirectMode mode, std::string& because, const std:
 
 DirectMode choose_direct(DirectMode mode, double bytes, std::string& because, const std::string& folder) {
   if (mode != DirectMode::automatic) return mode;
-  if (!folder.empty() && !fault_injected("writeback_threshold") && !fault_injected("direct_refused")) {
+  if (!folder.empty() && !io::fault_injected("writeback_threshold") && !io::fault_injected("direct_refused")) {
     static std::atomic<bool> said{false};
     const auto record = record_for_auto(folder, "[output] direct", said);
     if (record) {
@@ -183,7 +183,7 @@ DirectMode choose_direct(DirectMode mode, double bytes, std::string& because, co
       return record->direct() ? mode : DirectMode::off;
     }
   }
-  const double threshold = writeback_threshold_bytes();
+  const double threshold = io::writeback_threshold_bytes();
   if (bytes > threshold) return mode;
   because = fmt::format("the output ({:.2f} GB) fits below the page cache's write-back threshold ({:.2f} GB), "
                         "where writing through it and syncing once measured faster on another host (the stated "
@@ -192,11 +192,11 @@ DirectMode choose_direct(DirectMode mode, double bytes, std::string& because, co
 }
 
 std::string write_mode_key(const std::string& folder) {
-  const std::string dir = existing_ancestor(folder.empty() ? "." : folder).string();
+  const std::string dir = io::existing_ancestor(folder.empty() ? "." : folder).string();
   const std::string number = device_number(dir);
   std::string fs;
   if (const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
-    fs = file_system_type(fd);
+    fs = io::file_system_type(fd);
     ::close(fd);
   }
   const std::string cpu = cpu_model();
@@ -256,12 +256,12 @@ void save_write_mode_record(const WriteModeRecord& record) {
 
 WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int repeats, std::ostream& progress) {
   // What a killed tune left (as large as --size) goes first.
-  clean_up_after_killed_runs((std::filesystem::path(folder) / "cvest-tune.bin").string());
+  io::clean_up_after_killed_runs((std::filesystem::path(folder) / "cvest-tune.bin").string());
   constexpr std::size_t piece = std::size_t(8) << 20;
-  std::unique_ptr<char, AlignedFree> buffer(static_cast<char*>(std::aligned_alloc(direct_alignment, piece)));
+  std::unique_ptr<char, AlignedFree> buffer(static_cast<char*>(std::aligned_alloc(io::direct_alignment, piece)));
   if (!buffer) throw IoError("cvest tune: cannot allocate an aligned buffer of 8 MiB");
   for (std::size_t i = 0; i < piece; ++i) buffer.get()[i] = char(i * 131 + 7);  // not zeros: nothing to elide
-  const std::string number = device_number(existing_ancestor(folder).string());
+  const std::string number = device_number(io::existing_ancestor(folder).string());
   WriteModeRecord record{write_mode_key(folder), today(), bytes, {}, {}, {}, {}};
   for (int r = 0; r < repeats; ++r)
     for (const bool direct : {r % 2 == 0, r % 2 != 0}) {
@@ -276,4 +276,4 @@ WriteModeRecord measure_write_modes(const std::string& folder, double bytes, int
   return record;
 }
 
-}  // namespace cvest::io
+}  // namespace cvest::app

@@ -1,4 +1,6 @@
-#include "app/Bench.hpp"
+#include "app/bench/Formats.hpp"
+#include "app/bench/Harness.hpp"
+#include "app/bench/RoofStats.hpp"
 #include "core/Policies.hpp"
 
 #include <catch2/catch.hpp>

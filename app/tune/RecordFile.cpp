@@ -1,4 +1,4 @@
-#include "io/RecordFile.hpp"
+#include "app/tune/RecordFile.hpp"
 
 #include "io/os/Disk.hpp"
 #include "io/os/WholeFile.hpp"
@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace cvest::io {
+namespace cvest::app {
 
 std::string cache_file_path(const std::string& name) {
   std::filesystem::path dir;
@@ -38,7 +38,7 @@ bool read_own_text(const std::string& path, std::string& text, std::string& prob
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return false;  // nothing measured yet
   std::string why;
-  const int fd = open_own_file(path, O_RDONLY, why);
+  const int fd = io::open_own_file(path, O_RDONLY, why);
   if (fd < 0) {
     problem = path + ": not read (it is " + why + ")";
     return false;
@@ -67,7 +67,7 @@ void locked_update(const std::string& path, const std::function<void()>& update)
 void write_records(const std::string& path, const nlohmann::json& records, const std::string& what) {
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  write_whole_file(path, nlohmann::json{{"records", records}}.dump(2) + "\n", what);
+  io::write_whole_file(path, nlohmann::json{{"records", records}}.dump(2) + "\n", what);
 }
 
-}  // namespace cvest::io
+}  // namespace cvest::app

@@ -1,7 +1,7 @@
 #pragma once
 // How flat walks in memory, measured on the machine where it runs (`cvest
-// tune`, app/TuneWalks.hpp) and kept as the write modes are
-// (io/WriteModes.hpp): per CPU model and thread count in the user's cache
+// tune`, app/tune/TuneWalks.hpp) and kept as the write modes are
+// (app/tune/WriteModes.hpp): per CPU model and thread count in the user's cache
 // folder, one record for flat/left's streams at once and one for flat/right's
 // dates at once. The best count is the host's: flat/left with one stream ran
 // at 0.88-1.01 of the copy roof on an AMD EPYC VM where four ran at 0.62-0.86
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace cvest::io {
+namespace cvest::app {
 
 // The choice a record measures: flat/left's streams, flat/right's dates at
 // once, flat's stores (counts 0: regular, 1: streaming; both layouts' passes
@@ -58,7 +58,7 @@ struct WalkRecord {
 
 // "cpu MODEL (family F, model M); N threads": this machine, `threads` threads.
 std::string walk_record_key(int threads);
-// flat-walks.json in the user's cache folder (io::cache_file_path).
+// flat-walks.json in the user's cache folder (cache_file_path).
 std::string walk_records_path();
 // Every record (one without its walk, as the first version wrote them, is
 // flat/left's). A file that cannot be read as records (damaged, not the
@@ -71,8 +71,8 @@ std::vector<WalkRecord> walk_records_here(int threads, std::string& problem);
 std::optional<WalkRecord> walk_record_for(Walk walk, int threads, std::string& problem,
                                           Precision precision = Precision::f64);
 // Adds `record` (replacing one of its key, walk and precision), the file put
-// in place whole under a lock (io::locked_update): concurrent savers each
+// in place whole under a lock (locked_update): concurrent savers each
 // keep theirs.
 void save_walk_record(const WalkRecord& record);
 
-}  // namespace cvest::io
+}  // namespace cvest::app

@@ -1,4 +1,4 @@
-#include "app/TuneReads.hpp"
+#include "app/tune/TuneReads.hpp"
 
 #include "app/run/RunDeck.hpp"
 #include "core/Errors.hpp"
@@ -47,7 +47,7 @@ Deck tune_deck(const std::string& input, const std::string& output, bool direct_
 
 }  // namespace
 
-void measure_reads(const std::string& folder, double bytes, int repeats, io::WriteModeRecord& record,
+void measure_reads(const std::string& folder, double bytes, int repeats, WriteModeRecord& record,
                    std::ostream& progress) {
   // Dates of up to 1,000,000 ids x 5 columns of doubles; at least one.
   const double values = std::max(1.0, bytes / 8 / 5);
@@ -80,7 +80,7 @@ void measure_reads(const std::string& folder, double bytes, int repeats, io::Wri
       std::error_code ec;
       fs::remove(output, ec);
       drop_from_cache(input);
-      io::wait_until_idle(folder);
+      wait_until_idle(folder);
       const auto start = std::chrono::steady_clock::now();
       try {
         run_deck(tune_deck(input, output, direct, record.direct()), quiet);

@@ -1,8 +1,8 @@
-// cvest tune's walks (app/TuneWalks.hpp): every count timed at both shapes
+// cvest tune's walks (app/tune/TuneWalks.hpp): every count timed at both shapes
 // as often as asked, its output right, the trials undone after; the records
 // then set flat/left's streams and flat/right's dates at once, as the command
 // line and Python read them.
-#include "app/TuneWalks.hpp"
+#include "app/tune/TuneWalks.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
 #include "tests/CacheDirHere.hpp"
@@ -25,13 +25,13 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
   CHECK(policy::flat_streams_source().empty());
   CHECK(policy::flat_dates_source().empty());
 
-  std::vector<io::WalkRecord> records;
-  for (const io::Walk walk : {io::Walk::left_streams, io::Walk::right_dates}) {
+  std::vector<app::WalkRecord> records;
+  for (const app::Walk walk : {app::Walk::left_streams, app::Walk::right_dates}) {
     std::ostringstream progress;
-    const io::WalkRecord r = app::measure_walks(walk, double(std::size_t(1) << 20), 3, 0.05, progress);
+    const app::WalkRecord r = app::measure_walks(walk, double(std::size_t(1) << 20), 3, 0.05, progress);
     CHECK(policy::flat_streams_most() == 4);  // the trials undone
     CHECK(policy::flat_dates_most() == 2);
-    CHECK(r.key == io::walk_record_key(policy::host_threads()));
+    CHECK(r.key == app::walk_record_key(policy::host_threads()));
     CHECK(r.walk == walk);
     CHECK(r.streams == std::vector<int>{1, 2, 4});
     REQUIRE(r.shapes.size() == 2);
@@ -41,7 +41,7 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
       REQUIRE(shape.size() == 3);
       for (const auto& passes : shape) CHECK(passes.size() == 3);
     }
-    if (walk == io::Walk::left_streams)
+    if (walk == app::Walk::left_streams)
       CHECK_THAT(progress.str(), Catch::Contains("flat/left at 100 x 262 x 5 double, medians of 3 (min-max): 1 stream ") &&
                                      Catch::Contains(", 4 streams "));
     else
@@ -62,7 +62,7 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
   CHECK_THROWS_AS(policy::set_flat_streams_trial(3), std::invalid_argument);
   CHECK_THROWS_AS(policy::set_flat_dates_trial(3), std::invalid_argument);
 
-  for (const auto& r : records) io::save_walk_record(r);
+  for (const auto& r : records) app::save_walk_record(r);
   app::apply_walk_records(true);
   // Each count at the dates it was measured at (core/FlatRun.hpp flat_many_dates).
   CHECK(policy::flat_streams_most(8, 100) == records[0].best_for(true));

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace cvest::io {
+namespace cvest::app {
 
 // A file `name` in the user's cache folder, where cvest tune's records go:
 // $CVEST_CACHE_DIR, else $XDG_CACHE_HOME/cvest, else ~/.cache/cvest.
@@ -67,4 +67,4 @@ void locked_update(const std::string& path, const std::function<void()>& update)
 // IoError naming `what` where it cannot be written.
 void write_records(const std::string& path, const nlohmann::json& records, const std::string& what);
 
-}  // namespace cvest::io
+}  // namespace cvest::app

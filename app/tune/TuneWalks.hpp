@@ -2,9 +2,9 @@
 // `cvest tune`'s in-memory measurements: how many streams flat/left walks at
 // once (core/FlatRun.hpp flat_streams_most) and how many dates flat/right
 // takes at once (flat_dates_most), timed on this machine with its threads,
-// recorded per CPU model and thread count (io/WalkRecords.hpp) and read at
+// recorded per CPU model and thread count (app/tune/WalkRecords.hpp) and read at
 // start by the command line and Python alike.
-#include "io/WalkRecords.hpp"
+#include "app/tune/WalkRecords.hpp"
 
 #include <iosfwd>
 
@@ -18,12 +18,12 @@ namespace cvest::app {
 // order rotated each round. Before that, each count's output is checked on
 // its own (cv cleared first); the progress line says where a count walks
 // fewer (its spacing does not fit the shape).
-io::WalkRecord measure_walks(io::Walk walk, double bytes, int repeats, double warm_seconds, std::ostream& progress);
+WalkRecord measure_walks(Walk walk, double bytes, int repeats, double warm_seconds, std::ostream& progress);
 
 // `record`'s count in force for its walk and precision
 // (policy::set_flat_streams_measured, set_flat_dates_measured or
 // set_flat_stores_measured), said as measured on its date.
-void apply_walk_record(const io::WalkRecord& record);
+void apply_walk_record(const WalkRecord& record);
 
 // The records for this machine and its host threads, where there are any,
 // applied; a damaged or foreign record file, or none to be read: one warning

@@ -1,10 +1,10 @@
-// The write mode measured per machine (io/WriteModes.hpp): records written
+// The write mode measured per machine (app/tune/WriteModes.hpp): records written
 // and read back, the one for this folder found and another machine's not,
 // a damaged file refused in one line (auto then takes its stated default),
 // and a small measurement's passes counted and interleaved; the read mode
 // taken from the same records.
 #include "io/os/DirectWriter.hpp"
-#include "io/WriteModes.hpp"
+#include "app/tune/WriteModes.hpp"
 #include "core/Errors.hpp"
 #include "tests/CacheDirHere.hpp"
 #include "tests/ProcessScratch.hpp"
@@ -18,6 +18,7 @@
 #include <sstream>
 
 using namespace cvest::io;
+using namespace cvest::app;
 using cvest::DirectMode;
 namespace fs = std::filesystem;
 

@@ -1,9 +1,9 @@
 // flat/left's streams and flat/right's dates at once measured per machine
-// (io/WalkRecords.hpp): records written and read back, another machine's,
+// (app/tune/WalkRecords.hpp): records written and read back, another machine's,
 // thread count's or walk's not taken, the best count the one whose slowest
 // shape lags least, a damaged file or a link refused in one line.
-#include "io/WalkRecords.hpp"
-#include "io/WriteModes.hpp"
+#include "app/tune/WalkRecords.hpp"
+#include "app/tune/WriteModes.hpp"
 #include "tests/CacheDirHere.hpp"
 
 #include <catch2/catch.hpp>
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-using namespace cvest::io;
+using namespace cvest::app;
 namespace fs = std::filesystem;
 
 namespace {
