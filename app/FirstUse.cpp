@@ -146,26 +146,15 @@ void check_settings() {
   }
 }
 
-// The most ids, `most` at most, at which (T, N, K) on these arrays walks as
-// each setting says: its streams or dates at once are its count. Where rows
-// sit less than 1 KiB apart in a page flat takes fewer (core/FlatRun.hpp),
-// and a shape whose rows never allow four compares a walk with itself:
-// 48 MiB at 100 dates of float did, and first use chose 2 dates at once
-// where 4 ran 0.93-0.98 of the roof against 2's 0.79-0.93 (issue 59).
+// The most ids, `most` at most, at which both layouts' arrays walk every
+// count as said (app/tune/TuneWalks.hpp ids_walking_as_said).
 template <class Scalar>
 Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem> (&d)[2],
                   const Kokkos::View<Scalar*, Mem> (&cv)[2]) {
-  const Trials undo;
-  const auto walks = [&](const Setting& s, Index N) {
-    Trials::set(s);
-    if (s.layout == LayoutKind::left)
-      return s.count == 1 || !CVEST_HAVE_STREAMING_STORES ||  // without them flat/left walks one stream
-             policy::flat_left_streams(d[0].data(), cv[0].data(), T, sizeof(Scalar)).streams == s.count;
-    return policy::FlatWalk(T, N * K, sizeof(Scalar), d[1].data(), cv[1].data()).together.dates == s.count;
-  };
-  for (Index N = most; N > 0 && N > most - 4096; --N)  // a row's place in a page moves by K elements an id
-    if (std::all_of(settings().begin(), settings().end(), [&](const Setting& s) { return walks(s, N); })) return N;
-  throw std::runtime_error(fmt::format("no shape of {} dates near {} ids walks with every count it measures", T, most));
+  const Index N = ids_walking_as_said(Walk::right_dates, T, most, sizeof(Scalar), d[1].data(), cv[1].data());
+  if (N == 0 || ids_walking_as_said(Walk::left_streams, T, N, sizeof(Scalar), d[0].data(), cv[0].data()) != N)
+    throw std::runtime_error(fmt::format("no shape of {} dates near {} ids walks with every count it measures", T, most));
+  return N;
 }
 
 // seconds[shape][setting][round] at T = 8 and T = 100 (shapes[s] names

@@ -64,6 +64,7 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
     Kokkos::deep_copy(space, ops->cv, Scalar(0));
     space.fence();
   };
+  v.d = ops->d.data(), v.cv = ops->cv.data();
   v.walked = [ops, T, N, K] {
     if constexpr (!policy::on_host<Space> || !streaming::used_on<Space>())  // the plain Flat kernel: one of each
       return 1;
@@ -144,7 +145,7 @@ std::vector<Variant> checked_variants(Space const& space, const Config& config,
 
 Arrays arrays(const Config& config, LayoutKind layout, Precision precision) {
   const detail::Variant v = detail::make_variant(Kokkos::DefaultExecutionSpace(), config, layout, precision);
-  return {v.time_once, v.mismatches, v.clear_output, v.walked};
+  return {v.time_once, v.mismatches, v.clear_output, v.walked, v.d, v.cv};
 }
 
 }  // namespace cvest::app::bench

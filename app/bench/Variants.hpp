@@ -40,6 +40,8 @@ struct Arrays {
   std::function<Index()> mismatches;
   std::function<void()> clear;
   std::function<int()> walked;
+  const void* d = nullptr;  // where discount and cv lie (flat's walk hangs on their places in a page)
+  const void* cv = nullptr;
 };
 Arrays arrays(const Config& config, LayoutKind layout, Precision precision);
 
@@ -79,6 +81,8 @@ struct Variant {
   // on the host as they are now (1 elsewhere).
   std::function<int()> walked;
   std::function<void()> clear_output;  // cv all zero
+  const void* d = nullptr;              // discount's and cv's first elements
+  const void* cv = nullptr;
 };
 
 Variant make_variant(Space const& space, const Config& c, LayoutKind layout, Precision precision);

@@ -59,21 +59,25 @@ void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream&
                          "stream and one date at a time whatever the count)\n");
     return;
   }
-  for (const Walk walk : {Walk::left_streams, Walk::right_dates}) {
-    const bool right = walk == Walk::right_dates;
-    const char* what = right ? "dates" : "streams";
-    fmt::print(progress, "cvest tune: {} with at most 1, 2 and 4 {} at once, {:.2f} GB of discount at each of two "
-                         "shapes, {} threads, interleaved\n", flat_name(walk), what, bytes / 1e9,
-               policy::host_threads());
-    const WalkRecord record = measure_walks(walk, bytes, repeats + 3, 2.0, progress);
-    save_walk_record(record);
-    apply_walk_record(record);
-    const std::string source = right ? policy::flat_dates_source() : policy::flat_streams_source();
-    fmt::print(out_text, "{} now {} at most {} at once on this machine with {} threads{}\n{}\n",
-               flat_name(walk), right ? "takes" : "walks", record.counts(true), policy::host_threads(),
-               source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),
-               record.text());
-  }
+  // Each precision on its own: float's best count differed from double's (issue 59).
+  for (const Precision precision : {Precision::f64, Precision::f32})
+    for (const Walk walk : {Walk::left_streams, Walk::right_dates}) {
+      const bool right = walk == Walk::right_dates;
+      const char* what = right ? "dates" : "streams";
+      fmt::print(progress, "cvest tune: {} in {} with at most 1, 2 and 4 {} at once, {:.2f} GB of discount at each of "
+                           "two shapes, {} threads, interleaved\n", flat_name(walk), to_string(precision), what,
+                 bytes / 1e9, policy::host_threads());
+      const WalkRecord record = measure_walks(walk, precision, bytes, repeats + 3, 2.0, progress);
+      save_walk_record(record);
+      apply_walk_record(record);
+      const std::size_t size = element_size(precision);
+      const std::string source = right ? policy::flat_dates_source(size) : policy::flat_streams_source(size);
+      fmt::print(out_text, "{} now {} at most {} at once in {} on this machine with {} threads{}\n{}\n",
+                 flat_name(walk), right ? "takes" : "walks", record.counts(true), to_string(precision),
+                 policy::host_threads(),
+                 source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),
+                 record.text());
+    }
   fmt::print(out_text, "recorded in {}\n", walk_records_path());
 }
 

@@ -28,6 +28,7 @@ struct TrialGuard {
   ~TrialGuard() {
     policy::set_flat_streams_trial(0);
     policy::set_flat_dates_trial(0);
+    policy::set_flat_stores_trial(policy::StoreKind::unset);
   }
 };
 
@@ -57,22 +58,52 @@ std::vector<int> checked_counts(bench::Arrays& a, Walk walk, const std::vector<i
 
 }  // namespace
 
-WalkRecord measure_walks(Walk walk, double bytes, int repeats, double warm_seconds, std::ostream& progress) {
+Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_size, const void* d, const void* cv) {
+  constexpr Index K = 5;
+  const TrialGuard guard;
+  policy::set_flat_stores_trial(policy::StoreKind::streaming);  // the path whose streams and dates are counted
+  const auto walks = [&](int count, Index N) {
+    if (walk == Walk::left_streams) {
+      policy::set_flat_streams_trial(count);
+      return count == 1 || !CVEST_HAVE_STREAMING_STORES ||  // without them flat/left walks one stream
+             policy::flat_left_streams(d, cv, T, element_size).streams == count;
+    }
+    policy::set_flat_dates_trial(count);
+    return policy::FlatWalk(T, N * K, element_size, d, cv).together.dates == count;
+  };
+  for (Index N = most; N > 0 && N > most - 4096; --N)  // a row's place in a page moves by K elements an id
+    if (walks(1, N) && walks(2, N) && walks(4, N)) return N;
+  return 0;
+}
+
+WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repeats, double warm_seconds,
+                         std::ostream& progress) {
   if (repeats < 1 || bytes < 1) throw std::invalid_argument("cvest tune: walks need repeats >= 1 and bytes > 0");
   WalkRecord record;
   record.key = walk_record_key(policy::host_threads());
   record.walk = walk;
   record.date = today();
   record.streams = {1, 2, 4};
-  record.precision = Precision::f64;
+  record.precision = precision;
   const TrialGuard guard;
   const LayoutKind layout = walk == Walk::right_dates ? LayoutKind::right : LayoutKind::left;
+  const std::size_t size = element_size(precision);
   for (const Index T : {Index(100), Index(8)}) {
     bench::Config config;
     config.dates = T, config.cols = 5;
-    config.ids = std::max<Index>(1, Index(bytes / double(T * config.cols * 8)));
-    const std::string shape = fmt::format("{} x {} x {} double", T, config.ids, config.cols);
-    bench::Arrays a = bench::arrays(config, layout, Precision::f64);
+    config.ids = std::max<Index>(1, Index(bytes / double(T * config.cols * Index(size))));
+    bench::Arrays a = bench::arrays(config, layout, precision);
+    // Where a count would walk fewer on these arrays, the most ids below at
+    // which each walks as said, allocated anew (twice at most: new arrays
+    // may lie elsewhere in a page; the progress line says what each walked).
+    for (int tries = 0; tries < 2; ++tries) {
+      const Index walking = ids_walking_as_said(walk, T, config.ids, size, a.d, a.cv);
+      if (walking == 0 || walking == config.ids) break;
+      config.ids = walking;
+      a = {};  // the old arrays gone first
+      a = bench::arrays(config, layout, precision);
+    }
+    const std::string shape = fmt::format("{} x {} x {} {}", T, config.ids, config.cols, to_string(precision));
     const std::vector<int> walked = checked_counts(a, walk, record.streams, shape);
     Kokkos::Timer warm;
     for (std::size_t i = 0; warm.seconds() < warm_seconds; ++i) timed(a, walk, record.streams[i % record.streams.size()]);

@@ -6,19 +6,35 @@
 // start by the command line and Python alike.
 #include "app/tune/WalkRecords.hpp"
 
+#include "core/Types.hpp"
+
+#include <cstddef>
 #include <iosfwd>
 
 namespace cvest::app {
 
-// flat in double on `walk`'s layout with at most 1, 2 and 4 of its count
+// The most ids, `most` at most, at which flat on T dates of `walk`'s layout
+// (K = 5, elements of `element_size` bytes, streaming stores) walks each
+// count it tries (1, 2 and 4) as many streams or dates as it says, with
+// discount at `d` and cv at `cv` (their places in a 4 KiB page are what
+// count); 0 where none within 4096 ids does. Rows less than 1 KiB apart in
+// a page take fewer (core/FlatRun.hpp), and a shape whose rows allow no
+// four compares a walk with itself: 48 MiB at 100 dates of float did, and
+// first use chose 2 dates at once where 4 ran 0.93-0.98 of the roof against
+// 2's 0.79-0.93 (issue 59). Leaves no trial set.
+Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_size, const void* d, const void* cv);
+
+// flat in `precision` on `walk`'s layout with at most 1, 2 and 4 of its count
 // (flat/left's streams, flat/right's dates at once) at two shapes of about
-// `bytes` of discount each (100 dates, whose runs are long, and 8), each
+// `bytes` of discount each (100 dates, whose runs are long, and 8; fewer ids
+// where ids_walking_as_said finds a count walking fewer on the arrays), each
 // shape's arrays warmed for `warm_seconds` (memory just touched is slow for
 // seconds on a VM), then `repeats` rounds taking every count in turn, the
 // order rotated each round. Before that, each count's output is checked on
 // its own (cv cleared first); the progress line says where a count walks
 // fewer (its spacing does not fit the shape).
-WalkRecord measure_walks(Walk walk, double bytes, int repeats, double warm_seconds, std::ostream& progress);
+WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repeats, double warm_seconds,
+                         std::ostream& progress);
 
 // `record`'s count in force for its walk and precision
 // (policy::set_flat_streams_measured, set_flat_dates_measured or

@@ -55,21 +55,24 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
         print("not run: no streaming stores in this build; flat walks one stream and one date at a time")
         sys.exit(77)
     path = os.path.join(work, "flat-walks.json")
-    check(t.returncode == 0 and "flat/left now walks at most" in t.stdout
-          and "flat/right now takes at most" in t.stdout and os.path.exists(path),
+    check(t.returncode == 0 and t.stdout.count("flat/left now walks at most") == 2
+          and t.stdout.count("flat/right now takes at most") == 2 and " in float on this machine" in t.stdout
+          and os.path.exists(path),
           f"cvest tune --walks-only: measured and recorded ({t.returncode}: {t.stderr.strip()[-300:]})")
     progress = [l for l in t.stderr.splitlines() if "flat/left at " in l]
-    check(len(progress) == 2 and all("1 stream" in l and "2 streams" in l and "4 streams" in l for l in progress),
-          f"flat/left: both shapes, every count ({progress})")
+    check(len(progress) == 4 and all("1 stream" in l and "2 streams" in l and "4 streams" in l for l in progress)
+          and sum(" double, " in l for l in progress) == 2 and sum(" float, " in l for l in progress) == 2,
+          f"flat/left: both shapes, every count, each precision ({progress})")
     progress = [l for l in t.stderr.splitlines() if "flat/right at " in l]
-    check(len(progress) == 2 and all("1 date" in l and "2 dates" in l and "4 dates" in l for l in progress),
-          f"flat/right: both shapes, every count ({progress})")
+    check(len(progress) == 4 and all("1 date" in l and "2 dates" in l and "4 dates" in l for l in progress),
+          f"flat/right: both shapes, every count, each precision ({progress})")
     with open(path) as f:
         rec = json.load(f)["records"]
-    check(len(rec) == 2 and sorted(r["walk"] for r in rec) == ["left streams", "right dates"]
+    check(len(rec) == 4 and sorted((r["walk"], r["precision"]) for r in rec)
+          == [("left streams", "double"), ("left streams", "float"), ("right dates", "double"), ("right dates", "float")]
           and all(r["best"] in (1, 2, 4) and len(r["seconds"]) == 2
                   and all(len(p) == 5 for shape in r["seconds"] for p in shape) for r in rec),
-          f"two records, each two shapes, three counts, five passes each ({rec})")
+          f"four records (each walk in each precision), each two shapes, three counts, five passes each ({rec})")
     def best_at(r, many):
         """The record's count on one side of 28 dates (core/FlatRun.hpp flat_many_dates): the fewest
         within 2% of the least lag behind the fastest count, over the shapes on that side."""
@@ -82,16 +85,18 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
         few, many = best_at(r, False), best_at(r, True)
         return str(many) if few == many else f"{few} below 28 dates, {many} from 28"
 
-    said = {r["walk"]: counts(r) for r in rec}
+    said = {(r["walk"], r["precision"]): counts(r) for r in rec}
     i = run("info")
     check("flat's walks measured (cvest tune or first use, " in i.stdout
-          and f"flat/left streams at once (double), at most: {said.get('left streams')} (measured here by cvest tune on"
-          in i.stdout
-          and f"flat/right dates at once (double), at most: {said.get('right dates')} (measured here by cvest tune on"
-          in i.stdout, f"cvest info lists the records and what they set, each count at its dates ({i.stdout[-600:]})")
+          and all(f"flat/left streams at once ({p}), at most: {said.get(('left streams', p))} (measured here by cvest "
+                  f"tune on" in i.stdout
+                  and f"flat/right dates at once ({p}), at most: {said.get(('right dates', p))} (measured here by "
+                  f"cvest tune on" in i.stdout for p in ("double", "float")),
+          f"cvest info lists the records and what they set, each precision, each count at its dates "
+          f"({i.stdout[-800:]})")
 
-    b, line = bench()  # 16 dates: below 28, the count measured at 8
-    left = next(r for r in rec if r["walk"] == "left streams")
+    b, line = bench()  # 16 dates of double: below 28, the count measured at 8
+    left = next(r for r in rec if r["walk"] == "left streams" and r["precision"] == "double")
     check(b.returncode == 0 and "measured here by cvest tune on" in line
           and (best_at(left, False) == 1) == ("one stream" in line),
           f"the bench takes the record at its dates and says so ({line})")

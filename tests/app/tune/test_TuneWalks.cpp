@@ -4,14 +4,17 @@
 // line and Python read them.
 #include "app/tune/TuneWalks.hpp"
 #include "core/FlatRun.hpp"
+#include "core/StreamingStores.hpp"
 #include "core/Policies.hpp"
 #include "tests/CacheDirHere.hpp"
 #include "tests/Skip.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
+#include <string>
 #include <vector>
 
 using namespace cvest;
@@ -28,26 +31,41 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
   std::vector<app::WalkRecord> records;
   for (const app::Walk walk : {app::Walk::left_streams, app::Walk::right_dates}) {
     std::ostringstream progress;
-    const app::WalkRecord r = app::measure_walks(walk, double(std::size_t(1) << 20), 3, 0.05, progress);
+    const app::WalkRecord r =
+        app::measure_walks(walk, Precision::f64, double(std::size_t(1) << 20), 3, 0.05, progress);
     CHECK(policy::flat_streams_most() == 4);  // the trials undone
     CHECK(policy::flat_dates_most() == 2);
+    CHECK(policy::flat_streaming_stores(8));
     CHECK(r.key == app::walk_record_key(policy::host_threads()));
     CHECK(r.walk == walk);
+    CHECK(r.precision == Precision::f64);
     CHECK(r.streams == std::vector<int>{1, 2, 4});
     REQUIRE(r.shapes.size() == 2);
-    CHECK(r.shapes[0] == "100 x 262 x 5 double");
-    CHECK(r.shapes[1] == "8 x 3276 x 5 double");
+    // At most 1 MiB of discount (262 and 3276 ids), fewer where the rows
+    // would not let every count walk as said; and every count did.
+    const Index ids100 = std::stoll(r.shapes[0].substr(6)), ids8 = std::stoll(r.shapes[1].substr(4));
+    CHECK(r.shapes[0] == "100 x " + std::to_string(ids100) + " x 5 double");
+    CHECK(r.shapes[1] == "8 x " + std::to_string(ids8) + " x 5 double");
+    CHECK((ids100 <= 262 && ids100 > 262 - 4096));
+    CHECK((ids8 <= 3276 && ids8 > 3276 - 4096));
     for (const auto& shape : r.seconds) {
       REQUIRE(shape.size() == 3);
       for (const auto& passes : shape) CHECK(passes.size() == 3);
     }
+    const std::string at = "at " + r.shapes[0] + ", medians of 3 (min-max): ";
     if (walk == app::Walk::left_streams)
-      CHECK_THAT(progress.str(), Catch::Contains("flat/left at 100 x 262 x 5 double, medians of 3 (min-max): 1 stream ") &&
-                                     Catch::Contains(", 4 streams "));
+      CHECK_THAT(progress.str(), Catch::Contains("flat/left " + at + "1 stream ") && Catch::Contains(", 4 streams "));
     else
-      CHECK_THAT(progress.str(), Catch::Contains("flat/right at 100 x 262 x 5 double, medians of 3 (min-max): 1 date ") &&
-                                     Catch::Contains(", 2 dates ") && Catch::Contains(", 4 dates"));
+      CHECK_THAT(progress.str(), Catch::Contains("flat/right " + at + "1 date ") && Catch::Contains(", 2 dates ") &&
+                                     Catch::Contains(", 4 dates"));
     records.push_back(r);
+  }
+  {  // float on its own
+    std::ostringstream progress;
+    const app::WalkRecord f =
+        app::measure_walks(app::Walk::right_dates, Precision::f32, double(std::size_t(1) << 20), 3, 0.05, progress);
+    CHECK(f.precision == Precision::f32);
+    CHECK_THAT(f.shapes[0], Catch::StartsWith("100 x ") && Catch::EndsWith(" x 5 float"));
   }
 
   // A trial wins over everything while it lasts.
@@ -101,4 +119,31 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
   CHECK(policy::flat_streams_most() == 4);
   CHECK(policy::flat_dates_most() == 2);
   CHECK(policy::flat_dates_text(policy::FlatDates{2, 1}) == "2 at once, 1 apart");
+}
+
+TEST_CASE("the ids at which every count walks as said", "[app][tune]") {
+  if (std::getenv("CVEST_FLAT_DATES")) return test::skip_part("CVEST_FLAT_DATES sets the streams and dates");
+  if (!CVEST_HAVE_STREAMING_STORES) return test::skip_part("flat walks one stream and date without streaming stores");
+  // discount and cv at one place in a page, as large arrays lie
+  const void* const at = reinterpret_cast<const void*>(std::uintptr_t(1) << 21);
+  for (const std::size_t size : {std::size_t(8), std::size_t(4)})
+    for (const Index T : {Index(8), Index(100)}) {
+      const Index most = Index(double(std::size_t(48) << 20) / double(T * 5 * Index(size)));
+      const Index N = app::ids_walking_as_said(app::Walk::right_dates, T, most, size, at, at);
+      REQUIRE(N > 0);
+      CHECK(N <= most);
+      for (const int count : {2, 4}) {  // each count as many dates as it says there
+        policy::set_flat_dates_trial(count);
+        CHECK(policy::FlatWalk(T, N * 5, size, at, at).together.dates == count);
+      }
+      policy::set_flat_dates_trial(0);
+      CHECK(app::ids_walking_as_said(app::Walk::left_streams, T, N, size, at, at) == N);
+    }
+  // 100 dates of float in 48 MiB: no four rows 1 KiB apart in a page, so fewer ids.
+  const Index most = Index(double(std::size_t(48) << 20) / (100 * 5 * 4));
+  CHECK(app::ids_walking_as_said(app::Walk::right_dates, 100, most, 4, at, at) < most);
+  // Nothing left set: the stated defaults.
+  CHECK(policy::flat_dates_most() == 2);
+  CHECK(policy::flat_streams_most() == 4);
+  CHECK(policy::flat_streaming_stores(8));
 }
