@@ -6,7 +6,8 @@ flat --layouts L --precision P --repeats 5 --warm 2` in a fresh, empty
 cache folder (so every bench measures on first use), each binary given in
 turn (a build without streaming stores beside the plain one). Prints each
 bench's x roof (the median of 5 per-repeat ratios against a copy of its own
-bytes beside it), its quartiles, the first use's seconds and choices, and
+bytes beside it; UNSTEADY where the bench marks its pairs so), its
+quartiles, the first use's seconds and choices, and
 the figures by cell over the rounds. Each bench waits while another
 engineer's work runs on the machine (others_busy).
 
@@ -82,8 +83,12 @@ for rnd in range(1, args.rounds + 1):
                     took = first.split(" in ")[1].split(" s ")[0] if " in " in first else "-"
                     chose = first[first.find("(") + 1:first.find(")")] if "(" in first else first
                     q1, q3 = res["roof_fraction_quartiles"]
-                    rows.setdefault((name, n, precision, layout), []).append(res["roof_fraction"])
-                    print(f"round {rnd} {name:9} {T:3} x {n:8} {precision:6} {layout:5} x roof {res['roof_fraction']:.2f} "
+                    # A row whose pairs swung (the bench's UNSTEADY) measured the machine, not the kernel.
+                    unsteady = res.get("pairs_unsteady", False)
+                    rows.setdefault((name, n, precision, layout), []).append(
+                        f"{res['roof_fraction']:.2f}" + (" unsteady" if unsteady else ""))
+                    print(f"round {rnd} {name:9} {T:3} x {n:8} {precision:6} {layout:5} x roof {res['roof_fraction']:.2f}"
+                          f"{' UNSTEADY' if unsteady else ''} "
                           f"({q1:.2f}-{q3:.2f}) best-of {res['roof_fraction_best']:.2f} "
                           f"{res['GBps']:.1f} GB/s, roof {res['roof_GBps']:.1f} GB/s, stores "
                           f"{'streaming' if res['streaming_stores'] else 'regular'}; first use {took} s: {chose}",
@@ -91,4 +96,4 @@ for rnd in range(1, args.rounds + 1):
 
 print("\nby cell, x roof per round:")
 for (name, n, precision, layout), fractions in sorted(rows.items()):
-    print(f"{name:9} N {n:8} {precision:6} {layout:5}: " + ", ".join(f"{f:.2f}" for f in fractions))
+    print(f"{name:9} N {n:8} {precision:6} {layout:5}: " + ", ".join(fractions))

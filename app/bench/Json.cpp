@@ -50,6 +50,7 @@ nlohmann::json to_json(const Report& report) {
                             {"roof_fraction_quartiles", {res.roof_fraction_q1, res.roof_fraction_q3}},
                             {"roof_fraction_best", res.roof_fraction_best},
                             {"measurement_fault", above_roof(res)},
+                            {"pairs_unsteady", pairs_unsteady(res)},
                             {"seconds", res.kernel_s},
                             {"roof_regular_seconds", res.roof_regular_s},
                             {"roof_streaming_seconds", res.roof_streaming_s},

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace cvest::app::bench {
 
@@ -97,6 +98,11 @@ bool above_roof(const Result& res) {
     for (const auto* kind : kinds)
       if (r >= kind->size() || res.kernel_s[r] >= (*kind)[r]) return false;
   return res.kernel_s.size() >= 5;
+}
+
+bool pairs_unsteady(const Result& res) {
+  return res.kernel_s.size() >= 3 && res.roof_fraction_best > 0 &&
+         std::abs(res.roof_fraction - res.roof_fraction_best) > unsteady_pairs;
 }
 
 double bytes_copied(Index elements, Precision precision) {

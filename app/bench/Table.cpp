@@ -24,14 +24,28 @@ std::string header(const Report& report) {
                      report.first_use.empty() ? std::string() : "first use: " + report.first_use + "\n");
 }
 
-// The rows above their roof beyond their spread (above_roof): "flat right double, ...".
-std::string faults(const Report& report) {
-  std::string above;
+// The rows `which` finds: "flat right double, ...".
+template <class Which>
+std::string rows_where(const Report& report, Which which) {
+  std::string rows;
   for (const auto& res : report.results)
-    if (above_roof(res))
-      above += fmt::format("{}{} {} {}", above.empty() ? "" : ", ", to_string(res.strategy), to_string(res.layout),
-                           to_string(res.precision));
-  return above;
+    if (which(res))
+      rows += fmt::format("{}{} {} {}", rows.empty() ? "" : ", ", to_string(res.strategy), to_string(res.layout),
+                          to_string(res.precision));
+  return rows;
+}
+// The rows above their roof beyond their spread (above_roof).
+std::string faults(const Report& report) { return rows_where(report, above_roof); }
+
+// The rows whose pairs swung (pairs_unsteady): one line, empty where none.
+std::string unsteady_line(const Report& report) {
+  const std::string rows = rows_where(report, pairs_unsteady);
+  return rows.empty() ? std::string()
+                      : fmt::format("UNSTEADY: {}: x roof and best-of part by more than {:.2f}: the copies beside its "
+                                    "passes ran at another pace than its kernel (the machine's bandwidth moved from "
+                                    "pass to pass), so its x roof measures the machine, not the kernel; run it again, "
+                                    "with more --repeats\n",
+                                    rows, unsteady_pairs);
 }
 
 // The row of the most GB/s; null where there is none.
@@ -88,13 +102,13 @@ void print_table(const Report& report, std::ostream& out) {
                   "runs, or with streaming stores in flat's own walk, the multiply removed (on LayoutLeft runs of T, on "
                   "LayoutRight its dates at once); x roof: the median over repeats of GB/s over that kind's pass in the "
                   "same repeat, and its quartiles (a row within them of 1.00 is at the roof); best-of: the kernel's fastest pass "
-                  "against the fastest pass of any of those copies (each at its quietest moment: on a noisy machine "
-                  "the median of per-repeat ratios can pass 1 where this does not)\n");
+                  "against the fastest pass of any of those copies (each at its quietest moment; where the two part by "
+                  "more than {:.2f} the row is marked UNSTEADY below)\n", unsteady_pairs);
   if (const std::string above = faults(report); !above.empty())
     fmt::print(out, "MEASUREMENT FAULT: {} outran a copy of its own bytes beside it in every repeat; a kernel is that "
                     "copy plus a multiply, so this run's figures cannot be trusted (report it, with this output)\n",
                above);
-  fmt::print(out, "{}", best_line(best_row(report)));
+  fmt::print(out, "{}{}", unsteady_line(report), best_line(best_row(report)));
 }
 
 void print_summary(const Report& report, std::ostream& out) {
@@ -113,7 +127,7 @@ void print_summary(const Report& report, std::ostream& out) {
   if (const std::string above = faults(report); !above.empty())
     fmt::print(out, "MEASUREMENT FAULT: {} outran a copy of its own bytes in every repeat: these figures cannot be "
                     "trusted\n", above);
-  fmt::print(out, "{}", best_line(best_row(report)));
+  fmt::print(out, "{}{}", unsteady_line(report), best_line(best_row(report)));
   fmt::print(out, "(--explain: flat's walk on these arrays, each copy's min-max, min-max per row, work items, what "
                   "each column means)\n");
 }

@@ -184,6 +184,47 @@ TEST_CASE("a row's best: its fastest pass against the fastest pass of any copy, 
   CHECK(bench::best_fraction({1.0}, 1.0, {}, {}, 1.0) == 0);
 }
 
+TEST_CASE("a row whose x roof and best-of part beyond noise is marked unsteady, not reported as a fraction", "[bench]") {
+  // The Zen 5 case above (x roof 1.15, best-of 0.98) and the grid's 1.26
+  // against 0.87 (issue 59): the copies beside the passes swung.
+  bench::Report report;
+  report.config.dates = 2, report.config.ids = 3, report.config.cols = 1, report.config.repeats = 5;
+  bench::Result swung{Strategy::flat, LayoutKind::left, Precision::f32};
+  swung.kernel_s = {69.9, 71.2, 79.6, 67.7, 56.2}, swung.roof_regular_s = {81.7, 61.2, 57.8, 79.7, 64.9};
+  swung.roof_streaming_s = {73.8, 81.1, 85.2, 69.9, 57.2}, swung.roof_runs_s = {69.0, 68.7, 55.5, 73.0, 55.2};
+  swung.roof_fraction = bench::roof_fraction(swung.kernel_s, 1, swung.roof_regular_s, swung.roof_streaming_s, 1,
+                                             swung.roof_runs_s);
+  swung.roof_fraction_best = bench::best_fraction(swung.kernel_s, 1, swung.roof_regular_s, swung.roof_streaming_s, 1,
+                                                  swung.roof_runs_s);
+  swung.median_s = swung.min_s = swung.max_s = 1, swung.GBps = 1, swung.roof_GBps = 1;
+  CHECK(bench::pairs_unsteady(swung));
+  CHECK_FALSE(bench::above_roof(swung));  // not a fault: some copy beat the kernel in some repeat
+  bench::Result steady = swung;  // the two within noise (0.06 apart at most in the grid's steady rows)
+  steady.layout = LayoutKind::right, steady.roof_fraction = 0.93, steady.roof_fraction_best = 0.88;
+  CHECK_FALSE(bench::pairs_unsteady(steady));
+  bench::Result low = steady;  // parting the other way counts alike
+  low.roof_fraction = 0.70;
+  CHECK(bench::pairs_unsteady(low));
+  bench::Result few = swung;  // two repeats say nothing of it
+  few.kernel_s.resize(2);
+  CHECK_FALSE(bench::pairs_unsteady(few));
+  report.results = {swung, steady};
+  std::ostringstream table, summary;
+  bench::print_table(report, table);
+  bench::print_summary(report, summary);
+  for (const std::string& out : {table.str(), summary.str()}) {
+    CHECK_THAT(out, Catch::Contains("UNSTEADY: flat left float: x roof and best-of part by more than 0.15"));
+    CHECK_THAT(out, !Catch::Contains("flat right double: x roof"));
+  }
+  const auto j = bench::to_json(report)["results"];
+  CHECK(j[0]["pairs_unsteady"].get<bool>());
+  CHECK_FALSE(j[1]["pairs_unsteady"].get<bool>());
+  report.results = {steady};
+  std::ostringstream fine;
+  bench::print_table(report, fine);
+  CHECK_THAT(fine.str(), !Catch::Contains("UNSTEADY:"));
+}
+
 TEST_CASE("a row's roof is the copy kind fastest over the repeats, not the fastest pass of each repeat", "[bench]") {
   // Two copies equally fast (medians 1.1 s) with noise, and a kernel steady
   // at 1.1 s: against either kind it reads 1.00 in the median; against the
