@@ -109,9 +109,11 @@ void Ranks::barrier() const {
 void Ranks::idle_barrier() const {
   if (!mpi_) return;
   MPI_Request request;
-  MPI_Ibarrier(MPI_COMM_WORLD, &request);
-  for (int done = 0; MPI_Test(&request, &done, MPI_STATUS_IGNORE), !done;)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (MPI_Ibarrier(MPI_COMM_WORLD, &request) != MPI_SUCCESS) throw std::runtime_error("MPI_Ibarrier failed");
+  for (int done = 0; !done;) {
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) throw std::runtime_error("MPI_Test failed");
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void Ranks::broadcast(std::vector<std::uint64_t>& values) const {

@@ -312,10 +312,15 @@ namespace {
 
 std::string walk_text(std::size_t element_size) {
   const FlatRun& r = flat_run();
-  const int dates = flat_dates_most(element_size);
+  // The count from flat_many_dates dates (the tile's size follows it), and
+  // the one below where it differs.
+  const int dates = flat_dates_most(element_size), few = flat_dates_most(element_size, flat_many_dates - 1);
+  const std::string below =
+      few == dates ? std::string() : fmt::format(" from {} dates, {} below", flat_many_dates, few);
   const std::string tile_walk =
       " walked date by date, " +
-      (dates == 1 ? std::string("one at a time") : fmt::format("up to {} dates at once where their rows allow", dates)) +
+      (dates == 1 ? "one at a time" + below
+                  : fmt::format("up to {} dates at once{} where their rows allow", dates, below)) +
       ", one tile where it holds all of multBy";
   if (!r.walk_forced.empty())
     return "; LayoutRight walks " + std::string(r.walk_forced == "storage" ? "in storage order" : "a run's dates in turn") +

@@ -37,22 +37,26 @@ std::string rows_where(const Report& report, Which which) {
 // The rows above their roof beyond their spread (above_roof).
 std::string faults(const Report& report) { return rows_where(report, above_roof); }
 
-// The rows whose pairs swung (pairs_unsteady): one line, empty where none.
-std::string unsteady_line(const Report& report) {
+// The rows whose pairs swung (pairs_unsteady): one line, empty where none;
+// `brief` within the summary's 120 columns (with a few rows named).
+std::string unsteady_line(const Report& report, bool brief = false) {
   const std::string rows = rows_where(report, pairs_unsteady);
-  return rows.empty() ? std::string()
-                      : fmt::format("UNSTEADY: {}: x roof and best-of part by more than {:.2f}: the copies beside its "
-                                    "passes ran at another pace than its kernel (the machine's bandwidth moved from "
-                                    "pass to pass), so its x roof measures the machine, not the kernel; run it again, "
-                                    "with more --repeats\n",
-                                    rows, unsteady_pairs);
+  if (rows.empty()) return {};
+  if (brief)
+    return fmt::format("UNSTEADY: {}: x roof and best-of part by more than {:.2f}; run again (--explain)\n", rows,
+                       unsteady_pairs);
+  return fmt::format("UNSTEADY: {}: x roof and best-of part by more than {:.2f}: the copies beside its passes ran at "
+                     "another pace than its kernel (the machine's bandwidth moved from pass to pass), so its x roof "
+                     "measures the machine, not the kernel; run it again, with more --repeats\n",
+                     rows, unsteady_pairs);
 }
 
-// The row of the most GB/s; null where there is none.
+// The row of the most GB/s whose x roof measured it (not above its roof,
+// not unsteady); null where there is none.
 const Result* best_row(const Report& report) {
   const Result* best = nullptr;
   for (const auto& res : report.results)
-    if (!best || res.GBps > best->GBps) best = &res;
+    if (!above_roof(res) && !pairs_unsteady(res) && (!best || res.GBps > best->GBps)) best = &res;
   return best;
 }
 
@@ -105,9 +109,10 @@ void print_table(const Report& report, std::ostream& out) {
                   "against the fastest pass of any of those copies (each at its quietest moment; where the two part by "
                   "more than {:.2f} the row is marked UNSTEADY below)\n", unsteady_pairs);
   if (const std::string above = faults(report); !above.empty())
-    fmt::print(out, "MEASUREMENT FAULT: {} outran a copy of its own bytes beside it in every repeat; a kernel is that "
+    fmt::print(out, "MEASUREMENT FAULT: {} outran a copy of its own bytes beside it in every repeat (or its fastest "
+                    "pass the fastest copy's by more than {:.0f}%); a kernel is that "
                     "copy plus a multiply, so this run's figures cannot be trusted (report it, with this output)\n",
-               above);
+               above, (best_above - 1) * 100);
   fmt::print(out, "{}{}", unsteady_line(report), best_line(best_row(report)));
 }
 
@@ -125,9 +130,9 @@ void print_summary(const Report& report, std::ostream& out) {
                fmt::format("{:.2f}-{:.2f}", res.roof_fraction_q1, res.roof_fraction_q3), res.roof_fraction_best);
   fmt::print(out, "\n");
   if (const std::string above = faults(report); !above.empty())
-    fmt::print(out, "MEASUREMENT FAULT: {} outran a copy of its own bytes in every repeat: these figures cannot be "
+    fmt::print(out, "MEASUREMENT FAULT: {} outran a copy of its own bytes: these figures cannot be "
                     "trusted\n", above);
-  fmt::print(out, "{}{}", unsteady_line(report), best_line(best_row(report)));
+  fmt::print(out, "{}{}", unsteady_line(report, true), best_line(best_row(report)));
   fmt::print(out, "(--explain: flat's walk on these arrays, each copy's min-max, min-max per row, work items, what "
                   "each column means)\n");
 }

@@ -46,28 +46,40 @@ RunReport planned_report(const Deck& deck, const RunPlan& plan, const Preparatio
 // and the others, with its CPU and threads, find its records and take them.
 // Nodes measure side by side. Rank 0 says the first measurement made.
 std::string first_use_in_turns(Precision precision, const Ranks& ranks, std::ostream& progress) {
-  std::string mine;
   if (ranks.size() == 1) {
-    mine = measure_on_first_use(precision, progress);
-  } else {
-    bool allowed = true;
-    ranks.together([&] { allowed = first_use_allowed(); });  // a bad CVEST_FIRST_USE: every rank's one error
-    if (!allowed) return "";
-    std::vector<std::uint64_t> turns{0};
-    for (const auto& size : ranks.gather(std::vector<double>{double(ranks.local_size())}))
-      turns[0] = std::max(turns[0], std::uint64_t(size.at(0)));
-    ranks.broadcast(turns);
-    for (std::uint64_t turn = 0; turn < turns[0]; ++turn) {
-      if (turn == std::uint64_t(ranks.local_rank())) mine = measure_on_first_use(precision, progress);
-      ranks.idle_barrier();
-    }
+    std::string said = measure_on_first_use(precision, progress);
+    if (!said.empty()) reset_peak_rss();  // the measurement's arrays are not the run's
+    return said;
   }
-  if (!mine.empty()) reset_peak_rss();  // the measurement's arrays are not the run's
-  if (ranks.size() == 1) return mine;
+  bool allowed = true;
+  ranks.together([&] { allowed = first_use_allowed(); });  // a bad CVEST_FIRST_USE: every rank's one error
+  // Every rank takes the same turns: the most ranks on a node, 0 where any
+  // rank has first use off (ranks' environments may differ).
+  std::vector<std::uint64_t> turns{0};
+  const auto asked = ranks.gather(std::vector<double>{allowed ? double(ranks.local_size()) : -1.0});
+  bool all = true;
+  for (const auto& a : asked) {
+    all = all && a.at(0) >= 0;
+    turns[0] = std::max(turns[0], std::uint64_t(std::max(a.at(0), 0.0)));
+  }
+  if (!all) turns[0] = 0;
+  ranks.broadcast(turns);
+  std::string mine;
+  for (std::uint64_t turn = 0; turn < turns[0]; ++turn) {
+    if (turn == std::uint64_t(ranks.local_rank())) mine = measure_on_first_use(precision, progress);
+    ranks.idle_barrier();
+  }
+  if (!mine.empty()) reset_peak_rss();
+  // Rank 0 says the first measurement, and how many ranks measured where
+  // more than one did (each node's first; a rank with other threads).
   const std::vector<std::string> said = ranks.gather(mine);
-  for (std::size_t r = 0; r < said.size(); ++r)
-    if (!said[r].empty()) return r == 0 ? said[r] : fmt::format("rank {}: {}", r, said[r]);
-  return "";
+  std::string first;
+  std::size_t measured = 0;
+  for (std::size_t r = 0; r < said.size(); ++r) {
+    if (said[r].empty()) continue;
+    if (measured++ == 0) first = r == 0 ? said[r] : fmt::format("rank {}: {}", r, said[r]);
+  }
+  return measured > 1 ? fmt::format("{} ({} ranks measured)", first, measured) : first;
 }
 
 }  // namespace

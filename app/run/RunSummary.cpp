@@ -165,8 +165,11 @@ void print_run_summary(const RunReport& rep, std::ostream& out) {
     const std::string& u = rep.first_use;
     const std::size_t choices = u.find("), ") == std::string::npos ? u.size() : u.find("), ") + 1;
     const bool kept = u.find("), recorded in ") != std::string::npos;
+    const std::size_t ranks = u.rfind(" ranks measured)");  // " (2 ranks measured)": kept in the short form
+    const std::string many = ranks == std::string::npos ? std::string() : u.substr(u.rfind(" (", ranks));
     fmt::print(out, "{}\n", fitted({"first use: " + u, "first use: " + u.substr(0, choices) +
-                                                           (kept ? ", recorded" : ", not recorded (the machine busy)")}));
+                                                           (kept ? ", recorded" : ", not recorded (the machine busy)") +
+                                                           many}));
   }
   print_jobs(rep, out);
   if (rep.ranks > 1) print_ranks(rep, out);

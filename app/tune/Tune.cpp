@@ -72,7 +72,7 @@ void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream&
       apply_walk_record(record);
       const std::size_t size = element_size(precision);
       const std::string source = right ? policy::flat_dates_source(size) : policy::flat_streams_source(size);
-      fmt::print(out_text, "{} now {} at most {} at once in {} on this machine with {} threads{}\n{}\n",
+      fmt::print(out_text, "{} now {} at once at most {}, in {} on this machine with {} threads{}\n{}\n",
                  flat_name(walk), right ? "takes" : "walks", record.counts(true), to_string(precision),
                  policy::host_threads(),
                  source.rfind("CVEST_FLAT_DATES", 0) == 0 ? " (" + source + " sets it in this shell)" : std::string(),

@@ -55,8 +55,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
         print("not run: no streaming stores in this build; flat walks one stream and one date at a time")
         sys.exit(77)
     path = os.path.join(work, "flat-walks.json")
-    check(t.returncode == 0 and t.stdout.count("flat/left now walks at most") == 2
-          and t.stdout.count("flat/right now takes at most") == 2 and " in float on this machine" in t.stdout
+    check(t.returncode == 0 and t.stdout.count("flat/left now walks at once at most") == 2
+          and t.stdout.count("flat/right now takes at once at most") == 2 and ", in float on this machine" in t.stdout
           and os.path.exists(path),
           f"cvest tune --walks-only: measured and recorded ({t.returncode}: {t.stderr.strip()[-300:]})")
     progress = [l for l in t.stderr.splitlines() if "flat/left at " in l]
