@@ -245,18 +245,20 @@ std::string said(const std::vector<WalkRecord>& records) {
   return (left.empty() ? "" : left + ", ") + right + ", " + stores;
 }
 
-// The widest spread of the chosen count's passes at any shape of any record:
+// The widest spread of the chosen count's passes (each shape's side's) at any shape of any record:
 // the interquartile range over the median.
 double spread(const std::vector<WalkRecord>& records) {
   double widest = 0;
-  for (const auto& r : records) {
-    const std::size_t i = std::size_t(std::find(r.streams.begin(), r.streams.end(), r.best()) - r.streams.begin());
-    for (const auto& shape : r.seconds) {
-      std::vector<double> v = shape[i];
+  for (const auto& r : records)
+    for (std::size_t s = 0; s < r.seconds.size(); ++s) {
+      // the count chosen at this shape's side of flat_many_dates (the store kind's: its one)
+      const bool many = std::strtoll(r.shapes[s].c_str(), nullptr, 10) >= policy::flat_many_dates;
+      const int chosen = r.walk == Walk::stores ? r.best() : r.best_for(many);
+      const std::size_t i = std::size_t(std::find(r.streams.begin(), r.streams.end(), chosen) - r.streams.begin());
+      std::vector<double> v = r.seconds[s][i];
       std::sort(v.begin(), v.end());
       widest = std::max(widest, (v[v.size() * 3 / 4] - v[v.size() / 4]) / median(v));
     }
-  }
   return widest;
 }
 

@@ -19,6 +19,39 @@
 
 using namespace cvest;
 
+namespace {
+
+// A double record tune_walks measured at 1 MiB a shape: its key, counts,
+// shapes (at most 262 and 3276 ids: fewer where the rows would not let every
+// count walk as said) and passes, and its progress line.
+void check_double_record(const app::WalkRecord& r, app::Walk walk, const std::string& progress) {
+  CHECK(policy::flat_streams_most() == 4);  // the trials undone
+  CHECK(policy::flat_dates_most() == 2);
+  CHECK(policy::flat_streaming_stores(8) == bool(CVEST_HAVE_STREAMING_STORES));
+  CHECK(r.key == app::walk_record_key(policy::host_threads()));
+  CHECK(r.walk == walk);
+  CHECK(r.precision == Precision::f64);
+  CHECK(r.streams == std::vector<int>{1, 2, 4});
+  REQUIRE(r.shapes.size() == 2);
+  const Index ids100 = std::stoll(r.shapes[0].substr(6)), ids8 = std::stoll(r.shapes[1].substr(4));
+  CHECK(r.shapes[0] == "100 x " + std::to_string(ids100) + " x 5 double");
+  CHECK(r.shapes[1] == "8 x " + std::to_string(ids8) + " x 5 double");
+  CHECK((ids100 <= 262 && ids100 > 0));
+  CHECK((ids8 <= 3276 && ids8 > 0));
+  for (const auto& shape : r.seconds) {
+    REQUIRE(shape.size() == 3);
+    for (const auto& passes : shape) CHECK(passes.size() == 3);
+  }
+  const std::string at = "at " + r.shapes[0] + ", medians of 3 (min-max): ";
+  if (walk == app::Walk::left_streams)
+    CHECK_THAT(progress, Catch::Contains("flat/left " + at + "1 stream ") && Catch::Contains(", 4 streams "));
+  else
+    CHECK_THAT(progress, Catch::Contains("flat/right " + at + "1 date ") && Catch::Contains(", 2 dates ") &&
+                             Catch::Contains(", 4 dates"));
+}
+
+}  // namespace
+
 TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", "[app][tune]") {
   if (std::getenv("CVEST_FLAT_DATES")) return test::skip_part("CVEST_FLAT_DATES sets the streams and dates");
   if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return test::skip_part("flat walks streams on the host only");
@@ -31,34 +64,8 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
   std::vector<app::WalkRecord> records;
   for (const app::Walk walk : {app::Walk::left_streams, app::Walk::right_dates}) {
     std::ostringstream progress;
-    const app::WalkRecord r =
-        app::measure_walks(walk, Precision::f64, double(std::size_t(1) << 20), 3, 0.05, progress);
-    CHECK(policy::flat_streams_most() == 4);  // the trials undone
-    CHECK(policy::flat_dates_most() == 2);
-    CHECK(policy::flat_streaming_stores(8) == bool(CVEST_HAVE_STREAMING_STORES));
-    CHECK(r.key == app::walk_record_key(policy::host_threads()));
-    CHECK(r.walk == walk);
-    CHECK(r.precision == Precision::f64);
-    CHECK(r.streams == std::vector<int>{1, 2, 4});
-    REQUIRE(r.shapes.size() == 2);
-    // At most 1 MiB of discount (262 and 3276 ids), fewer where the rows
-    // would not let every count walk as said; and every count did.
-    const Index ids100 = std::stoll(r.shapes[0].substr(6)), ids8 = std::stoll(r.shapes[1].substr(4));
-    CHECK(r.shapes[0] == "100 x " + std::to_string(ids100) + " x 5 double");
-    CHECK(r.shapes[1] == "8 x " + std::to_string(ids8) + " x 5 double");
-    CHECK((ids100 <= 262 && ids100 > 0));
-    CHECK((ids8 <= 3276 && ids8 > 0));
-    for (const auto& shape : r.seconds) {
-      REQUIRE(shape.size() == 3);
-      for (const auto& passes : shape) CHECK(passes.size() == 3);
-    }
-    const std::string at = "at " + r.shapes[0] + ", medians of 3 (min-max): ";
-    if (walk == app::Walk::left_streams)
-      CHECK_THAT(progress.str(), Catch::Contains("flat/left " + at + "1 stream ") && Catch::Contains(", 4 streams "));
-    else
-      CHECK_THAT(progress.str(), Catch::Contains("flat/right " + at + "1 date ") && Catch::Contains(", 2 dates ") &&
-                                     Catch::Contains(", 4 dates"));
-    records.push_back(r);
+    records.push_back(app::measure_walks(walk, Precision::f64, double(std::size_t(1) << 20), 3, 0.05, progress));
+    check_double_record(records.back(), walk, progress.str());
   }
   {  // float on its own
     std::ostringstream progress;
@@ -68,6 +75,21 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
     CHECK_THAT(f.shapes[0], Catch::StartsWith("100 x ") && Catch::EndsWith(" x 5 float"));
   }
 
+  for (const auto& r : records) app::save_walk_record(r);
+  app::apply_walk_records(true);
+  // Each count at the dates it was measured at (core/FlatRun.hpp flat_many_dates).
+  CHECK(policy::flat_streams_most(8, 100) == records[0].best_for(true));
+  CHECK(policy::flat_streams_most(8, 8) == records[0].best_for(false));
+  CHECK(policy::flat_dates_most(8, 100) == records[1].best_for(true));
+  CHECK(policy::flat_dates_most(8, 8) == records[1].best_for(false));
+  CHECK(policy::flat_streams_source() == "measured here by cvest tune on " + records[0].date);
+  CHECK(policy::flat_dates_source() == "measured here by cvest tune on " + records[1].date);
+  policy::set_flat_streams_measured(0, "");  // back to the stated defaults for the other tests
+  policy::set_flat_dates_measured(0, "");
+}
+
+TEST_CASE("flat's counts: a trial wins, a measured count per side of 28 dates, said as measured", "[app][tune]") {
+  if (std::getenv("CVEST_FLAT_DATES")) return test::skip_part("CVEST_FLAT_DATES sets the streams and dates");
   // A trial wins over everything while it lasts.
   policy::set_flat_streams_trial(2);
   policy::set_flat_dates_trial(4);
@@ -80,15 +102,6 @@ TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", 
   CHECK_THROWS_AS(policy::set_flat_streams_trial(3), std::invalid_argument);
   CHECK_THROWS_AS(policy::set_flat_dates_trial(3), std::invalid_argument);
 
-  for (const auto& r : records) app::save_walk_record(r);
-  app::apply_walk_records(true);
-  // Each count at the dates it was measured at (core/FlatRun.hpp flat_many_dates).
-  CHECK(policy::flat_streams_most(8, 100) == records[0].best_for(true));
-  CHECK(policy::flat_streams_most(8, 8) == records[0].best_for(false));
-  CHECK(policy::flat_dates_most(8, 100) == records[1].best_for(true));
-  CHECK(policy::flat_dates_most(8, 8) == records[1].best_for(false));
-  CHECK(policy::flat_streams_source() == "measured here by cvest tune on " + records[0].date);
-  CHECK(policy::flat_dates_source() == "measured here by cvest tune on " + records[1].date);
   policy::set_flat_streams_measured(1, "x");
   CHECK(policy::flat_streams_text(policy::FlatStreams{}) == "one stream (x)");
   policy::set_flat_streams_measured(2, "y");
