@@ -153,9 +153,7 @@ std::string info_command() {
     for (const Precision p : {Precision::f64, Precision::f32}) {
       const std::size_t size = element_size(p);
       const auto in_force = [&](const char* what, int few, int many, const std::string& source) {
-        const std::string most = few == many ? std::to_string(many)
-                                             : fmt::format("{} below {} dates, {} from {}", few, policy::flat_many_dates,
-                                                           many, policy::flat_many_dates);
+        const std::string most = std::to_string(few) + policy::flat_counts_below(few, many, std::to_string(many));
         text += fmt::format("{} ({}), at most: {} ({})\n", what, to_string(p), most,
                             source.empty() ? "the stated default; measured on first use or by cvest tune" : source);
       };

@@ -55,8 +55,7 @@ constexpr std::size_t left_regular = 3, right_streaming = 4, right_regular = 7;
 constexpr int rounds = 9;  // after one pass of each setting (the warm-up)
 
 // The trials undone however the measurement ends.
-struct Trials {
-  ~Trials() { set({LayoutKind::left, 0, StoreKind::unset}); }
+struct Trials : policy::FlatTrialsUndone {
   static void set(const Setting& s) {
     policy::set_flat_streams_trial(s.layout == LayoutKind::left ? s.count : 0);
     policy::set_flat_dates_trial(s.layout == LayoutKind::right ? s.count : 0);
@@ -232,15 +231,13 @@ std::vector<WalkRecord> records_of(Precision precision, const std::vector<std::s
 std::string said(const std::vector<WalkRecord>& records) {
   std::string left, right, stores = "regular stores (no streaming stores in this build)";
   for (const auto& r : records) {
-    const std::string count = r.counts(true);
     const int few = r.best_for(false), many = r.best_for(true);
     if (r.walk == Walk::left_streams)
-      left = "left " + count;
+      left = "left " + r.counts(true);
     else if (r.walk == Walk::right_dates)  // "right 4 dates at once", "... at once below 28 dates, 2 from 28"
-      right = "right " + counted(r.walk, few) + " at once" +
-              (few == many ? std::string() : fmt::format(" below {0} dates, {1} from {0}", policy::flat_many_dates, many));
+      right = "right " + counted(r.walk, few) + " at once" + policy::flat_counts_below(few, many, std::to_string(many));
     else
-      stores = count;
+      stores = r.counts(true);
   }
   return (left.empty() ? "" : left + ", ") + right + ", " + stores;
 }
@@ -251,10 +248,8 @@ double spread(const std::vector<WalkRecord>& records) {
   double widest = 0;
   for (const auto& r : records)
     for (std::size_t s = 0; s < r.seconds.size(); ++s) {
-      // the count chosen at this shape's side of flat_many_dates (the store kind's: its one)
-      const bool many = std::strtoll(r.shapes[s].c_str(), nullptr, 10) >= policy::flat_many_dates;
-      const int chosen = r.walk == Walk::stores ? r.best() : r.best_for(many);
-      const std::size_t i = std::size_t(std::find(r.streams.begin(), r.streams.end(), chosen) - r.streams.begin());
+      const std::size_t i =
+          std::size_t(std::find(r.streams.begin(), r.streams.end(), r.chosen_at(s)) - r.streams.begin());
       std::vector<double> v = r.seconds[s][i];
       std::sort(v.begin(), v.end());
       widest = std::max(widest, (v[v.size() * 3 / 4] - v[v.size() / 4]) / median(v));

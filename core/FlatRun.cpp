@@ -142,6 +142,10 @@ StoreKind stores_forced() {
 
 }  // namespace
 
+std::string flat_counts_below(int few, int many, const std::string& many_said) {
+  return few == many ? std::string() : fmt::format(" below {0} dates, {1} from {0}", flat_many_dates, many_said);
+}
+
 int flat_dates_most(std::size_t e, Index T) { return width_most(&Choices::right, &Choices::right_trial, 2, e, T); }
 std::string flat_dates_source(std::size_t e) { return width_source(&Choices::right, &Choices::right_trial, e); }
 void set_flat_dates_measured(FlatCounts counts, const std::string& source, std::size_t e) {

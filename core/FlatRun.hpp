@@ -75,6 +75,11 @@ struct FlatCounts {
   FlatCounts(int few_dates, int many_dates) : few(few_dates), many(many_dates) {}
 };
 
+// " below 28 dates, MANY from 28" where the count at few dates differs from
+// the count at many (`many_said` names the latter), "" where they agree: how
+// every text says a count that differs with the dates.
+std::string flat_counts_below(int few, int many, const std::string& many_said);
+
 // The most dates flat takes at once on LayoutRight at T dates (the count
 // for many dates where T is not given): 1, 2 or 4, for elements
 // of `element_size` bytes (8: double, 4: float; each precision measured on
@@ -127,6 +132,17 @@ std::string flat_stores_source(std::size_t element_size);  // "" where the state
 enum class StoreKind { unset, regular, streaming };
 void set_flat_stores_measured(StoreKind kind, const std::string& source, std::size_t element_size);
 void set_flat_stores_trial(StoreKind kind);  // unset: the rule above
+// Every trial undone, however a measurement ends (cvest tune's, first use's).
+struct FlatTrialsUndone {
+  FlatTrialsUndone() = default;
+  FlatTrialsUndone(const FlatTrialsUndone&) = delete;
+  FlatTrialsUndone& operator=(const FlatTrialsUndone&) = delete;
+  ~FlatTrialsUndone() {
+    set_flat_streams_trial(0);
+    set_flat_dates_trial(0);
+    set_flat_stores_trial(StoreKind::unset);
+  }
+};
 // "streaming stores (measured on first use on DATE)", "regular stores (CVEST_FLAT_STORES)"
 std::string flat_stores_text(std::size_t element_size);
 

@@ -23,14 +23,6 @@ namespace cvest::app {
 
 namespace {
 
-// Restores the rules (record, variable or default) however the trials end.
-struct TrialGuard {
-  ~TrialGuard() {
-    policy::set_flat_streams_trial(0);
-    policy::set_flat_dates_trial(0);
-    policy::set_flat_stores_trial(policy::StoreKind::unset);
-  }
-};
 
 double timed(bench::Arrays& a, Walk walk, int count) {
   // The path whose streams and dates are counted (a record of regular
@@ -63,7 +55,7 @@ std::vector<int> checked_counts(bench::Arrays& a, Walk walk, const std::vector<i
 
 Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_size, const void* d, const void* cv) {
   constexpr Index K = 5;
-  const TrialGuard guard;
+  const policy::FlatTrialsUndone undo;
   policy::set_flat_stores_trial(policy::StoreKind::streaming);  // the path whose streams and dates are counted
   const auto walks = [&](int count, Index N) {
     if (walk == Walk::left_streams) {
@@ -88,7 +80,7 @@ WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repea
   record.date = today();
   record.streams = {1, 2, 4};
   record.precision = precision;
-  const TrialGuard guard;
+  const policy::FlatTrialsUndone undo;
   const LayoutKind layout = walk == Walk::right_dates ? LayoutKind::right : LayoutKind::left;
   const std::size_t size = element_size(precision);
   for (const Index T : {Index(100), Index(8)}) {

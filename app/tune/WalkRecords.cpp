@@ -111,12 +111,16 @@ int WalkRecord::best_for(bool many) const {
   return any ? best_over(*this, side) : best();
 }
 
+int WalkRecord::chosen_at(std::size_t shape) const {
+  if (walk == Walk::stores || shape >= shapes.size()) return best();
+  return best_for(shape_dates(shapes[shape]) >= policy::flat_many_dates);
+}
+
 std::string WalkRecord::counts(bool named) const {
-  const int few = best_for(false), many = best_for(true);
   const auto said = [&](int count) { return named ? counted(walk, count) : std::to_string(count); };
-  if (few == many || walk == Walk::stores) return named ? counted(walk, best()) : std::to_string(best());
-  return fmt::format("{} below {} dates, {} from {}", said(few), policy::flat_many_dates, said(many),
-                     policy::flat_many_dates);
+  const int few = best_for(false), many = best_for(true);
+  if (few == many || walk == Walk::stores) return said(best());
+  return said(few) + policy::flat_counts_below(few, many, said(many));
 }
 
 std::string WalkRecord::text() const {

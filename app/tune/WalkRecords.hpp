@@ -44,6 +44,9 @@ struct WalkRecord {
   // (many = false) or of as many or more (true): the count flat takes at
   // such dates (core/FlatRun.hpp). best() where no shape lies on that side.
   int best_for(bool many) const;
+  // The count chosen at shape `shape` (best_for its side of the dates; the
+  // store kind's best()).
+  int chosen_at(std::size_t shape) const;
   // "2", or where the shapes disagree "2 below 28 dates, 1 from 28"; with
   // `walk`'s words ("2 streams below 28 dates, 1 stream from 28") where named.
   std::string counts(bool named = false) const;
