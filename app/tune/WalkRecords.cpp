@@ -118,8 +118,10 @@ int WalkRecord::chosen_at(std::size_t shape) const {
 
 std::string WalkRecord::counts(bool named) const {
   const auto said = [&](int count) { return named ? counted(walk, count) : std::to_string(count); };
+  if (walk == Walk::stores) return said(best());
+  // What apply_walk_record puts in force: each side's count (best() over
+  // both sides can name a fewer count than either side chose).
   const int few = best_for(false), many = best_for(true);
-  if (few == many || walk == Walk::stores) return said(best());
   return said(few) + policy::flat_counts_below(few, many, said(many));
 }
 

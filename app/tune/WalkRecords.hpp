@@ -47,7 +47,8 @@ struct WalkRecord {
   // The count chosen at shape `shape` (best_for its side of the dates; the
   // store kind's best()).
   int chosen_at(std::size_t shape) const;
-  // "2", or where the shapes disagree "2 below 28 dates, 1 from 28"; with
+  // The counts put in force: "2", or where the sides of 28 dates disagree
+  // "2 below 28 dates, 1 from 28"; with
   // `walk`'s words ("2 streams below 28 dates, 1 stream from 28") where named.
   std::string counts(bool named = false) const;
   // "measured by cvest tune on DATE: at most 1 (medians of 9 passes;

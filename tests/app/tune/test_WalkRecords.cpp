@@ -45,6 +45,14 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(split.counts() == "2 below 28 dates, 1 from 28");
   CHECK(split.counts(true) == "2 streams below 28 dates, 1 stream from 28");
   CHECK_THAT(split.text(), Catch::StartsWith("measured by cvest tune on 2026-12-05: at most 2 below 28 dates, 1 from 28 ("));
+  // Both sides choose 2 while best() over both names 1 (1 lags 1.03 at
+  // both, 2 at most 1.02: within 2% of each other): the text says 2, the
+  // count put in force.
+  const WalkRecord agree = record("k", {{1.03}, {1.02}, {1.0}}, {{1.03}, {1.0}, {1.05}});
+  CHECK(agree.best() == 1);
+  CHECK(agree.best_for(true) == 2);
+  CHECK(agree.best_for(false) == 2);
+  CHECK(agree.counts() == "2");
   // A record of one shape: that shape's best at any dates.
   WalkRecord one = split;
   one.shapes = {"8 x 25000 x 5 double"}, one.seconds = {split.seconds[1]};
