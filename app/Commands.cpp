@@ -126,8 +126,10 @@ std::string info_command() {
   unsigned major = 0, minor = 0, release = 0;
   io::hdf5_version(major, minor, release);
   std::string text = fmt::format(
-      "cvest {}\nKokkos {}\nexecution spaces: {} (default {})\nthreads: {}\nHDF5 {}.{}.{}\nstrategies: {}\n",
-      CVEST_VERSION, facts.kokkos_version, facts.spaces, facts.backend, facts.threads, major, minor, release,
+      "cvest {}\nKokkos {}\nexecution spaces: {} (default {})\nthreads: {}\nhost vectors: {}\nHDF5 {}.{}.{}\n"
+      "strategies: {}\n",
+      CVEST_VERSION, facts.kokkos_version, facts.spaces, facts.backend, facts.threads, facts.host_vectors, major,
+      minor, release,
       strategy_names());
   text += fmt::format("HDF5 filters: {}\ncoded by cvest's threads: {}\n", io::hdf5_filters_text(),
                       io::decoders_text());

@@ -1,5 +1,8 @@
 #include "core/Spaces.hpp"
 
+#include "core/Errors.hpp"
+#include "core/StreamingStores.hpp"
+
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -58,6 +61,13 @@ BuildFacts build_facts() {
                                                     std::string(decltype(space)::name())), ...); },
              EnabledSpaces{});
   facts.threads = Kokkos::DefaultExecutionSpace().concurrency();
+  const std::string vectors = streaming::host_vectors_env();
+  if (!vectors.empty() && vectors != "16" && vectors != "32")
+    throw InputError("CVEST_HOST_VECTORS: expected 16 or 32 (bytes a host vector takes), found '" + vectors + "'");
+  if (vectors == "32" && !streaming::wide_vectors_possible())
+    throw InputError("CVEST_HOST_VECTORS=32: 32-byte vectors need AVX2 and streaming stores, which this CPU or build lacks");
+  facts.host_vectors = streaming::vectors_text();
+  if (vectors == "16" && streaming::wide_vectors_possible()) facts.host_vectors += " (CVEST_HOST_VECTORS=16)";
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) facts.host = host;
   facts.cpu = cpu_model();

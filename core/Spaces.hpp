@@ -30,6 +30,7 @@ struct BuildFacts {
   std::string kokkos_version;  // e.g. "3.4.1"
   std::string spaces;          // every enabled execution space, e.g. "Serial, OpenMP"
   int threads = 0;             // concurrency of the default execution space
+  std::string host_vectors;    // the host loops' vectors: "32-byte (AVX2)" (streaming::vectors_text)
   std::string host;            // host name
   std::string cpu;             // CPU model from /proc/cpuinfo ("" where unknown)
   int cpus = 0;                // logical CPUs online

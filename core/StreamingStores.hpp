@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #if defined(__SSE2__) && !defined(CVEST_NO_STREAMING_STORES)
@@ -20,6 +22,21 @@
 #define CVEST_HAVE_STREAMING_STORES 1
 #else
 #define CVEST_HAVE_STREAMING_STORES 0
+#endif
+
+// 32-byte (AVX2) vectors where the CPU has them, chosen at run time (the
+// build targets baseline x86-64): at the VM's fast moments (copies at 75-86
+// GB/s on 2 threads) the 16-byte kernel ran at 0.92 of a copy in its own
+// walk, the 32-byte one at 0.97 (docs/benchmarks.md). Not under nvcc, whose
+// host pass keeps the 16-byte loops.
+#if CVEST_HAVE_STREAMING_STORES && defined(__x86_64__) && defined(__GNUC__) && !defined(__CUDACC__)
+#include <immintrin.h>
+
+#include <atomic>
+#define CVEST_HAVE_WIDE_VECTORS 1
+#define CVEST_WIDE __attribute__((target("avx2")))
+#else
+#define CVEST_HAVE_WIDE_VECTORS 0
 #endif
 
 namespace cvest::streaming {
@@ -70,6 +87,63 @@ inline void fence_this_thread() {
 #endif
 }
 
+// CVEST_HOST_VECTORS=16: 16-byte vectors though the CPU has AVX2 (to
+// compare); 32: AVX2's, the default where the CPU has it ("" where unset;
+// build_facts checks the value).
+inline const char* host_vectors_env() {
+  const char* v = std::getenv("CVEST_HOST_VECTORS");
+  return v ? v : "";
+}
+
+#if CVEST_HAVE_WIDE_VECTORS
+namespace detail {
+inline bool cpu_has_wide_vectors() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;  // the OS's saving of YMM state included
+  }();
+  return yes;
+}
+inline std::atomic<bool>& wide_vectors_on() {
+  static std::atomic<bool> on{cpu_has_wide_vectors() && std::string(host_vectors_env()) != "16"};
+  return on;
+}
+}  // namespace detail
+#endif
+
+// Whether this CPU and build have 32-byte vectors for the host's bulk loops.
+inline bool wide_vectors_possible() {
+#if CVEST_HAVE_WIDE_VECTORS
+  return detail::cpu_has_wide_vectors();
+#else
+  return false;
+#endif
+}
+// Whether the host's bulk loops take 32-byte vectors now.
+inline bool wide_vectors() {
+#if CVEST_HAVE_WIDE_VECTORS
+  return detail::wide_vectors_on().load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
+// Tests: both widths on one CPU. Returns the setting before; `on` is
+// ignored where the CPU or the build has no 32-byte vectors.
+inline bool use_wide_vectors(bool on) {
+  const bool before = wide_vectors();
+#if CVEST_HAVE_WIDE_VECTORS
+  detail::wide_vectors_on().store(on && detail::cpu_has_wide_vectors(), std::memory_order_relaxed);
+#else
+  (void)on;
+#endif
+  return before;
+}
+// "32-byte (AVX2)", "16-byte (SSE2)", "none (regular stores only in this build)".
+inline const char* vectors_text() {
+  if (!CVEST_HAVE_STREAMING_STORES) return "none (regular stores only in this build)";
+  return wide_vectors() ? "32-byte (AVX2)" : "16-byte (SSE2)";
+}
+
 namespace detail {
 #if CVEST_HAVE_STREAMING_STORES
 inline __m128d mul(__m128d a, __m128d b) { return _mm_mul_pd(a, b); }
@@ -90,7 +164,8 @@ inline void stream(float* p, __m128 v) { _mm_stream_ps(p, v); }
 //   out[j] = m    * d[j]      (scale_run; scaled_runs: runs of T, one m each)
 //   out[j] = d[j]             (copy_run, rows_at_once: the copy roofs;
 //                              ReadAlong: m read beside it, not used)
-// A scalar head brings out to 16-byte alignment, the body streams whole
+// A scalar head brings out to 16-byte alignment (32 where the CPU has
+// AVX2 and every row shares it: wide_vectors), the body streams whole
 // vectors (each m vector loaded once for all U rows), a scalar tail
 // finishes. The U rows of out share one alignment (stride * sizeof(Scalar)
 // a multiple of 16: policy::flat_dates). Results are bit-identical to the
@@ -130,6 +205,55 @@ inline std::uint64_t bits_of(Scalar x) {
   }
 }
 
+#if CVEST_HAVE_WIDE_VECTORS
+// streamed_rows' body in 32-byte vectors, from j (out + j aligned to 32 in
+// every row) while whole vectors remain; returns where it stopped. Each
+// function is compiled for AVX2 and called only where the CPU has it.
+namespace wide {
+CVEST_WIDE inline __m256d load(const double* p) { return _mm256_loadu_pd(p); }
+CVEST_WIDE inline __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+CVEST_WIDE inline __m256d mul(__m256d a, __m256d b) { return _mm256_mul_pd(a, b); }
+CVEST_WIDE inline __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+CVEST_WIDE inline __m256d splat(double v) { return _mm256_set1_pd(v); }
+CVEST_WIDE inline __m256 splat(float v) { return _mm256_set1_ps(v); }
+CVEST_WIDE inline void stream(double* p, __m256d v) { _mm256_stream_pd(p, v); }
+CVEST_WIDE inline void stream(float* p, __m256 v) { _mm256_stream_ps(p, v); }
+// ReadAlong: m's bits added in 64-bit lanes, each float's 32 widened first.
+template <class Scalar>
+CVEST_WIDE inline __m256i add_bits(__m256i sum, const Scalar* m) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m));
+  if constexpr (sizeof(Scalar) == 8) return _mm256_add_epi64(sum, v);
+  const __m256i low = _mm256_and_si256(v, _mm256_set1_epi64x(0xffffffff));
+  return _mm256_add_epi64(sum, _mm256_add_epi64(low, _mm256_srli_epi64(v, 32)));
+}
+CVEST_WIDE inline std::uint64_t lanes_sum(__m256i v) {
+  std::uint64_t lanes[4];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), v);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+template <int U, class Scalar, class MFn>
+CVEST_WIDE inline std::size_t rows(Scalar* out, const Scalar* d, std::size_t j, std::size_t n, std::ptrdiff_t stride,
+                                   const MFn& m_at, std::uint64_t& bits) {
+  constexpr std::size_t width = 32 / sizeof(Scalar);
+  constexpr bool reads = reads_along<MFn>;
+  constexpr bool scaled = !std::is_same_v<MFn, Unit> && !reads;
+  __m256i summed = _mm256_setzero_si256();
+  for (; j + width <= n; j += width) {
+    if constexpr (scaled) {
+      const auto mv = m_at.wide_vector(j);
+      for (int u = 0; u < U; ++u) stream(out + u * stride + j, mul(mv, load(d + u * stride + j)));
+    } else {
+      if constexpr (reads) summed = add_bits(summed, m_at.m + j);
+      for (int u = 0; u < U; ++u) stream(out + u * stride + j, load(d + u * stride + j));
+    }
+  }
+  if constexpr (reads) bits += lanes_sum(summed);
+  return j;
+}
+}  // namespace wide
+#endif
+
 template <int U, bool Stream, class Scalar, class MFn>
 inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrdiff_t stride, MFn m_at) {
   constexpr bool reads = reads_along<MFn>;
@@ -147,10 +271,23 @@ inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrd
   if constexpr (Stream && (std::is_same_v<Scalar, double> || std::is_same_v<Scalar, float>)) {
     constexpr std::size_t width = 16 / sizeof(Scalar);
     __m128i vsummed = _mm_setzero_si128();  // reads: the vectors of m, in 64-bit lanes
-    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % 16) != 0; ++j) {
+    std::uint64_t wide_summed = 0;          // reads: those the 32-byte vectors took
+    // 32-byte vectors where every row shares out's alignment to 32 and the
+    // run is long enough to repay a longer scalar head.
+#if CVEST_HAVE_WIDE_VECTORS
+    const bool use_wide = wide_vectors() && n >= 64 / sizeof(Scalar) &&
+                      (U == 1 || std::size_t(stride) * sizeof(Scalar) % 32 == 0);
+#else
+    constexpr bool use_wide = false;
+#endif
+    const std::uintptr_t align = use_wide ? 32 : 16;
+    for (; j < n && (reinterpret_cast<std::uintptr_t>(out + j) % align) != 0; ++j) {
       read(j);
       for (int u = 0; u < U; ++u) store(out + u * stride + j, value(j, d[u * stride + j]));
     }
+#if CVEST_HAVE_WIDE_VECTORS
+    if (use_wide) j = wide::rows<U>(out, d, j, n, stride, m_at, wide_summed);
+#endif
     for (; j + width <= n; j += width) {
       if constexpr (scaled) {
         const auto mv = m_at.vector(j);
@@ -175,7 +312,7 @@ inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrd
     if constexpr (reads) {
       std::uint64_t lanes[2];
       std::memcpy(lanes, &vsummed, sizeof lanes);
-      *m_at.bits += summed + lanes[0] + lanes[1];
+      *m_at.bits += summed + wide_summed + lanes[0] + lanes[1];
     }
     return;
   }
@@ -194,6 +331,9 @@ struct RowOf {  // m varies along the run
 #if CVEST_HAVE_STREAMING_STORES
   auto vector(std::size_t j) const { return detail::load(m + j); }
 #endif
+#if CVEST_HAVE_WIDE_VECTORS
+  CVEST_WIDE auto wide_vector(std::size_t j) const { return wide::load(m + j); }
+#endif
 };
 
 template <class Scalar>
@@ -202,6 +342,9 @@ struct Constant {  // m is the same for the whole run
   Scalar scalar(std::size_t) const { return m; }
 #if CVEST_HAVE_STREAMING_STORES
   auto vector(std::size_t) const { return detail::splat(m); }
+#endif
+#if CVEST_HAVE_WIDE_VECTORS
+  CVEST_WIDE auto wide_vector(std::size_t) const { return wide::splat(m); }
 #endif
 };
 

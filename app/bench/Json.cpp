@@ -13,6 +13,7 @@ nlohmann::json to_json(const Report& report) {
   j["kokkos_version"] = report.build.kokkos_version;
   j["execution_spaces"] = report.build.spaces;
   j["threads"] = report.build.threads;
+  j["host_vectors"] = report.build.host_vectors;
   j["machine"] = machine_json(report.build);
   j["shape"] = {{"dates", report.config.dates}, {"ids", report.config.ids}, {"cols", report.config.cols}};
   j["repeats"] = report.config.repeats;

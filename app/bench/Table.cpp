@@ -18,9 +18,10 @@ namespace cvest::app::bench {
 namespace {
 
 std::string header(const Report& report) {
-  return fmt::format("\ncvest bench  {} x {} x {}  backend {} (Kokkos {}, {} threads), median of {}\n{}",
+  return fmt::format("\ncvest bench  {} x {} x {}  backend {} (Kokkos {}, {} threads, {} host vectors), median of {}\n{}",
                      report.config.dates, report.config.ids, report.config.cols, report.build.backend,
-                     report.build.kokkos_version, report.build.threads, report.config.repeats,
+                     report.build.kokkos_version, report.build.threads, report.build.host_vectors,
+                     report.config.repeats,
                      report.first_use.empty() ? std::string() : "first use: " + report.first_use + "\n");
 }
 

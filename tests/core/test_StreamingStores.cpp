@@ -14,6 +14,16 @@ using namespace cvest;
 
 namespace {
 
+// Each test in this file at both vector widths where the CPU has 32-byte ones.
+template <class F>
+void at_each_width(F&& check) {
+  const bool before = streaming::use_wide_vectors(false);
+  check();
+  streaming::use_wide_vectors(true);
+  if (streaming::wide_vectors()) check();
+  streaming::use_wide_vectors(before);
+}
+
 // out[j] = m[(t0 + j) / T] * d[j] (or d[j] for a copy, and for a copy that
 // reads m beside it) for j < n, in `streams` stretches of runs at once
 // `apart` runs apart where they fit, checked bit for bit, the elements
@@ -65,7 +75,7 @@ void check_all() {
   for (std::size_t T : {1, 2, 3, 4, 5, 8, 12, 16, 40, 100})
     for (std::size_t t0 : {std::size_t(0), std::size_t(1), T - 1})
       for (std::size_t n : {std::size_t(0), std::size_t(1), T - t0, 3 * T + 1, std::size_t(1000)})
-        for (std::size_t offset = 0; offset < 4; ++offset) {
+        for (std::size_t offset = 0; offset < 32 / sizeof(Scalar); ++offset) {
           if (t0 >= T) continue;
           check_runs<Scalar, true, Runs::scale>(T, t0, n, offset);
           check_runs<Scalar, false, Runs::scale>(T, t0, n, offset);
@@ -86,22 +96,28 @@ void check_all() {
 }  // namespace
 
 TEST_CASE("runs of T scaled one multBy value each equal the plain loop bit for bit", "[multiply][streaming]") {
-  check_all<double>();
-  check_all<float>();
+  at_each_width([] {
+    check_all<double>();
+    check_all<float>();
+  });
 }
 
 namespace {
 
-// rows_at_once with ReadAlong: each of the `dates` rows of d copied bit for
-// bit, nothing around them touched, and m's first n elements added into
-// the sink exactly once each (the sum of their bits), at every alignment of
-// out (the scalar head's length) and of m.
-template <class Scalar, bool Stream>
-void check_read_along(int dates, std::size_t n, std::size_t offset, std::size_t m_offset) {
-  CAPTURE(sizeof(Scalar), Stream, dates, n, offset, m_offset);
+// rows_at_once multiplying (RowOf) or copying with ReadAlong: each of the
+// `dates` rows of d multiplied by m or copied bit for bit, nothing around
+// them touched, and a reading copy's m elements added into the sink
+// exactly once each (the sum of their bits), at every alignment of out
+// (the scalar head's length, to 16 or to 32 bytes) and of m, with rows
+// whose stride keeps out's alignment to 32 (extra 0 where the vectors
+// round so) or only to 16 (extra 1: 16-byte vectors).
+enum class Rows { multiply, read };
+template <class Scalar, bool Stream, Rows kind>
+void check_rows(int dates, std::size_t n, std::size_t offset, std::size_t m_offset, std::size_t extra) {
+  CAPTURE(sizeof(Scalar), Stream, int(kind), dates, n, offset, m_offset, extra, streaming::wide_vectors());
   constexpr std::size_t width = 16 / sizeof(Scalar);
-  // rows a whole number of vectors apart: they share out's alignment
-  const std::size_t stride_v = (n + 2 * width + width - 1) / width * width;
+  // rows a whole number of 16-byte vectors apart: they share out's alignment to 16
+  const std::size_t stride_v = ((n + 2 * width + 2 * width - 1) / (2 * width) * 2 + extra) * width;
   std::vector<Scalar> d(std::size_t(dates) * stride_v), m(n + m_offset + 1);
   for (std::size_t j = 0; j < d.size(); ++j) d[j] = Scalar(0.1 * double(j) - 7.3) / Scalar(7);
   for (std::size_t j = 0; j < m.size(); ++j) m[j] = Scalar(1.0 + 0.37 * double(j)) / Scalar(3);
@@ -109,35 +125,54 @@ void check_read_along(int dates, std::size_t n, std::size_t offset, std::size_t 
   const auto base = reinterpret_cast<std::uintptr_t>(storage.data());
   Scalar* out = storage.data() + width + ((16 - base % 16) % 16) / sizeof(Scalar) + offset;
   std::uint64_t bits = 0;
-  streaming::rows_at_once<Stream>(dates, out, d.data(), n, std::ptrdiff_t(stride_v),
-                                  streaming::ReadAlong<Scalar>{m.data() + m_offset, &bits});
+  if constexpr (kind == Rows::read)
+    streaming::rows_at_once<Stream>(dates, out, d.data(), n, std::ptrdiff_t(stride_v),
+                                    streaming::ReadAlong<Scalar>{m.data() + m_offset, &bits});
+  else
+    streaming::rows_at_once<Stream>(dates, out, d.data(), n, std::ptrdiff_t(stride_v),
+                                    streaming::RowOf<Scalar>{m.data() + m_offset});
   streaming::fence_this_thread();
-  std::uint64_t want = 0;
-  for (std::size_t j = 0; j < n; ++j) want += streaming::bits_of(m[m_offset + j]);
-  CHECK(bits == want);
+  if constexpr (kind == Rows::read) {
+    std::uint64_t want = 0;
+    for (std::size_t j = 0; j < n; ++j) want += streaming::bits_of(m[m_offset + j]);
+    CHECK(bits == want);
+  }
   std::size_t wrong = 0;
   for (int u = 0; u < dates; ++u)
-    for (std::size_t j = 0; j < n; ++j)
-      wrong += std::memcmp(&out[u * stride_v + j], &d[u * stride_v + j], sizeof(Scalar)) != 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      const Scalar in = d[u * stride_v + j];
+      const Scalar want = kind == Rows::read ? in : Scalar(m[m_offset + j] * in);
+      wrong += std::memcmp(&out[u * stride_v + j], &want, sizeof(Scalar)) != 0;
+    }
   CHECK(wrong == 0);
   CHECK(out[-1] == Scalar(-99.5));
   for (int u = 0; u < dates; ++u) CHECK(out[u * stride_v + n] == Scalar(-99.5));
 }
 
-template <class Scalar>
-void check_read_along_all() {
+template <class Scalar, Rows kind>
+void check_rows_all() {
   for (int dates : {1, 2, 4})
-    for (std::size_t n : {0, 1, 3, 4, 5, 17, 1000})
-      for (std::size_t offset = 0; offset < 4; ++offset)
-        for (std::size_t m_offset : {0, 1}) {
-          check_read_along<Scalar, true>(dates, n, offset, m_offset);
-          check_read_along<Scalar, false>(dates, n, offset, m_offset);
-        }
+    for (std::size_t n : {0, 1, 3, 4, 5, 17, 33, 1000})
+      for (std::size_t offset = 0; offset < 32 / sizeof(Scalar); ++offset)
+        for (std::size_t m_offset : {0, 1})
+          for (std::size_t extra : {0, 1}) {
+            check_rows<Scalar, true, kind>(dates, n, offset, m_offset, extra);
+            check_rows<Scalar, false, kind>(dates, n, offset, m_offset, extra);
+          }
 }
 
 }  // namespace
 
 TEST_CASE("a copy reading m beside it copies every row and reads each m element once", "[roof][streaming]") {
-  check_read_along_all<double>();
-  check_read_along_all<float>();
+  at_each_width([] {
+    check_rows_all<double, Rows::read>();
+    check_rows_all<float, Rows::read>();
+  });
+}
+
+TEST_CASE("rows multiplied at once equal the plain loop bit for bit, at either vector width", "[multiply][streaming]") {
+  at_each_width([] {
+    check_rows_all<double, Rows::multiply>();
+    check_rows_all<float, Rows::multiply>();
+  });
 }
