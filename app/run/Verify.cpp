@@ -211,8 +211,8 @@ void names_from_output(VerifyOptions& o) {
 void verify_output(const VerifyOptions& o, std::ostream& progress) {
   const std::size_t verify_cache = std::size_t(64) << 20;  // InputFile's default
   quiet_hdf5_errors();
-  auto input_file = std::make_unique<const InputFile>(o.input, o.multby, o.discount, verify_cache, DirectMode::off, "",
-                                                      held_room(o.memory_budget, 0));
+  auto input_file = open_input_within(o.input, o.multby, o.discount, verify_cache, DirectMode::off, "",
+                                      o.memory_budget, 0);
   check_metadata_in_child(o.output, {o.dataset});
   const CubeFile out(o.output, {{o.dataset, 3}});
   const DatasetShape& cv = out.shape(0);
