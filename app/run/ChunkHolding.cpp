@@ -22,6 +22,14 @@ void for_each_divisor(Index n, const Use& use) {
 
 }  // namespace
 
+std::unique_ptr<const io::InputFile> open_input_within(const std::string& path, const std::string& multby,
+                                                       const std::string& discount, std::size_t chunk_cache_bytes,
+                                                       DirectMode reads, const std::string& reads_because,
+                                                       std::size_t budget, std::size_t reserved) {
+  return std::make_unique<const io::InputFile>(path, multby, discount, chunk_cache_bytes, reads, reads_because,
+                                               held_room(budget, reserved));
+}
+
 ChunkHolding hold_chunks(const io::InputFile& input, Precision precision, std::size_t budget, std::size_t reserved,
                          const std::string& dataset, int threads, Index chunk_ids) {
   ChunkHolding holding;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -31,6 +32,16 @@ inline std::size_t blocks_least(std::size_t budget) { return std::min(budget / 4
 inline std::size_t held_room(std::size_t budget, std::size_t reserved) {
   return budget > reserved + blocks_least(budget) ? budget - reserved - blocks_least(budget) : 0;
 }
+
+// `path`'s input (io::InputFile) opened for a reader within `budget` beside
+// `reserved` (what else that holds before blocks): discount's chunks are
+// held decoded only where a cell of them fits what the blocks leave
+// (held_room); over it, HDF5 reads the chunks it can. The rest as
+// io::InputFile's constructor. A run's plan and verification open theirs so.
+std::unique_ptr<const io::InputFile> open_input_within(const std::string& path, const std::string& multby,
+                                                       const std::string& discount, std::size_t chunk_cache_bytes,
+                                                       DirectMode reads, const std::string& reads_because,
+                                                       std::size_t budget, std::size_t reserved);
 
 // Where two cells of whole chunks do not fit `room` and they decode in
 // parts (deflate, Blosc, bitshuffle, unfiltered: io/codecs/ChunkStream.hpp):

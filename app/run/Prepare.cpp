@@ -1,10 +1,9 @@
 #include "app/run/Prepare.hpp"
 
 #include "core/Errors.hpp"
-#include "io/os/Disk.hpp"
 #include "io/input/Generator.hpp"
+#include "io/os/ReadyToWrite.hpp"
 #include "io/output/OutputFile.hpp"
-#include "io/os/TempFiles.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -24,15 +23,15 @@ void generate_input(const Deck& deck, const Ranks& ranks, bool plan_only, Prepar
   const auto& g = *deck.input.generate;
   fmt::print(progress, "cvest: {} {} ({} x {} x {}, {})\n", plan_only ? "would generate" : "generating",
              deck.input.file, g.dates, g.ids, g.cols, to_string(g.precision));
-  io::check_output_path(deck.input.file, false, false);
-  io::check_output_path(deck.output.file, deck.output.overwrite, false);
-  if (!plan_only) io::clean_up_after_killed_runs(deck.output.file);
   io::OutputSpec output;
   output.T = g.dates, output.N = g.ids, output.K = g.cols;
   output.precision = deck.run.precision.value_or(g.precision);
   output.compression = deck.output.compression;
   prep.generated_input_bytes = io::generated_bytes(g);
-  io::check_free_space({{deck.input.file, prep.generated_input_bytes}, {deck.output.file, io::output_bytes(output)}});
+  // Neither directory made yet (a --plan makes none; the run makes the
+  // output's after generating); what killed runs left removed by a run only.
+  io::ready_to_write({{deck.input.file, prep.generated_input_bytes, false, false},
+                      {deck.output.file, io::output_bytes(output), deck.output.overwrite, false, !plan_only}});
   if (!plan_only && ranks.root()) io::generate_input(deck.input.file, g, false);
 }
 
@@ -45,7 +44,7 @@ Preparation prepare_run(const Deck& deck, const Ranks& ranks, bool plan_only, st
   ranks.barrier();  // every rank has looked before rank 0 generates it
   ranks.together([&] {
     if (prep.input_to_generate) generate_input(deck, ranks, plan_only, prep, progress);
-    io::check_output_path(deck.output.file, deck.output.overwrite, !plan_only);
+    io::ready_to_write({{deck.output.file, 0, deck.output.overwrite, !plan_only}});  // its size comes with the plan
     // One run per output at a time: a second is refused here, not at its end.
     if (!plan_only && ranks.root()) prep.output_lock = std::make_unique<io::OutputLock>(deck.output.file);
   });

@@ -71,9 +71,8 @@ io::ChunkRow open_input(const Deck& deck, bool input_on_disk, RunPlan& plan, std
     const std::size_t default_cache = std::min<std::size_t>(deck.run.memory_budget / 8, std::size_t(256) << 20);
     std::string because;
     const DirectMode reads = reads_mode(deck, because);
-    auto input = std::make_unique<const io::InputFile>(deck.input.file, deck.input.multby, deck.input.discount,
-                                                       default_cache, reads, because,
-                                                       held_room(deck.run.memory_budget, plan.reserved_memory()));
+    auto input = open_input_within(deck.input.file, deck.input.multby, deck.input.discount, default_cache, reads,
+                                   because, deck.run.memory_budget, plan.reserved_memory());
     plan.shape = input->shape();
     row = io::fit_chunk_cache(input, deck.run.precision.value_or(plan.shape.promoted()), deck.run.memory_budget,
                               default_cache, Kokkos::DefaultHostExecutionSpace().concurrency(), progress);

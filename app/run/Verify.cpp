@@ -2,8 +2,9 @@
 
 #include "app/run/ChunkHolding.hpp"
 #include "core/Errors.hpp"
+#include "io/cube/CubeFile.hpp"
 #include "io/input/ChunkCache.hpp"
-#include "io/hdf5/Hdf5.hpp"
+#include "io/hdf5/ChunkFiles.hpp"
 #include "io/hdf5/MetadataSandbox.hpp"
 #include "io/output/OutputNames.hpp"
 
@@ -150,11 +151,8 @@ std::string first_difference(const void* expected, const void* found, const Bloc
 }
 
 void cross_check_readers(const VerifyOptions& o, const InputFile& input, const CubeReader& cv_reader,
-                         const Dataset& cv_ds, const BlockPlan& plan, Precision p) {
-  const File in_file = open_input_file(o.input);
-  DatasetShape shape;
-  const Dataset m_ds = open_dataset(in_file, o.input, o.multby, 2, shape);
-  const Dataset d_ds = open_dataset(in_file, o.input, o.discount, 3, shape);
+                         const CubeFile& cv, const BlockPlan& plan, Precision p) {
+  const CubeFile in(o.input, {{o.multby, 2}, {o.discount, 3}});
   const Index K = plan.K, n = Index(plan.blocks.size());
   const std::size_t es = element_size(p);
   std::vector<Block> samples;
@@ -166,35 +164,37 @@ void cross_check_readers(const VerifyOptions& o, const InputFile& input, const C
   }
   input.begin_pass(p, samples);
   std::vector<unsigned char> ours, hdf5s;
-  const auto same = [&](const std::string& file, const std::string& dataset, const Block& b, auto&& read_ours,
-                        const Dataset& ds, bool rank2) {
+  // Dataset `d` of `file` (named `dataset`) read at `b` by cvest's reader
+  // (`read_ours`) and through HDF5.
+  const auto same = [&](const CubeFile& file, std::size_t d, const std::string& dataset, const Block& b,
+                        auto&& read_ours) {
+    const bool rank2 = file.shape(d).dims.size() == 2;
     const std::size_t bytes = std::size_t((rank2 ? 1 : b.dates.size()) * b.ids.size() * K) * es;
     ours.assign(bytes, 0);
     hdf5s.assign(bytes, 1);
     read_ours(ours.data());
-    if (rank2) read_hyperslab(ds, native_type(p), {b.ids.begin, 0}, {b.ids.size(), K}, hdf5s.data(), file);
-    else read_hyperslab(ds, native_type(p), {b.dates.begin, b.ids.begin, 0}, {b.dates.size(), b.ids.size(), K},
-                        hdf5s.data(), file);
+    file.read(d, b, p, hdf5s.data());
     if (ours != hdf5s)
       throw VerifyError(fmt::format("{}: dataset '{}' reads differently through cvest's reader than through HDF5 at "
                                     "dates [{}, {}), ids [{}, {}): a bug in cvest's reader; please report it with the "
-                                    "file's layout (h5ls -v)", file, dataset, b.dates.begin, b.dates.end, b.ids.begin,
-                                    b.ids.end));
+                                    "file's layout (h5ls -v)", file.path(), dataset, b.dates.begin, b.dates.end,
+                                    b.ids.begin, b.ids.end));
   };
   // Datasets HDF5 reads for cvest too have nothing to cross-check.
   // Nor do those HDF5 cannot decode (h5py's lzf, without its plugin).
-  bool check_d = input.discount_storage(p).read_by != ReadBy::hdf5 && hdf5_decodes(d_ds);
-  bool check_m = (input.multby_storage(p).read_by != ReadBy::hdf5 || input.kept_multby_decoded()) && hdf5_decodes(m_ds);
-  const bool check_cv = cv_reader.storage(p).read_by != ReadBy::hdf5 && hdf5_decodes(cv_ds);
+  bool check_d = input.discount_storage(p).read_by != ReadBy::hdf5 && hdf5_decodes(in.dataset(1));
+  bool check_m =
+      (input.multby_storage(p).read_by != ReadBy::hdf5 || input.kept_multby_decoded()) && hdf5_decodes(in.dataset(0));
+  const bool check_cv = cv_reader.storage(p).read_by != ReadBy::hdf5 && hdf5_decodes(cv.dataset(0));
   // A held chunk, or a kept multBy's, HDF5 decodes whole for each slice
   // asked of it (hundreds of MB, outside the budget): the first sample only.
   const bool held = input.discount_storage(p).held, kept = input.kept_multby_decoded();
   for (const Block& b : samples) {
     if (held && &b != &samples.front()) check_d = false;
     if (kept && &b != &samples.front()) check_m = false;
-    if (check_m) same(o.input, o.multby, b, [&](void* buf) { input.read_multby(b.ids, p, buf); }, m_ds, true);
-    if (check_d) same(o.input, o.discount, b, [&](void* buf) { input.read_discount(b, p, buf); }, d_ds, false);
-    if (check_cv) same(o.output, o.dataset, b, [&](void* buf) { cv_reader.read(b, p, buf); }, cv_ds, false);
+    if (check_m) same(in, 0, o.multby, b, [&](void* buf) { input.read_multby(b.ids, p, buf); });
+    if (check_d) same(in, 1, o.discount, b, [&](void* buf) { input.read_discount(b, p, buf); });
+    if (check_cv) same(cv, 0, o.dataset, b, [&](void* buf) { cv_reader.read(b, p, buf); });
   }
 }
 
@@ -211,12 +211,11 @@ void names_from_output(VerifyOptions& o) {
 void verify_output(const VerifyOptions& o, std::ostream& progress) {
   const std::size_t verify_cache = std::size_t(64) << 20;  // InputFile's default
   quiet_hdf5_errors();
-  auto input_file = std::make_unique<const InputFile>(o.input, o.multby, o.discount, verify_cache, DirectMode::off, "",
-                                                      held_room(o.memory_budget, 0));
+  auto input_file = open_input_within(o.input, o.multby, o.discount, verify_cache, DirectMode::off, "",
+                                      o.memory_budget, 0);
   check_metadata_in_child(o.output, {o.dataset});
-  const File out_file = open_input_file(o.output);
-  DatasetShape cv;
-  const Dataset cv_ds = open_dataset(out_file, o.output, o.dataset, 3, cv);
+  const CubeFile out(o.output, {{o.dataset, 3}});
+  const DatasetShape& cv = out.shape(0);
   const auto s = input_file->shape();
   if (cv.dims != std::vector<Index>{s.T, s.N, s.K})
     throw VerifyError(fmt::format("{}: dataset '{}' is ({}, {}, {}), expected ({}, {}, {}) like {}'s '{}'", o.output,
@@ -241,10 +240,10 @@ void verify_output(const VerifyOptions& o, std::ostream& progress) {
       s.T, s.N, s.K, element_size(p),
       std::max<std::size_t>((o.memory_budget - row.cache_bytes - kept - holding.reserved) / std::size_t(threads), 1),
       block_quantum(row.quantum, input.decoded_chunk(p), 0, holding.cell));
-  const CubeReader cv_reader(cv_ds, o.output, o.dataset, s.N, s.K);
+  const CubeReader cv_reader(out.dataset(0), o.output, o.dataset, s.N, s.K);
   input.begin_pass(p, plan.blocks);
   check_blocks(o, input, cv_reader, plan, p, threads);
-  cross_check_readers(o, input, cv_reader, cv_ds, plan, p);
+  cross_check_readers(o, input, cv_reader, out, plan, p);
   fmt::print(progress, "cvest: {} matches {} bit for bit ({} x {} x {} {})\n", o.output, o.input, s.T, s.N, s.K,
              to_string(p));
 }

@@ -3,8 +3,8 @@
 // by block from its input and compared bit for bit.
 #include "core/Names.hpp"
 #include "core/Plan.hpp"
+#include "io/cube/CubeFile.hpp"
 #include "io/cube/CubeReader.hpp"
-#include "io/hdf5/Hdf5.hpp"
 #include "io/input/Input.hpp"
 
 #include <cstddef>
@@ -36,9 +36,10 @@ void verify_output(const VerifyOptions& options, std::ostream& progress);
 // So verify_output also reads a sample through HDF5's H5Dread alone, which
 // must give the same bits: the first and the last rows of the plan's first,
 // last and six blocks between. VerifyError names the first that differs.
-// `cv`: the output's dataset, opened by name (verify_output's own handle).
+// It opens the input again for that, by name; `cv`: the output, opened by
+// name by verify_output (the file `cv_reader` reads, or should).
 void cross_check_readers(const VerifyOptions& options, const io::InputFile& input, const io::CubeReader& cv_reader,
-                         const io::Dataset& cv, const BlockPlan& plan, Precision precision);
+                         const io::CubeFile& cv, const BlockPlan& plan, Precision precision);
 
 // "" where block `b`'s values (C order, dates x ids x K) are the same bit for
 // bit in `expected` and `found`, else "[t, i, k]: found F, expected E" for

@@ -65,4 +65,19 @@ Dataset create_dataset(const File& file, const std::string& name, Precision prec
   return ds;
 }
 
+void write_input_cube(const File& file, const std::string& path, Precision precision, Index T, Index N, Index K,
+                      const std::function<const void*(int stream, Index date)>& values, const std::string& generator) {
+  const hsize_t ids = hsize_t(cube_chunk(N, K, element_size(precision))[1]);
+  const hsize_t t = hsize_t(T), n = hsize_t(N), k = hsize_t(K);
+  Dataset m = create_dataset(file, "multBy", precision, {n, k}, {ids, k}, CompressionSpec{}, path);
+  Dataset d = create_dataset(file, "discount", precision, {t, n, k}, {1, ids, k}, CompressionSpec{}, path);
+  const auto write = [&](const Dataset& ds, const char* name, const std::vector<Index>& start,
+                         const std::vector<Index>& count, const void* buffer) {
+    write_hyperslab(ds, native_type(precision), start, count, buffer, path + ": dataset '" + name + "'");
+  };
+  write(m, "multBy", {0, 0}, {N, K}, values(0, 0));
+  for (Index date = 0; date < T; ++date) write(d, "discount", {date, 0, 0}, {1, N, K}, values(1, date));
+  write_string_attribute(d.get(), "generator", generator);
+}
+
 }  // namespace cvest::io

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,6 +56,24 @@ File create_temp_file(const std::string& path, std::string& temp, TempFileGuard&
   }
   throw IoError(path + ": cannot create a temporary file beside it: " + std::to_string(attempts) +
                 " fresh names were all taken");
+}
+
+NewFile::NewFile(const std::string& path, const Replacing& replacing, hsize_t page)
+    : path_(path), temp_(temp_path_for(path)), replacing_(replacing), guard_(temp_),
+      file_(create_temp_file(path, temp_, guard_, made_, page)) {}
+
+NewFile::~NewFile() {
+  if (published_) return;
+  file_.reset();
+  std::error_code ec;
+  std::filesystem::remove(temp_, ec);
+}
+
+void NewFile::publish(const std::string& what) {
+  if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(path_ + ": flush failed (disk full?)");
+  file_.reset();
+  io::publish(temp_, made_, path_, replacing_, what, path_);
+  published_ = true;
 }
 
 }  // namespace cvest::io

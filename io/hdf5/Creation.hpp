@@ -5,6 +5,7 @@
 // (io/os/Publish.hpp).
 #include "io/hdf5/Hdf5.hpp"
 #include "io/os/FileIdentity.hpp"
+#include "io/os/Publish.hpp"
 #include "io/os/TempFiles.hpp"
 
 #include <string>
@@ -23,5 +24,30 @@ namespace cvest::io {
 // write back whole, and Lustre locks).
 File create_temp_file(const std::string& path, std::string& temp, TempFileGuard& guard, FileIdentity& made,
                       hsize_t page = 0);
+
+// A new HDF5 file on its way to `path`, made by create_temp_file at a fresh
+// temporary name (registered for the signal handlers), and removed unless
+// it is put in place: publish() flushes and closes it and puts it at `path`
+// by io::publish, replacing `replacing.found` only. Destroyed unpublished
+// (a failure while it is written), it is closed and removed.
+class NewFile {
+ public:
+  NewFile(const std::string& path, const Replacing& replacing, hsize_t page = 0);
+  ~NewFile();
+  NewFile(const NewFile&) = delete;
+  NewFile& operator=(const NewFile&) = delete;
+  const File& file() const { return file_; }
+  // `what` names io::publish's fault points ("input"). IoError naming the
+  // path where the flush fails (a full disk), or as io::publish throws.
+  void publish(const std::string& what);
+
+ private:
+  std::string path_, temp_;
+  Replacing replacing_;
+  TempFileGuard guard_;
+  FileIdentity made_;
+  File file_;
+  bool published_ = false;
+};
 
 }  // namespace cvest::io

@@ -3,24 +3,15 @@
 #include "io/cube/CubeDataset.hpp"
 #include "io/hdf5/Creation.hpp"
 #include "core/Errors.hpp"
-#include "io/os/Disk.hpp"
 #include "io/os/Faults.hpp"
 #include "io/os/FileIdentity.hpp"
-#include "io/os/Publish.hpp"
+#include "io/os/ReadyToWrite.hpp"
 
 #include <fmt/format.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fcntl.h>
-#include <filesystem>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <Kokkos_Core.hpp>
-
-namespace fs = std::filesystem;
 
 namespace cvest::io {
 
@@ -50,55 +41,32 @@ double generated_value(const GenerateSpec& spec, int stream, std::uint64_t index
 void generate_input(const std::string& path, const GenerateSpec& spec, bool overwrite) {
   if (spec.dates <= 0 || spec.ids <= 0 || spec.cols <= 0)
     throw InputError(path + ": generate needs positive dates, ids and cols");
-  check_output_path(path, overwrite, true, "pass --overwrite");  // a deck's input is generated only where missing
-  const FileIdentity found = FileIdentity::at(path);
-  clean_up_after_killed_runs(path);
-  check_free_space(path, generated_bytes(spec));
-  std::string temp = temp_path_for(path);
-  TempFileGuard guard(temp);
-  FileIdentity made;
-  File file = create_temp_file(path, temp, guard, made);
-  try {
-    const auto chunk = cube_chunk(spec.ids, spec.cols, element_size(spec.precision));
-    const hsize_t T = spec.dates, N = spec.ids, K = spec.cols;
-    Dataset m = create_dataset(file, "multBy", spec.precision, {N, K}, {hsize_t(chunk[1]), K}, CompressionSpec{}, path);
-    Dataset d = create_dataset(file, "discount", spec.precision, {T, N, K}, {1, hsize_t(chunk[1]), K}, CompressionSpec{}, path);
-    using Host = Kokkos::DefaultHostExecutionSpace;
-    const Index NK = spec.ids * spec.cols;
-    const GenerateSpec values = spec;
-    const bool f64 = spec.precision == Precision::f64;
-    // One date of values at a time (a 10M x 5 date is 400 MB in double).
-    Kokkos::View<double*, Kokkos::HostSpace> vd(Kokkos::view_alloc("cvest::generate::values", Kokkos::WithoutInitializing), NK);
-    Kokkos::View<float*, Kokkos::HostSpace> vf(Kokkos::view_alloc("cvest::generate::values_f32", Kokkos::WithoutInitializing), f64 ? 0 : NK);
-    const auto fill = [&](int stream, Index base) {
-      Kokkos::parallel_for("cvest::generate::fill", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, NK), [=](Index j) {
-        const double v = generated_value(values, stream, std::uint64_t(base + j));
-        if (f64) vd(j) = v;
-        else vf(j) = float(v);
-      });
-      Kokkos::fence();
-      return f64 ? static_cast<const void*>(vd.data()) : static_cast<const void*>(vf.data());
-    };
-    write_hyperslab(m, native_type(spec.precision), {0, 0}, {spec.ids, spec.cols}, fill(0, 0), path + ": dataset 'multBy'");
-    for (Index t = 0; t < spec.dates; ++t) {
-      slow_write_if_injected();
-      write_hyperslab(d, native_type(spec.precision), {t, 0, 0}, {1, spec.ids, spec.cols}, fill(1, t * NK),
-                      path + ": dataset 'discount'");
-    }
-    write_string_attribute(d.get(), "generator",
-                           "cvest generate seed=" + std::to_string(spec.seed) +
-                               (spec.values == GeneratedValues::uniform ? "" : " values=" + std::string(to_string(spec.values))));
-    d.reset();
-    m.reset();
-    if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) throw IoError(path + ": flush failed (disk full?)");
-    file.reset();
-    publish(temp, made, path, {found, overwrite}, "input", path);
-  } catch (...) {
-    file.reset();
-    std::error_code ec;
-    fs::remove(temp, ec);
-    throw;
-  }
+  // A deck's input is generated only where missing: --overwrite is `cvest generate`'s.
+  ready_to_write({{path, generated_bytes(spec), overwrite, true, true, "pass --overwrite"}});
+  const FileIdentity found = FileIdentity::at(path);  // all that overwrite may replace
+  NewFile made(path, {found, overwrite});
+  using Host = Kokkos::DefaultHostExecutionSpace;
+  const Index NK = spec.ids * spec.cols;
+  const GenerateSpec values = spec;
+  const bool f64 = spec.precision == Precision::f64;
+  // One date of values at a time (a 10M x 5 date is 400 MB in double).
+  Kokkos::View<double*, Kokkos::HostSpace> vd(Kokkos::view_alloc("cvest::generate::values", Kokkos::WithoutInitializing), NK);
+  Kokkos::View<float*, Kokkos::HostSpace> vf(Kokkos::view_alloc("cvest::generate::values_f32", Kokkos::WithoutInitializing), f64 ? 0 : NK);
+  const auto fill = [&](int stream, Index date) {
+    if (stream == 1) slow_write_if_injected();
+    const Index base = date * NK;
+    Kokkos::parallel_for("cvest::generate::fill", Kokkos::RangePolicy<Host, Kokkos::IndexType<Index>>(0, NK), [=](Index j) {
+      const double v = generated_value(values, stream, std::uint64_t(base + j));
+      if (f64) vd(j) = v;
+      else vf(j) = float(v);
+    });
+    Kokkos::fence();
+    return f64 ? static_cast<const void*>(vd.data()) : static_cast<const void*>(vf.data());
+  };
+  write_input_cube(made.file(), path, spec.precision, spec.dates, spec.ids, spec.cols, fill,
+                   "cvest generate seed=" + std::to_string(spec.seed) +
+                       (spec.values == GeneratedValues::uniform ? "" : " values=" + std::string(to_string(spec.values))));
+  made.publish("input");
 }
 
 

@@ -10,10 +10,11 @@ namespace cvest::io {
 
 namespace {
 // A job's input, unless a test makes it unreadable (CVEST_FAULT=open_input).
-File open_job_input(const std::string& path, const std::string& multby, const std::string& discount) {
+CubeFile open_job_input(const std::string& path, const std::string& multby, const std::string& discount,
+                        std::size_t chunk_cache_bytes) {
   if (fault_injected("open_input")) throw InputError(path + ": cannot be opened for reading");
   check_metadata_in_child(path, {multby, discount});  // before this process lets HDF5 read any of it
-  return open_input_file(path);
+  return CubeFile(path, {{multby, 2}, {discount, 3}}, chunk_cache_bytes);
 }
 }  // namespace
 
@@ -22,10 +23,8 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
                      std::size_t held_bytes)
     : path_(path), multby_name_(multby), discount_name_(discount), reads_(reads), reads_because_(reads_because),
       held_bytes_(held_bytes),
-      file_(open_job_input(path, multby, discount)) {
-  DatasetShape m, d;
-  multby_ = open_dataset(file_, path, multby, 2, m, chunk_cache_bytes);
-  discount_ = open_dataset(file_, path, discount, 3, d, chunk_cache_bytes);
+      file_(open_job_input(path, multby, discount, chunk_cache_bytes)) {
+  const DatasetShape &m = file_.shape(0), &d = file_.shape(1);
   for (std::size_t i = 0; i < 3; ++i)
     if (d.dims[i] == 0)
       throw InputError(path + ": dataset '" + discount + "' is " + dims_text(d.dims) + ", expected no zero-length dimension");
@@ -33,9 +32,9 @@ InputFile::InputFile(const std::string& path, const std::string& multby, const s
     throw InputError(path + ": dataset '" + multby + "' is " + dims_text(m.dims) + ", expected (" + std::to_string(d.dims[1]) +
                      ", " + std::to_string(d.dims[2]) + ") to match '" + discount + "' " + dims_text(d.dims));
   shape_ = {d.dims[0], d.dims[1], d.dims[2], d.precision, m.precision};
-  discount_reader_ = std::make_unique<CubeReader>(discount_, path, discount, shape_.N, shape_.K, chunk_cache_bytes,
+  discount_reader_ = std::make_unique<CubeReader>(file_.dataset(1), path, discount, shape_.N, shape_.K, chunk_cache_bytes,
                                                   reads, reads_because, held_bytes, true);
-  multby_reader_ = std::make_unique<CubeReader>(multby_, path, multby, shape_.N, shape_.K, chunk_cache_bytes, reads,
+  multby_reader_ = std::make_unique<CubeReader>(file_.dataset(0), path, multby, shape_.N, shape_.K, chunk_cache_bytes, reads,
                                                 reads_because);
 }
 

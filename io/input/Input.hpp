@@ -3,6 +3,7 @@
 // (T, N, K). Needs HDF5 and cvest's readers only (no Kokkos), so the input
 // fuzzer (tests/fuzz) builds it with clang.
 #include "core/Plan.hpp"
+#include "io/cube/CubeFile.hpp"
 #include "io/cube/CubeReader.hpp"
 #include "io/hdf5/Hdf5.hpp"
 
@@ -75,15 +76,14 @@ class InputFile {
   DirectMode reads() const { return reads_; }
   const std::string& reads_because() const { return reads_because_; }
   std::size_t held_bytes() const { return held_bytes_; }
-  const Dataset& discount_dataset() const { return discount_; }
+  const Dataset& discount_dataset() const { return file_.dataset(1); }
 
  private:
   std::string path_, multby_name_, discount_name_;
   DirectMode reads_;
   std::string reads_because_;
   std::size_t held_bytes_;
-  File file_;
-  Dataset multby_, discount_;
+  CubeFile file_;  // multBy, discount
   mutable std::vector<unsigned char> kept_multby_;
   mutable Precision kept_precision_ = Precision::f64;
   mutable bool kept_decoded_ = false;

@@ -31,9 +31,9 @@ case $target in
   input)
     hdf5_include=$(pkg-config --cflags hdf5-serial 2> /dev/null || echo -I/usr/include/hdf5/serial)
     hdf5_libs=$(pkg-config --libs hdf5-serial 2> /dev/null || echo "-L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5")
-    sources=("$src/io/input/Input.cpp" "$src/io/hdf5/ChunkFiles.cpp" "$src/io/cube/RawCube.cpp" "$src/io/cube/ChunkedCube.cpp" "$src/io/cube/HeldChunks.cpp" "$src/io/cube/CubeReader.cpp" "$src"/io/codecs/*.cpp "$src/io/os/DirectIo.cpp" "$src/io/os/ReadWriteAt.cpp" "$src/io/os/DirectWriter.cpp" "$src/io/os/DirectReader.cpp" "$src/io/hdf5/Hdf5.cpp" "$src/io/hdf5/MetadataSandbox.cpp" "$src/io/os/Faults.cpp" "$src/io/os/TempFiles.cpp" "$src/core/Interrupt.cpp" "$src/core/Names.cpp"
+    sources=("$src/io/input/Input.cpp" "$src/io/hdf5/ChunkFiles.cpp" "$src/io/cube/RawCube.cpp" "$src/io/cube/ChunkedCube.cpp" "$src/io/cube/HeldChunks.cpp" "$src/io/cube/CubeReader.cpp" "$src/io/cube/CubeFile.cpp" "$src"/io/codecs/*.cpp "$src/io/os/DirectIo.cpp" "$src/io/os/ReadWriteAt.cpp" "$src/io/os/DirectWriter.cpp" "$src/io/os/DirectReader.cpp" "$src/io/hdf5/Hdf5.cpp" "$src/io/hdf5/MetadataSandbox.cpp" "$src/io/os/Faults.cpp" "$src/io/os/TempFiles.cpp" "$src/core/Interrupt.cpp" "$src/core/Names.cpp"
              "$src/core/Plan.cpp")
-    headers=("$src/io/input/Input.hpp" "$src/io/hdf5/ChunkFiles.hpp" "$src/io/cube/RawCube.hpp" "$src/io/cube/ChunkedCube.hpp" "$src/io/cube/HeldChunks.hpp" "$src/io/cube/CubeReader.hpp" "$src"/io/codecs/*.hpp "$src/io/os/DirectIo.hpp" "$src/io/os/ReadWriteAt.hpp" "$src/io/os/DirectReader.hpp" "$src/io/os/DirectWriter.hpp" "$src/io/hdf5/Hdf5.hpp" "$src/io/hdf5/MetadataSandbox.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
+    headers=("$src/io/input/Input.hpp" "$src/io/hdf5/ChunkFiles.hpp" "$src/io/cube/RawCube.hpp" "$src/io/cube/ChunkedCube.hpp" "$src/io/cube/HeldChunks.hpp" "$src/io/cube/CubeReader.hpp" "$src/io/cube/CubeFile.hpp" "$src"/io/codecs/*.hpp "$src/io/os/DirectIo.hpp" "$src/io/os/ReadWriteAt.hpp" "$src/io/os/DirectReader.hpp" "$src/io/os/DirectWriter.hpp" "$src/io/hdf5/Hdf5.hpp" "$src/io/hdf5/MetadataSandbox.hpp" "$src/core/Plan.hpp" "$src/core/Names.hpp")
     flags+=(-fopenmp $hdf5_include)
     flags+=($(pkg-config --cflags liblzf libdeflate blosc liblz4 zlib))
     libs=($hdf5_libs -lhdf5_hl $(pkg-config --libs liblzf libdeflate blosc liblz4 zlib) -lfmt)

@@ -66,12 +66,11 @@ TEST_CASE("verify reads a sample through HDF5 too, so a reader that finds the wr
   const InputFile input(in, "multBy", "discount");
   const BlockPlan plan = plan_blocks(5, 3000, 4, 8, std::size_t(1) << 20);
   REQUIRE(plan.blocks.size() > 8);
-  File out_file = open_input_file(out), other_file = open_input_file(other);
-  DatasetShape shape;
-  const Dataset cv = open_dataset(out_file, out, "cv", 3, shape);
-  const Dataset wrong = open_dataset(other_file, other, "discount", 3, shape);
+  const CubeFile cv(out, {{"cv", 3}}), other_file(other, {{"discount", 3}});
+  const Dataset& wrong = other_file.dataset(0);
   // readers that find the output's own bytes agree with HDF5
-  CHECK_NOTHROW(cross_check_readers(options, input, CubeReader(cv, out, "cv", 3000, 4), cv, plan, Precision::f64));
+  CHECK_NOTHROW(cross_check_readers(options, input, CubeReader(cv.dataset(0), out, "cv", 3000, 4), cv, plan,
+                                    Precision::f64));
   // one that reads another dataset (as the external-link bug did) does not
   CHECK_THROWS_WITH(cross_check_readers(options, input, CubeReader(wrong, out, "cv", 3000, 4), cv, plan,
                                         Precision::f64),

@@ -1,4 +1,5 @@
 // Output paths and free space, checked before any work.
+#include "app/run/WriteMode.hpp"  // outputs settled as a run settles them
 #include "io/os/Disk.hpp"
 #include "io/input/Generator.hpp"
 #include "io/input/Input.hpp"
@@ -44,13 +45,13 @@ TEST_CASE("an output the disk cannot hold is refused before anything is written"
   spec.T = 1000000;
   spec.N = 1000000;
   spec.K = 5;  // 40 TB of doubles
-  CHECK_THROWS_WITH(OutputFile(spec), Catch::Contains("huge.h5: needs"));
+  CHECK_THROWS_WITH(OutputFile(app::settled_output(spec)), Catch::Contains("huge.h5: needs"));
   CHECK_FALSE(std::filesystem::exists(path));
   spec.compression.kind = Compression::gzip;  // at most its plain size, as every compression: refused the same
-  CHECK_THROWS_WITH(OutputFile(spec), Catch::Contains("huge.h5: needs"));
+  CHECK_THROWS_WITH(OutputFile(app::settled_output(spec)), Catch::Contains("huge.h5: needs"));
   spec.T = 2;
   spec.N = 1000;
-  CHECK_NOTHROW(OutputFile(spec));
+  CHECK_NOTHROW(OutputFile(app::settled_output(spec)));
 
   // Files on one file system must fit it together: an input to generate and
   // the output beside it, each fitting alone.

@@ -2,6 +2,7 @@
 // fresh unpredictable names created exclusively, never through a link; the
 // lock, the journal and a killed run's leftovers never followed, and another
 // user's files never written, adopted or removed (io/os/TempFiles.hpp).
+#include "app/run/WriteMode.hpp"  // outputs settled as a run settles them
 #include "io/os/Disk.hpp"
 #include "io/os/WholeFile.hpp"
 #include "io/input/Generator.hpp"
@@ -87,7 +88,8 @@ TEST_CASE("outputs, generated inputs and reports are never written through links
       fs::create_symlink(v, links.back());
     }
   {
-    OutputFile out({path.string(), "cv", 1, 10, 3, Precision::f64, {Compression::none, 4}, 0, false, {}, true, 0});
+    OutputFile out(app::settled_output({path.string(), "cv", 1, 10, 3, Precision::f64, {Compression::none, 4}, 0, false,
+                                        {}, true, 0}));
     std::vector<double> buf(30, 2.0);
     out.write({{0, 1}, {0, 10}}, buf.data());
     out.commit({});
@@ -118,7 +120,8 @@ TEST_CASE("an output path that is a symbolic link is refused, its target untouch
     CHECK_THROWS_WITH(check_output_path(path.string(), overwrite),
                       Catch::Contains("linked.h5: output is a symbolic link") &&
                           Catch::Contains("give the target's own path, or remove the link"));
-  CHECK_THROWS_AS(OutputFile({path.string(), "cv", 1, 10, 3, Precision::f64, {Compression::none, 4}, 0, true, {}, true, 0}),
+  CHECK_THROWS_AS(OutputFile(app::settled_output({path.string(), "cv", 1, 10, 3, Precision::f64,
+                                                  {Compression::none, 4}, 0, true, {}, true, 0})),
                   InputError);
   CHECK(fs::is_symlink(path));
   CHECK(contents(v) == "someone's notes\n");
@@ -148,7 +151,10 @@ TEST_CASE("a killed run's leftovers: only regular files of ours at our names are
   if (can_chown()) give_away(others);
   else cvest::test::skip_part("not root: a killed run of another user's");
 
-  { OutputFile out({path.string(), "cv", 1, 10, 3, Precision::f64, {Compression::none, 4}, 0, true, {}, true, 0}); }
+  {
+    OutputFile out(app::settled_output({path.string(), "cv", 1, 10, 3, Precision::f64, {Compression::none, 4}, 0, true,
+                                        {}, true, 0}));
+  }
   for (const auto& f : {dead, dead_journal, dead_journal_new, dead_old_style}) CHECK_FALSE(fs::exists(f));
   CHECK(fs::exists(running));     // another run of the same output, still going
   CHECK(fs::exists(other_host));  // its process id means nothing here
