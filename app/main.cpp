@@ -8,6 +8,7 @@
 #include "app/ThreadPlacement.hpp"
 #include "core/Errors.hpp"
 #include "core/Plan.hpp"
+#include "core/Spaces.hpp"
 #include "io/hdf5/Hdf5.hpp"
 #include "io/os/TempFiles.hpp"
 
@@ -117,6 +118,7 @@ int main(int argc, char* argv[]) {
   int kokkos_argc = int(kokkos_args.size());
   Kokkos::ScopeGuard kokkos(kokkos_argc, kokkos_args.data());
   try {
+    cvest::check_host_vectors_setting();
     cvest::app::apply_walk_records(ranks->root());
     command_line.call(*ranks);
   } catch (const cvest::VerifyError& e) {

@@ -51,6 +51,14 @@ std::string gpu_description() {
 
 }  // namespace
 
+void check_host_vectors_setting() {
+  const std::string vectors = streaming::host_vectors_env();
+  if (!vectors.empty() && vectors != "16" && vectors != "32")
+    throw InputError("CVEST_HOST_VECTORS: expected 16 or 32 (bytes a host vector takes), found '" + vectors + "'");
+  if (vectors == "32" && !streaming::wide_vectors_possible())
+    throw InputError("CVEST_HOST_VECTORS=32: 32-byte vectors need AVX2 and streaming stores, which this CPU or build lacks");
+}
+
 BuildFacts build_facts() {
   BuildFacts facts;
   facts.backend = Kokkos::DefaultExecutionSpace::name();
@@ -61,13 +69,10 @@ BuildFacts build_facts() {
                                                     std::string(decltype(space)::name())), ...); },
              EnabledSpaces{});
   facts.threads = Kokkos::DefaultExecutionSpace().concurrency();
-  const std::string vectors = streaming::host_vectors_env();
-  if (!vectors.empty() && vectors != "16" && vectors != "32")
-    throw InputError("CVEST_HOST_VECTORS: expected 16 or 32 (bytes a host vector takes), found '" + vectors + "'");
-  if (vectors == "32" && !streaming::wide_vectors_possible())
-    throw InputError("CVEST_HOST_VECTORS=32: 32-byte vectors need AVX2 and streaming stores, which this CPU or build lacks");
+  check_host_vectors_setting();
   facts.host_vectors = streaming::vectors_text();
-  if (vectors == "16" && streaming::wide_vectors_possible()) facts.host_vectors += " (CVEST_HOST_VECTORS=16)";
+  if (std::string(streaming::host_vectors_env()) == "16" && streaming::wide_vectors_possible())
+    facts.host_vectors += " (CVEST_HOST_VECTORS=16)";
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) facts.host = host;
   facts.cpu = cpu_model();

@@ -40,6 +40,11 @@ struct BuildFacts {
 
 BuildFacts build_facts();  // needs Kokkos initialised
 
+// CVEST_HOST_VECTORS unset, 16, or 32 where the CPU and build have 32-byte
+// vectors; else InputError. Checked before any kernel (the command line's
+// and Python's start) and in build_facts.
+void check_host_vectors_setting();
+
 // Memory the host can give now without swapping (/proc/meminfo's
 // MemAvailable), bytes; 0 where it cannot be read.
 double available_memory_bytes();

@@ -51,6 +51,7 @@ namespace {
 bool kokkos_started = false;
 
 void initialize(std::optional<int> threads, const std::vector<std::string>& kokkos_args) {
+  cvest::check_host_vectors_setting();  // before any kernel, as the command line
   if (Kokkos::is_initialized()) {
     if (threads || !kokkos_args.empty())
       throw std::invalid_argument("cvest is already initialized (settings go to the first initialize() call, "

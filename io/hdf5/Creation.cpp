@@ -65,6 +65,9 @@ NewFile::NewFile(const std::string& path, const Replacing& replacing, hsize_t pa
 NewFile::~NewFile() {
   if (published_) return;
   file_.reset();
+  // Only the file this made: where publish failed part way, the temporary
+  // name may hold the file it replaced or another process's.
+  if (!(FileIdentity::at(temp_) == made_)) return;
   std::error_code ec;
   std::filesystem::remove(temp_, ec);
 }

@@ -4,10 +4,15 @@
 // and the copy that reads m beside it (ReadAlong: the roofs in flat's walk).
 #include "core/StreamingStores.hpp"
 
+#include "core/Errors.hpp"
+#include "core/Spaces.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 using namespace cvest;
@@ -20,6 +25,7 @@ void at_each_width(F&& check) {
   const bool before = streaming::use_wide_vectors(false);
   check();
   streaming::use_wide_vectors(true);
+  REQUIRE(streaming::wide_vectors() == streaming::wide_vectors_possible());
   if (streaming::wide_vectors()) check();
   streaming::use_wide_vectors(before);
 }
@@ -175,4 +181,22 @@ TEST_CASE("rows multiplied at once equal the plain loop bit for bit, at either v
     check_rows_all<double, Rows::multiply>();
     check_rows_all<float, Rows::multiply>();
   });
+}
+
+TEST_CASE("CVEST_HOST_VECTORS: unset, 16 or 32 where the CPU has them; anything else one error", "[streaming]") {
+  const char* before = std::getenv("CVEST_HOST_VECTORS");
+  const std::string kept = before ? before : "";
+  const auto with = [](const char* v) {
+    ::setenv("CVEST_HOST_VECTORS", v, 1);
+    check_host_vectors_setting();
+  };
+  ::unsetenv("CVEST_HOST_VECTORS");
+  CHECK_NOTHROW(check_host_vectors_setting());
+  CHECK_NOTHROW(with("16"));
+  CHECK_THROWS_AS(with("8"), InputError);
+  CHECK_THROWS_WITH(with("16 "), "CVEST_HOST_VECTORS: expected 16 or 32 (bytes a host vector takes), found '16 '");
+  if (streaming::wide_vectors_possible()) CHECK_NOTHROW(with("32"));
+  else CHECK_THROWS_AS(with("32"), InputError);
+  if (before) ::setenv("CVEST_HOST_VECTORS", kept.c_str(), 1);
+  else ::unsetenv("CVEST_HOST_VECTORS");
 }
