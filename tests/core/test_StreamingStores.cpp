@@ -176,14 +176,14 @@ TEST_CASE("a copy reading m beside it copies every row and reads each m element 
   });
 }
 
-TEST_CASE("rows multiplied at once equal the plain loop bit for bit, at either vector width", "[multiply][streaming]") {
+TEST_CASE("rows multiplied at once equal the plain loop bit for bit at either vector width", "[multiply][streaming]") {
   at_each_width([] {
     check_rows_all<double, Rows::multiply>();
     check_rows_all<float, Rows::multiply>();
   });
 }
 
-TEST_CASE("CVEST_HOST_VECTORS: unset, 16 or 32 where the CPU has them; anything else one error", "[streaming]") {
+TEST_CASE("CVEST_HOST_VECTORS unset or 16 or 32 where the CPU has them and anything else one error", "[streaming]") {
   const char* before = std::getenv("CVEST_HOST_VECTORS");
   const std::string kept = before ? before : "";
   const auto with = [](const char* v) {
