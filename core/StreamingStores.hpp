@@ -138,6 +138,9 @@ inline bool use_wide_vectors(bool on) {
 #endif
   return before;
 }
+// Bytes a vector of the host's streamed loops takes now: 32, 16, or 0
+// where the build has no streaming stores.
+inline int vector_bytes() { return !CVEST_HAVE_STREAMING_STORES ? 0 : wide_vectors() ? 32 : 16; }
 // "32-byte (AVX2)", "16-byte (SSE2)", "none (regular stores only in this build)".
 inline const char* vectors_text() {
   if (!CVEST_HAVE_STREAMING_STORES) return "none (regular stores only in this build)";

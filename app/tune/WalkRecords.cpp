@@ -3,6 +3,7 @@
 #include "core/FlatRun.hpp"
 #include "core/Median.hpp"
 #include "core/Spaces.hpp"
+#include "core/StreamingStores.hpp"
 #include "app/tune/RecordFile.hpp"
 
 #include <fmt/format.h>
@@ -144,8 +145,11 @@ std::string WalkRecord::source() const { return "measured here " + how(by) + " o
 
 std::string walk_record_key(int threads) {
   const std::string cpu = cpu_model();
-  return fmt::format("cpu {}{}; {} thread{}", cpu.empty() ? "unknown" : cpu, cpu_generation(), threads,
-                     threads == 1 ? "" : "s");
+  // The vectors' width too: the walks' speeds differ with it at the fast
+  // moments (docs/benchmarks.md), so a width of its own measures afresh.
+  const int vectors = streaming::vector_bytes();
+  return fmt::format("cpu {}{}; {} thread{}{}", cpu.empty() ? "unknown" : cpu, cpu_generation(), threads,
+                     threads == 1 ? "" : "s", vectors > 0 ? fmt::format("; {}-byte vectors", vectors) : "");
 }
 
 std::string walk_records_path() { return cache_file_path("flat-walks.json"); }

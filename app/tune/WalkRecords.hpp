@@ -60,7 +60,9 @@ struct WalkRecord {
   std::string source() const;
 };
 
-// "cpu MODEL (family F, model M); N threads": this machine, `threads` threads.
+// "cpu MODEL (family F, model M); N threads; 32-byte vectors": this
+// machine, `threads` threads, the host loops' vectors now
+// (streaming::vector_bytes; none named in a build without streaming stores).
 std::string walk_record_key(int threads);
 // flat-walks.json in the user's cache folder (cache_file_path).
 std::string walk_records_path();
