@@ -262,7 +262,8 @@ CVEST_WIDE inline std::size_t rows(Scalar* out, const Scalar* d, std::size_t j, 
 CVEST_WIDE inline __m256d halves(__m256d low, __m256d high) { return _mm256_blend_pd(low, high, 0xC); }
 CVEST_WIDE inline __m256 halves(__m256 low, __m256 high) { return _mm256_blend_ps(low, high, 0xF0); }
 
-// `count` vectors from `at` scaled by mv (Scaled), or copied.
+// `count` vectors (Count where known to the compiler) of d scaled by mv
+// into out (Scaled), or copied.
 template <bool Scaled, int Count, class Scalar, class Vector>
 CVEST_WIDE inline void vectors(Scalar* out, const Scalar* d, std::size_t count, Vector mv) {
   constexpr std::size_t w = 32 / sizeof(Scalar);
@@ -273,7 +274,7 @@ CVEST_WIDE inline void vectors(Scalar* out, const Scalar* d, std::size_t count, 
   }
 }
 
-// One group from element `at`: run ra (or runs ra and ra + 1 where Pairs).
+// One group of d into out: run ra (or runs ra and ra + 1 where Pairs).
 template <bool Pairs, int Short, class Scalar, class Rows>
 CVEST_WIDE inline void run_group(Scalar* out, const Scalar* d, std::size_t V, const Rows& m, std::size_t ra,
                                  std::uint64_t& summed) {
@@ -432,7 +433,9 @@ inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
 // two or four vectors unrolled, 0.87-0.90 -> 0.94-0.95 there. `streams`
 // (2 or 4; policy::flat_left_streams) stretches of whole runs at once,
 // `runs_apart` runs apart, where they fit; the runs left over one at a
-// time. T > 0, t0 < T.
+// time. In 32-byte vectors where the CPU has them and out is aligned to 32
+// where the whole runs start (wide::whole_runs: runs 16 bytes past a
+// multiple of 32 in pairs). T > 0, t0 < T.
 namespace detail {
 
 // scaled_runs' walk: the element (j) and run (r) it has got to, and the
@@ -506,10 +509,14 @@ struct RunWalk {
     else wide::whole_runs<Pairs, Short, 1>(out, d, j, r, n, T, m, runs_apart, summed);
   }
   // 32-byte vectors where runs are whole 16-byte ones and out is aligned to
-  // 32 here; false where not taken.
+  // 32 here; false where not taken. Runs in pairs need an even spacing
+  // between streams (each stream's start aligned to 32); where it is odd the
+  // 16-byte path keeps the streams (one stream of 32-byte vectors is not
+  // what flat_left_streams chose, nor what its text says).
   bool wide_whole_runs(int streams, std::size_t runs_apart) {
     const std::size_t bytes = T * sizeof(Scalar), V = bytes / 32;
     if (!wide_vectors() || bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(out + j) % 32 != 0) return false;
+    if (bytes % 32 != 0 && streams > 1 && runs_apart % 2 != 0) return false;
     if (bytes % 32 != 0) {
       if (V == 0) wide_whole_runs<true, 0>(streams, runs_apart);
       else if (V == 1) wide_whole_runs<true, 1>(streams, runs_apart);

@@ -78,7 +78,7 @@ void check_runs(std::size_t T, std::size_t t0, std::size_t n, std::size_t offset
 
 template <class Scalar>
 void check_all() {
-  for (std::size_t T : {1, 2, 3, 4, 5, 8, 12, 16, 40, 100})
+  for (std::size_t T : {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 40, 100})
     for (std::size_t t0 : {std::size_t(0), std::size_t(1), T - 1})
       for (std::size_t n : {std::size_t(0), std::size_t(1), T - t0, 3 * T + 1, std::size_t(1000)})
         for (std::size_t offset = 0; offset < 32 / sizeof(Scalar); ++offset) {
@@ -90,7 +90,7 @@ void check_all() {
           // several stretches at once: spacings that fit once, several
           // times, or not at all, and leave runs over
           for (int streams : {2, 4})
-            for (std::size_t apart : {std::size_t(1), std::size_t(3), std::size_t(7), std::size_t(40)}) {
+            for (std::size_t apart : {1, 2, 3, 4, 7, 40}) {
               check_runs<Scalar, true, Runs::scale>(T, t0, n, offset, streams, apart);
               check_runs<Scalar, true, Runs::copy>(T, t0, n, offset, streams, apart);
               check_runs<Scalar, true, Runs::read>(T, t0, n, offset, streams, apart);
