@@ -515,8 +515,14 @@ struct RunWalk {
   // what flat_left_streams chose, nor what its text says).
   bool wide_whole_runs(int streams, std::size_t runs_apart) {
     const std::size_t bytes = T * sizeof(Scalar), V = bytes / 32;
-    if (!wide_vectors() || bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(out + j) % 32 != 0) return false;
+    const auto aligned = [&](std::uintptr_t to) { return reinterpret_cast<std::uintptr_t>(out + j) % to == 0; };
+    if (!wide_vectors() || bytes % 16 != 0 || !aligned(16)) return false;
     if (bytes % 32 != 0 && streams > 1 && runs_apart % 2 != 0) return false;
+    // Runs in pairs start 16 bytes past a 32-byte boundary every other run:
+    // one run on its own brings the next to it (else half the work items,
+    // those starting there, would walk all their runs in 16-byte vectors).
+    if (bytes % 32 != 0 && !aligned(32) && j + T <= n) run(j, T, r++), j += T;
+    if (!aligned(32)) return false;
     if (bytes % 32 != 0) {
       if (V == 0) wide_whole_runs<true, 0>(streams, runs_apart);
       else if (V == 1) wide_whole_runs<true, 1>(streams, runs_apart);
