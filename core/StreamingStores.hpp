@@ -254,65 +254,6 @@ CVEST_WIDE inline std::size_t rows(Scalar* out, const Scalar* d, std::size_t j, 
   if constexpr (reads) bits += lanes_sum(summed);
   return j;
 }
-
-// scaled_runs' whole runs (flat/left's walk) in 32-byte vectors. A run of
-// T elements is V whole vectors, or, where T * sizeof(Scalar) is 16 past a
-// multiple of 32 (4 floats, 100 floats), runs go in pairs: V vectors of the
-// first run's m, one whose halves take the two runs' m, V of the second's.
-CVEST_WIDE inline __m256d halves(__m256d low, __m256d high) { return _mm256_blend_pd(low, high, 0xC); }
-CVEST_WIDE inline __m256 halves(__m256 low, __m256 high) { return _mm256_blend_ps(low, high, 0xF0); }
-
-// `count` vectors (Count where known to the compiler) of d scaled by mv
-// into out (Scaled), or copied.
-template <bool Scaled, int Count, class Scalar, class Vector>
-CVEST_WIDE inline void vectors(Scalar* out, const Scalar* d, std::size_t count, Vector mv) {
-  constexpr std::size_t w = 32 / sizeof(Scalar);
-  const std::size_t c = Count >= 0 ? std::size_t(Count) : count;
-  for (std::size_t v = 0; v < c; ++v) {
-    if constexpr (Scaled) stream(out + v * w, mul(mv, load(d + v * w)));
-    else stream(out + v * w, load(d + v * w));
-  }
-}
-
-// One group of d into out: run ra (or runs ra and ra + 1 where Pairs).
-template <bool Pairs, int Short, class Scalar, class Rows>
-CVEST_WIDE inline void run_group(Scalar* out, const Scalar* d, std::size_t V, const Rows& m, std::size_t ra,
-                                 std::uint64_t& summed) {
-  constexpr bool reads = reads_along<Rows>;
-  constexpr bool scaled = !std::is_same_v<Rows, Unit> && !reads;
-  constexpr std::size_t w = 32 / sizeof(Scalar);
-  if constexpr (reads) summed += bits_of(m.m[ra]) + (Pairs ? bits_of(m.m[ra + 1]) : 0);
-  if constexpr (scaled) {
-    const auto m0 = splat(m[ra]);
-    vectors<true, Short>(out, d, V, m0);
-    if constexpr (Pairs) {
-      const auto m1 = splat(m[ra + 1]);
-      stream(out + V * w, mul(halves(m0, m1), load(d + V * w)));
-      vectors<true, Short>(out + (V + 1) * w, d + (V + 1) * w, V, m1);
-    }
-  } else {
-    constexpr int copied = !Pairs ? Short : Short >= 0 ? 2 * Short + 1 : -1;
-    vectors<false, copied>(out, d, Pairs ? 2 * V + 1 : V, 0);
-  }
-}
-
-// Whole groups of runs from element j (run r; out + j aligned to 32), U
-// streams `runs_apart` runs apart where they fit (runs_apart a whole number
-// of groups), the groups left one stream at a time; j and r advanced.
-template <bool Pairs, int Short, std::size_t U, class Scalar, class Rows>
-CVEST_WIDE inline void whole_runs(Scalar* out, const Scalar* d, std::size_t& j, std::size_t& r, std::size_t n,
-                                  std::size_t T, const Rows& m, std::size_t runs_apart, std::uint64_t& summed) {
-  constexpr std::size_t group = Pairs ? 2 : 1;
-  const std::size_t V = T * sizeof(Scalar) / 32, len = group * T;
-  if constexpr (U > 1) {
-    const std::size_t apart = runs_apart * T;
-    for (; j + U * apart <= n; j += (U - 1) * apart, r += (U - 1) * runs_apart)
-      for (const std::size_t stop = j + apart; j < stop; j += len, r += group)
-        for (std::size_t u = 0; u < U; ++u)
-          run_group<Pairs, Short>(out + j + u * apart, d + j + u * apart, V, m, r + u * runs_apart, summed);
-  }
-  for (; j + len <= n; j += len, r += group) run_group<Pairs, Short>(out + j, d + j, V, m, r, summed);
-}
 }  // namespace wide
 #endif
 
@@ -433,9 +374,7 @@ inline void scale_run(Scalar* out, Scalar m, const Scalar* d, std::size_t n) {
 // two or four vectors unrolled, 0.87-0.90 -> 0.94-0.95 there. `streams`
 // (2 or 4; policy::flat_left_streams) stretches of whole runs at once,
 // `runs_apart` runs apart, where they fit; the runs left over one at a
-// time. In 32-byte vectors where the CPU has them and out is aligned to 32
-// where the whole runs start (wide::whole_runs: runs 16 bytes past a
-// multiple of 32 in pairs). T > 0, t0 < T.
+// time. T > 0, t0 < T.
 namespace detail {
 
 // scaled_runs' walk: the element (j) and run (r) it has got to, and the
@@ -500,47 +439,8 @@ struct RunWalk {
     else if (streams == 2 && runs_apart > 0) streamed_whole_runs<Vectors, 2>(runs_apart);
     else streamed_whole_runs<Vectors, 1>(runs_apart);
   }
-#if CVEST_HAVE_WIDE_VECTORS
-  template <bool Pairs, int Short>
-  void wide_whole_runs(int streams, std::size_t runs_apart) {
-    const bool fit = runs_apart > 0 && runs_apart % (Pairs ? 2 : 1) == 0;
-    if (streams == 4 && fit) wide::whole_runs<Pairs, Short, 4>(out, d, j, r, n, T, m, runs_apart, summed);
-    else if (streams == 2 && fit) wide::whole_runs<Pairs, Short, 2>(out, d, j, r, n, T, m, runs_apart, summed);
-    else wide::whole_runs<Pairs, Short, 1>(out, d, j, r, n, T, m, runs_apart, summed);
-  }
-  // 32-byte vectors where runs are whole 16-byte ones and out is aligned to
-  // 32 here; false where not taken. Runs in pairs need an even spacing
-  // between streams (each stream's start aligned to 32); where it is odd the
-  // 16-byte path keeps the streams (one stream of 32-byte vectors is not
-  // what flat_left_streams chose, nor what its text says).
-  bool wide_whole_runs(int streams, std::size_t runs_apart) {
-    const std::size_t bytes = T * sizeof(Scalar), V = bytes / 32;
-    const auto aligned = [&](std::uintptr_t to) { return reinterpret_cast<std::uintptr_t>(out + j) % to == 0; };
-    if (!wide_vectors() || bytes % 16 != 0 || !aligned(16)) return false;
-    if (bytes % 32 != 0 && streams > 1 && runs_apart % 2 != 0) return false;
-    // Runs in pairs start 16 bytes past a 32-byte boundary every other run:
-    // one run on its own brings the next to it (else half the work items,
-    // those starting there, would walk all their runs in 16-byte vectors).
-    if (bytes % 32 != 0 && !aligned(32) && j + T <= n) run(j, T, r++), j += T;
-    if (!aligned(32)) return false;
-    if (bytes % 32 != 0) {
-      if (V == 0) wide_whole_runs<true, 0>(streams, runs_apart);
-      else if (V == 1) wide_whole_runs<true, 1>(streams, runs_apart);
-      else wide_whole_runs<true, -1>(streams, runs_apart);
-    } else {
-      if (V == 1) wide_whole_runs<false, 1>(streams, runs_apart);
-      else if (V == 2) wide_whole_runs<false, 2>(streams, runs_apart);
-      else wide_whole_runs<false, -1>(streams, runs_apart);
-    }
-    return true;
-  }
-#endif
-
   // Where every run is whole vectors from here on: T a multiple of the width, out aligned.
   void streamed_whole_runs(int streams, std::size_t runs_apart) {
-#if CVEST_HAVE_WIDE_VECTORS
-    if (wide_whole_runs(streams, runs_apart)) return;
-#endif
     constexpr std::size_t width = 16 / sizeof(Scalar);
     if (T % width != 0 || reinterpret_cast<std::uintptr_t>(out + j) % 16 != 0) return;
     if (T == width) streamed_whole_runs<1>(streams, runs_apart);
