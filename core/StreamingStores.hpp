@@ -89,7 +89,8 @@ inline void fence_this_thread() {
 
 // CVEST_HOST_VECTORS=16: 16-byte vectors though the CPU has AVX2 (to
 // compare); 32: AVX2's, the default where the CPU has it ("" where unset;
-// build_facts checks the value).
+// check_host_vectors_setting in core/Spaces.hpp checks the value before
+// any kernel).
 inline const char* host_vectors_env() {
   const char* v = std::getenv("CVEST_HOST_VECTORS");
   return v ? v : "";
