@@ -69,7 +69,6 @@ BuildFacts build_facts() {
                                                     std::string(decltype(space)::name())), ...); },
              EnabledSpaces{});
   facts.threads = Kokkos::DefaultExecutionSpace().concurrency();
-  check_host_vectors_setting();
   facts.host_vectors = streaming::vectors_text();
   if (std::string(streaming::host_vectors_env()) == "16" && streaming::wide_vectors_possible())
     facts.host_vectors += " (CVEST_HOST_VECTORS=16)";

@@ -41,8 +41,8 @@ struct BuildFacts {
 BuildFacts build_facts();  // needs Kokkos initialised
 
 // CVEST_HOST_VECTORS unset, 16, or 32 where the CPU and build have 32-byte
-// vectors; else InputError. Checked before any kernel (the command line's
-// and Python's start) and in build_facts.
+// vectors; else InputError. Checked once, before any kernel, where the
+// command line and Python start (app/main.cpp, python/module.cpp).
 void check_host_vectors_setting();
 
 // Memory the host can give now without swapping (/proc/meminfo's

@@ -23,7 +23,6 @@ namespace cvest::app {
 
 namespace {
 
-
 double timed(bench::Arrays& a, Walk walk, int count) {
   // The path whose streams and dates are counted (a record of regular
   // stores would make every flat/left count walk one stream).
