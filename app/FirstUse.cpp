@@ -8,6 +8,7 @@
 #include "core/Policies.hpp"
 #include "core/Spaces.hpp"
 #include "core/StreamingStores.hpp"
+#include "core/Topology.hpp"
 #include "core/Types.hpp"
 #include "app/tune/RecordFile.hpp"
 #include "app/tune/WalkRecords.hpp"
@@ -52,7 +53,6 @@ const std::vector<Setting>& settings() {
   return all;
 }
 constexpr std::size_t left_regular = 3, right_streaming = 4, right_regular = 7;
-constexpr int rounds = 9;  // after one pass of each setting (the warm-up)
 
 // The trials undone however the measurement ends.
 struct Trials : policy::FlatTrialsUndone {
@@ -83,21 +83,21 @@ void fill(const Kokkos::View<Scalar*, Mem>& m, const Kokkos::View<Scalar*, Mem>&
   });
 }
 
-// Each layout's multBy, discount and cv of `elements`, seen at either
-// shape: one allocation for both (arrays allocated and filled per shape, as
-// the bench does, took over half a second of the measurement).
+// multBy, discount and cv of `elements`, seen at either shape and in either
+// layout: one allocation for all (arrays allocated and filled per shape, as
+// the bench does, took over half a second of the measurement; a pass of one
+// layout after the other's finds no more of them in cache than a pass after
+// its own: each walks the arrays from the start, the cache holding their end).
 template <class Scalar>
 struct Buffers {
-  Kokkos::View<Scalar*, Mem> m[2], d[2], cv[2];  // [0] LayoutLeft, [1] LayoutRight
-  Buffers(Index elements, Index ids) {
-    for (int l = 0; l < 2; ++l) {
-      m[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::multBy", Kokkos::WithoutInitializing), ids * K);
-      d[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::discount", Kokkos::WithoutInitializing), elements);
-      cv[l] = Kokkos::View<Scalar*, Mem>(Kokkos::view_alloc("cvest::first_use::cv", Kokkos::WithoutInitializing), elements);
-      advise_huge_pages(d[l].data(), std::size_t(elements) * sizeof(Scalar));
-      advise_huge_pages(cv[l].data(), std::size_t(elements) * sizeof(Scalar));
-      fill(m[l], d[l], cv[l], elements, ids);
-    }
+  Kokkos::View<Scalar*, Mem> m, d, cv;
+  Buffers(Index elements, Index ids)
+      : m(Kokkos::view_alloc("cvest::first_use::multBy", Kokkos::WithoutInitializing), ids * K),
+        d(Kokkos::view_alloc("cvest::first_use::discount", Kokkos::WithoutInitializing), elements),
+        cv(Kokkos::view_alloc("cvest::first_use::cv", Kokkos::WithoutInitializing), elements) {
+    advise_huge_pages(d.data(), std::size_t(elements) * sizeof(Scalar));
+    advise_huge_pages(cv.data(), std::size_t(elements) * sizeof(Scalar));
+    fill(m, d, cv, elements, ids);
     Host().fence();
   }
   // One fenced pass of flat with setting `s` at shape (T, N, K).
@@ -105,10 +105,9 @@ struct Buffers {
     Trials::set(s);
     const auto run = [&](auto tag) {
       using Layout = decltype(tag);
-      const int l = s.layout == LayoutKind::right;
-      const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(m[l].data(), N, K),
-                                              Cube<const Scalar, Layout, Mem>(d[l].data(), T, N, K),
-                                              Cube<Scalar, Layout, Mem>(cv[l].data(), T, N, K)};
+      const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(m.data(), N, K),
+                                              Cube<const Scalar, Layout, Mem>(d.data(), T, N, K),
+                                              Cube<Scalar, Layout, Mem>(cv.data(), T, N, K)};
       const Host space;
       space.fence();
       Kokkos::Timer timer;
@@ -128,10 +127,9 @@ void check_settings() {
     const Index N = 40000 / T;
     const Buffers<Scalar> b(T * N * K, N);
     for (const Setting& s : settings()) {
-      const int l = s.layout == LayoutKind::right;
-      Kokkos::deep_copy(b.cv[l], Scalar(-1));
+      Kokkos::deep_copy(b.cv, Scalar(-1));
       b.pass(s, T, N);
-      const auto m = b.m[l], d = b.d[l], cv = b.cv[l];
+      const auto m = b.m, d = b.d, cv = b.cv;
       Index bad = 0;
       for (Index t = 0; t < T; ++t)
         for (Index i = 0; i < N * K; ++i) {  // element (t, i) of either layout's storage
@@ -150,31 +148,37 @@ void check_settings() {
 // nearby (the counts then tie, and the fewest is taken). flat/left's streams
 // do not hang on the ids.
 template <class Scalar>
-Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem> (&d)[2],
-                  const Kokkos::View<Scalar*, Mem> (&cv)[2]) {
-  const Index N = ids_walking_as_said(Walk::right_dates, T, most, sizeof(Scalar), d[1].data(), cv[1].data());
+Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem>& d, const Kokkos::View<Scalar*, Mem>& cv) {
+  const Index N = ids_walking_as_said(Walk::right_dates, T, most, sizeof(Scalar), d.data(), cv.data());
   return N > 0 ? N : most;
 }
 
 // seconds[shape][setting][round] at T = 8 and T = 100 (shapes[s] names
-// each): a pass of every setting first (the warm-up), then `rounds` rounds
-// of all of them, the order rotated each round.
+// each): first_use_rounds rounds of all settings, the order rotated each
+// round, each timed pass right after an untimed one of its own setting, as a
+// run walks one setting over and over. Passes timed after another
+// setting's saw flat/left's streams as a coin toss at 100 dates (one
+// stream the least in 10 of 15 measurements, two in 5) where timed after
+// their own they found one stream in 14 of 14, as the bench does at 400,000
+// ids (one stream 1.00 of the roof, two 0.84-0.94; docs/benchmarks.md).
 template <class Scalar>
 std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& shapes) {
   check_settings<Scalar>();
-  const Index ids100 = Index(first_use_bytes / double(100 * K * Index(sizeof(Scalar)))) / 2 * 2;
+  const std::size_t bytes = first_use_bytes(policy::machine_topology().l3.bytes * std::size_t(policy::machine_topology().l3.instances));
+  const Index ids100 = Index(double(bytes) / double(100 * K * Index(sizeof(Scalar)))) / 2 * 2;
   const Index elements = 100 * ids100 * K;  // 8 x (12.5 ids100) x K alike
   const Buffers<Scalar> b(elements, elements / (8 * K));
+  const int rounds = first_use_rounds(bytes);
   std::vector<std::vector<std::vector<double>>> at;
   for (const Index T : {Index(8), Index(100)}) {
     const Index N = walking_ids<Scalar>(T, elements / (T * K), b.d, b.cv);
     shapes.push_back(fmt::format("{} x {} x {} {}", T, N, K, sizeof(Scalar) == 8 ? "double" : "float"));
-    for (const Setting& s : settings()) b.pass(s, T, N);
     const std::size_t n = settings().size();
     std::vector<std::vector<double>> seconds(n);
     for (int r = 0; r < rounds; ++r)
       for (std::size_t k = 0; k < n; ++k) {
         const std::size_t i = (k + std::size_t(r)) % n;
+        b.pass(settings()[i], T, N);
         seconds[i].push_back(b.pass(settings()[i], T, N));
       }
     at.push_back(std::move(seconds));
@@ -211,7 +215,7 @@ std::vector<WalkRecord> records_of(Precision precision, const std::vector<std::s
   stores.shapes = shapes;
   for (const auto& shape : at) {
     std::vector<double> regular, streaming;
-    for (int r = 0; r < rounds; ++r) {
+    for (std::size_t r = 0; r < shape[left_regular].size(); ++r) {
       regular.push_back(shape[left_regular][r] + shape[right_regular + index(right_r.best())][r]);
       streaming.push_back(shape[index(left.best())][r] + shape[right_streaming + index(right_s.best())][r]);
     }
@@ -297,6 +301,16 @@ std::string measure(Precision precision, std::ostream& progress) {
 }
 
 }  // namespace
+
+std::size_t first_use_bytes(std::size_t l3_bytes) {
+  const std::size_t least = std::size_t(48) << 20, most = std::size_t(512) << 20;
+  return std::min(most, std::max(least, l3_bytes / 2 * 3 / 4096 * 4096));
+}
+
+int first_use_rounds(std::size_t bytes) {
+  const double rounds = 9.0 * double(std::size_t(48) << 20) / double(bytes);
+  return std::max(3, std::min(9, int(rounds + 0.5)));
+}
 
 bool first_use_allowed() {
   const char* v = std::getenv("CVEST_FIRST_USE");

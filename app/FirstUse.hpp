@@ -10,6 +10,7 @@
 // another (issue 59).
 #include "core/Names.hpp"
 
+#include <cstddef>
 #include <iosfwd>
 #include <string>
 
@@ -33,10 +34,16 @@ bool first_use_allowed();
 // variable's InputError. Progress lines on `progress`.
 std::string measure_on_first_use(Precision precision, std::ostream& progress);
 
-// The discount bytes of each of its two shapes (and of cv beside each, per
-// layout: four such arrays at once at most).
-// 48 MiB: discount and cv together three times an L3 of 32 MiB (AMD EPYC
-// Zen 4 VM), and the whole measurement within about a second there.
-inline constexpr double first_use_bytes = double(std::size_t(48) << 20);
+// The discount bytes of each of its two shapes (and of cv beside each; the
+// layouts take the same two arrays in turn): one and a half times the L3
+// caches this process's CPUs use (`l3_bytes`, their sum; 0 where unknown),
+// so discount and cv together are three times it, and 48 MiB at least (the
+// size measured on an AMD EPYC Zen 4 VM with an L3 of 32 MiB), 512 MiB at
+// most. A constant 48 MiB sat inside an Intel VM's L3 of 300 MiB.
+std::size_t first_use_bytes(std::size_t l3_bytes);
+// Its rounds over arrays of `bytes`: 9 at 48 MiB, fewer where the arrays
+// are larger (each pass longer), 3 at least: about a second where the L3
+// is 32 MiB, about three where it is 300 MiB.
+int first_use_rounds(std::size_t bytes);
 
 }  // namespace cvest::app

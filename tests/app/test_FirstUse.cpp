@@ -142,3 +142,19 @@ TEST_CASE("first use keeps the records there, and measures nothing when switched
   }
   CHECK(progress.str().empty());
 }
+
+TEST_CASE("first use's arrays lie beyond the L3 this process uses, its rounds fewer as they grow", "[app][first_use]") {
+  constexpr std::size_t MiB = std::size_t(1) << 20;
+  // An L3 of 32 MiB (the AMD VM) or none known: 48 MiB, 9 rounds.
+  CHECK(app::first_use_bytes(32 * MiB) == 48 * MiB);
+  CHECK(app::first_use_bytes(0) == 48 * MiB);
+  CHECK(app::first_use_rounds(48 * MiB) == 9);
+  // An L3 of 300 MiB (the Intel VM): discount and cv three times it, 3 rounds.
+  CHECK(app::first_use_bytes(300 * MiB) == 450 * MiB);
+  CHECK(app::first_use_rounds(450 * MiB) == 3);
+  CHECK(app::first_use_rounds(96 * MiB) == 5);  // 4.5, rounded
+  // Past 512 MiB of discount the measurement would take many seconds: capped.
+  CHECK(app::first_use_bytes(std::size_t(2) << 30) == 512 * MiB);
+  // Whole pages whatever the L3 says.
+  CHECK(app::first_use_bytes(100 * MiB + 1000) % 4096 == 0);
+}
