@@ -38,7 +38,8 @@ struct WalkRecord {
   Precision precision = Precision::f64;  // the elements measured (a record without one: double)
   std::string by = "cvest tune";         // or "first use" (app/FirstUse.hpp)
   // The count whose slowest shape, against that shape's fastest count
-  // (medians), lags least; the fewest of those within 2% of it.
+  // (medians), lags least; in cvest tune's records the fewest of those
+  // within 2% of it, in first use's the least (the fewest where tied).
   int best() const;
   // The same over the shapes of fewer dates than core's flat_many_dates
   // (many = false) or of as many or more (true): the count flat takes at

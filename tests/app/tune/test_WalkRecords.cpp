@@ -38,6 +38,13 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}}).best() == 1);
   // All alike: the fewest.
   CHECK(record("k", {{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}).best() == 1);
+  // First use's records (every count walked as said): the least, however
+  // close; the fewest where tied.
+  WalkRecord first = record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}});
+  first.by = "first use";
+  CHECK(first.best() == 4);
+  first.seconds = {{{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}};
+  CHECK(first.best() == 1);
   // Each side of core's flat_many_dates on its own: at 100 dates one stream
   // leads, at 8 two by more than 2%: 1 from 28 dates, 2 below.
   const WalkRecord split = record("k", {{1.0}, {1.15}, {1.3}}, {{1.1}, {1.0}, {1.01}});
