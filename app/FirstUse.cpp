@@ -156,11 +156,12 @@ Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem>& d, cons
 // seconds[shape][setting][round] at T = 8 and T = 100 (shapes[s] names
 // each): first_use_rounds rounds of all settings, the order rotated each
 // round, each timed pass right after an untimed one of its own setting, as a
-// run walks one setting over and over. Passes timed after another
-// setting's saw flat/left's streams as a coin toss at 100 dates (one
-// stream the least in 10 of 15 measurements, two in 5) where timed after
-// their own they found one stream in 14 of 14, as the bench does at 400,000
-// ids (one stream 1.00 of the roof, two 0.84-0.94; docs/benchmarks.md).
+// run walks one setting over and over. Timed after another setting's pass
+// (and the fewest within 2% taken), 42 first uses on the EPYC VM took one
+// stream at 100 dates in 34 and four dates in 33; timed after their own
+// (the least taken), 71 took one stream in 67 and four dates in 64, as the
+// bench finds at 400,000 ids (one stream at 1.00 of the roof, two at
+// 0.84-0.94; four dates at 0.85-0.99, two at 0.78-0.95, one at 0.72-0.89).
 template <class Scalar>
 std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& shapes) {
   check_settings<Scalar>();

@@ -21,7 +21,9 @@ namespace cvest::app {
 // a page take fewer (core/FlatRun.hpp), and a shape whose rows allow no
 // four compares a walk with itself: 48 MiB at 100 dates of float did, and
 // first use chose 2 dates at once where 4 ran 0.93-0.98 of the roof against
-// 2's 0.79-0.93 (issue 59). Leaves no trial set.
+// 2's 0.79-0.93 (issue 59). flat/right's dates at once adjacent ones where
+// ids that few fewer allow it, as at the users' round counts of ids. Leaves
+// no trial set.
 Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_size, const void* d, const void* cv);
 
 // flat in `precision` on `walk`'s layout with at most 1, 2 and 4 of its count

@@ -145,9 +145,10 @@ TEST_CASE("the ids at which every count walks as said", "[app][tune]") {
       const Index N = app::ids_walking_as_said(app::Walk::right_dates, T, most, size, at, at);
       REQUIRE(N > 0);
       CHECK(N <= most);
-      for (const int count : {2, 4}) {  // each count as many dates as it says there
+      for (const int count : {2, 4}) {  // each count as many dates as it says there, adjacent ones
         policy::set_flat_dates_trial(count);
         CHECK(policy::FlatWalk(T, N * 5, size, at, at).together.dates == count);
+        CHECK(policy::FlatWalk(T, N * 5, size, at, at).together.step == 1);
       }
       policy::set_flat_dates_trial(0);
       CHECK(app::ids_walking_as_said(app::Walk::left_streams, T, N, size, at, at) == N);
@@ -155,6 +156,14 @@ TEST_CASE("the ids at which every count walks as said", "[app][tune]") {
   // 100 dates of float in 48 MiB: no four rows 1 KiB apart in a page, so fewer ids.
   const Index most = Index(double(std::size_t(48) << 20) / (100 * 5 * 4));
   CHECK(app::ids_walking_as_said(app::Walk::right_dates, 100, most, 4, at, at) < most);
+  // 100 dates of double at 12,576 ids: four rows at once, but 4 dates apart
+  // (rows 768 bytes apart in a page); adjacent ones a few ids below.
+  policy::set_flat_dates_trial(4);
+  CHECK(policy::FlatWalk(100, 12576 * 5, 8, at, at).together.step == 4);
+  policy::set_flat_dates_trial(0);
+  const Index adjacent = app::ids_walking_as_said(app::Walk::right_dates, 100, 12576, 8, at, at);
+  CHECK(adjacent < 12576);
+  CHECK(adjacent > 12576 - 512);  // a row's place in a page comes round every 512 ids
   // Nothing left set: the stated defaults.
   CHECK(policy::flat_dates_most() == 2);
   CHECK(policy::flat_streams_most() == 4);
