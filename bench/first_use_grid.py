@@ -6,7 +6,8 @@ flat --layouts L --precision P --repeats 5 --warm 2` in a fresh, empty
 cache folder (so every bench measures on first use), each binary given in
 turn (a build without streaming stores beside the plain one). Prints each
 bench's x roof (the median of 5 per-repeat ratios against a copy of its own
-bytes beside it; UNSTEADY where the bench marks its pairs so), its
+bytes beside it; UNSTEADY where the bench marks its pairs so, FAULT where it
+marks the row a MEASUREMENT FAULT: the kernel outran its copy), its
 quartiles, the first use's seconds and choices, and
 the figures by cell over the rounds. Each bench waits while another
 engineer's work runs on the machine (others_busy).
@@ -83,12 +84,14 @@ for rnd in range(1, args.rounds + 1):
                     took = first.split(" in ")[1].split(" s ")[0] if " in " in first else "-"
                     chose = first[first.find("(") + 1:first.find(")")] if "(" in first else first
                     q1, q3 = res["roof_fraction_quartiles"]
-                    # A row whose pairs swung (the bench's UNSTEADY) measured the machine, not the kernel.
+                    # A row whose pairs swung (the bench's UNSTEADY) measured the machine, not the kernel;
+                    # one that outran its copy (the bench's MEASUREMENT FAULT) measured neither.
                     unsteady = res.get("pairs_unsteady", False)
-                    rows.setdefault((name, n, precision, layout), []).append(
-                        f"{res['roof_fraction']:.2f}" + (" unsteady" if unsteady else ""))
+                    fault = res.get("measurement_fault", False)
+                    mark = (" FAULT" if fault else "") + (" unsteady" if unsteady else "")
+                    rows.setdefault((name, n, precision, layout), []).append(f"{res['roof_fraction']:.2f}{mark}")
                     print(f"round {rnd} {name:9} {T:3} x {n:8} {precision:6} {layout:5} x roof {res['roof_fraction']:.2f}"
-                          f"{' UNSTEADY' if unsteady else ''} "
+                          f"{mark.upper()} "
                           f"({q1:.2f}-{q3:.2f}) best-of {res['roof_fraction_best']:.2f} "
                           f"{res['GBps']:.1f} GB/s, roof {res['roof_GBps']:.1f} GB/s, stores "
                           f"{'streaming' if res['streaming_stores'] else 'regular'}; first use {took} s: {chose}",
