@@ -145,8 +145,10 @@ void check_settings() {
 
 // The most ids, `most` at most, at which flat/right walks every count as
 // said (app/tune/TuneWalks.hpp ids_walking_as_said); `most` where none does
-// nearby (the counts then tie, and the fewest is taken). flat/left's streams
-// do not hang on the ids.
+// within 4096 ids (a count then walks as a fewer one and measures alike,
+// and the least of them is recorded; a row's place in a page comes round
+// every 1024 ids at most, so first use's shapes always find one).
+// flat/left's streams do not hang on the ids.
 template <class Scalar>
 Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem>& d, const Kokkos::View<Scalar*, Mem>& cv) {
   const Index N = ids_walking_as_said(Walk::right_dates, T, most, sizeof(Scalar), d.data(), cv.data());
@@ -160,12 +162,12 @@ Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem>& d, cons
 // (and the fewest within 2% taken), 42 first uses on the EPYC VM took one
 // stream at 100 dates in 34 and four dates in 33; timed after their own
 // (the least taken), 71 took one stream in 67 and four dates in 64, as the
-// bench finds at 400,000 ids (one stream at 1.00 of the roof, two at
+// bench finds at 400,000 ids (one stream at 1.00-1.04 of the roof, two at
 // 0.84-0.94; four dates at 0.85-0.99, two at 0.78-0.95, one at 0.72-0.89).
 template <class Scalar>
 std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& shapes) {
   check_settings<Scalar>();
-  const std::size_t bytes = first_use_bytes(policy::machine_topology().l3.bytes * std::size_t(policy::machine_topology().l3.instances));
+  const std::size_t bytes = first_use_bytes_here();
   const Index ids100 = Index(double(bytes) / double(100 * K * Index(sizeof(Scalar)))) / 2 * 2;
   const Index elements = 100 * ids100 * K;  // 8 x (12.5 ids100) x K alike
   const Buffers<Scalar> b(elements, elements / (8 * K));
@@ -190,7 +192,7 @@ std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& sh
 WalkRecord record_of(Walk walk, Precision precision, std::vector<int> counts) {
   WalkRecord r;
   r.key = walk_record_key(policy::host_threads());
-  r.walk = walk, r.date = today(), r.precision = precision, r.by = "first use", r.streams = std::move(counts);
+  r.walk = walk, r.date = today(), r.precision = precision, r.by = by_first_use, r.streams = std::move(counts);
   return r;
 }
 
@@ -309,8 +311,15 @@ std::size_t first_use_bytes(std::size_t l3_bytes) {
 }
 
 int first_use_rounds(std::size_t bytes) {
-  const double rounds = 9.0 * double(std::size_t(48) << 20) / double(bytes);
-  return std::max(3, std::min(9, int(rounds + 0.5)));
+  const double rounds = 9.0 * double(std::size_t(48) << 20) / double(std::max<std::size_t>(bytes, 1));
+  return rounds >= 9 ? 9 : std::max(4, int(rounds + 0.5));
+}
+
+std::size_t first_use_bytes_here() {
+  // sysconf's L3 inside a VM can be the host's whole one (core/Topology.hpp):
+  // sysfs's only.
+  const policy::Topology& t = policy::machine_topology();
+  return first_use_bytes(t.source == "sysfs" ? t.l3.bytes * std::size_t(t.l3.instances) : 0);
 }
 
 bool first_use_allowed() {

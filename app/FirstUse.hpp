@@ -36,14 +36,20 @@ std::string measure_on_first_use(Precision precision, std::ostream& progress);
 
 // The discount bytes of each of its two shapes (and of cv beside each; the
 // layouts take the same two arrays in turn): one and a half times the L3
-// caches this process's CPUs use (`l3_bytes`, their sum; 0 where unknown),
-// so discount and cv together are three times it, and 48 MiB at least (the
-// size measured on an AMD EPYC Zen 4 VM with an L3 of 32 MiB), 512 MiB at
-// most. A constant 48 MiB sat inside an Intel VM's L3 of 300 MiB.
+// caches this process's CPUs use (`l3_bytes`, their sum; 0 where unknown;
+// cv, written with streaming stores, takes no room there), and 48 MiB at
+// least (the size measured on an AMD EPYC Zen 4 VM with an L3 of 32 MiB),
+// 512 MiB at most (past an L3 of about 340 MiB discount is less than 1.5
+// times it, past 512 MiB it fits: the time, not the cache, bounds it). A
+// constant 48 MiB sat inside an Intel VM's L3 of 300 MiB.
 std::size_t first_use_bytes(std::size_t l3_bytes);
+// first_use_bytes of this process's L3 as sysfs gives it (none where only
+// sysconf does: inside a VM it can name the host's whole L3).
+std::size_t first_use_bytes_here();
 // Its rounds over arrays of `bytes`: 9 at 48 MiB, fewer where the arrays
-// are larger (each pass longer), 3 at least: about a second where the L3
-// is 32 MiB, about three where it is 300 MiB.
+// are larger (each pass longer), 4 at least (the busy check's quartiles
+// need them): about a second where the L3 is 32 MiB, about four where it
+// is 300 MiB.
 int first_use_rounds(std::size_t bytes);
 
 }  // namespace cvest::app

@@ -28,7 +28,7 @@ void gather_rank_stats(const Ranks& ranks, const BlockPlan& my_plan, JobReport& 
 double peak_rss_bytes();
 // Starts peak_rss_bytes() afresh from the present RSS (Linux's clear_refs
 // "5"; a no-op where not allowed): the run's peak is its own, not that of
-// flat's first-use measurement before it (about 200 MiB, freed).
+// flat's first-use measurement before it (about 100 MiB on a 32 MiB L3, freed).
 void reset_peak_rss();
 
 }  // namespace cvest::app

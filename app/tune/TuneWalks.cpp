@@ -100,8 +100,9 @@ WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repea
     config.dates = T, config.cols = 5;
     config.ids = std::max<Index>(1, Index(bytes / double(T * config.cols * Index(size))));
     bench::Arrays a = bench::arrays(config, layout, precision);
-    // Where a count would walk fewer on these arrays, the most ids below at
-    // which each walks as said, allocated anew (twice at most: new arrays
+    // Where a count would walk fewer on these arrays (or flat/right's dates
+    // at once not adjacent), the most ids below at which each walks as
+    // said, allocated anew (twice at most: new arrays
     // may lie elsewhere in a page; the progress line says what each walked).
     for (int tries = 0; tries < 2; ++tries) {
       const Index walking = ids_walking_as_said(walk, T, config.ids, size, a.d, a.cv);

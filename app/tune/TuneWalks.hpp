@@ -22,14 +22,15 @@ namespace cvest::app {
 // four compares a walk with itself: 48 MiB at 100 dates of float did, and
 // first use chose 2 dates at once where 4 ran 0.93-0.98 of the roof against
 // 2's 0.79-0.93 (issue 59). flat/right's dates at once adjacent ones where
-// ids that few fewer allow it, as at the users' round counts of ids. Leaves
-// no trial set.
+// such ids lie within the 4096, as at the users' round counts of ids (rows
+// 4 dates apart walk memory another way). Leaves no trial set.
 Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_size, const void* d, const void* cv);
 
 // flat in `precision` on `walk`'s layout with at most 1, 2 and 4 of its count
 // (flat/left's streams, flat/right's dates at once) at two shapes of about
 // `bytes` of discount each (100 dates, whose runs are long, and 8; fewer ids
-// where ids_walking_as_said finds a count walking fewer on the arrays), each
+// where ids_walking_as_said finds a count walking fewer on the arrays, or
+// flat/right's dates at once not adjacent), each
 // shape's arrays warmed for `warm_seconds` (memory just touched is slow for
 // seconds on a VM), then `repeats` rounds taking every count in turn, the
 // order rotated each round. Before that, each count's output is checked on

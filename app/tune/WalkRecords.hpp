@@ -27,6 +27,9 @@ const char* flat_name(Walk walk);
 // "1 stream", "4 streams"; "1 date", "4 dates"; "regular stores", "streaming stores"
 std::string counted(Walk walk, int count);
 
+// A record's `by` where first use measured it.
+inline constexpr const char* by_first_use = "first use";
+
 struct WalkRecord {
   std::string key;   // walk_record_key: what the measurement holds for
   Walk walk = Walk::left_streams;
@@ -36,10 +39,10 @@ struct WalkRecord {
   // seconds[s][i]: shape s's passes with streams[i] at most, one a repeat
   std::vector<std::vector<std::vector<double>>> seconds;
   Precision precision = Precision::f64;  // the elements measured (a record without one: double)
-  std::string by = "cvest tune";         // or "first use" (app/FirstUse.hpp)
+  std::string by = "cvest tune";         // or by_first_use (app/FirstUse.hpp)
   // The count whose slowest shape, against that shape's fastest count
-  // (medians), lags least; in cvest tune's records the fewest of those
-  // within 2% of it, in first use's the least (the fewest where tied).
+  // (medians), lags least; the fewest of those within 2% of it, but for
+  // first use's streams and dates: the least (the fewest where tied).
   int best() const;
   // The same over the shapes of fewer dates than core's flat_many_dates
   // (many = false) or of as many or more (true): the count flat takes at

@@ -80,10 +80,13 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
     // float's three choices (flat/right's dates alone without streaming
     // stores in the build), nothing of double's.
     REQUIRE(records.size() == (CVEST_HAVE_STREAMING_STORES ? 3u : 1u));
+    const std::size_t rounds = std::size_t(app::first_use_rounds(app::first_use_bytes_here()));
     for (const auto& r : records) {
       CHECK(r.precision == Precision::f32);
       CHECK(r.by == "first use");
       CHECK(r.shapes.size() == 2);
+      for (const auto& shape : r.seconds)
+        for (const auto& passes : shape) CHECK(passes.size() == rounds);
     }
     const auto right = app::walk_record_for(app::Walk::right_dates, policy::host_threads(), problem, Precision::f32);
     REQUIRE(right);
@@ -149,10 +152,13 @@ TEST_CASE("first use's arrays lie beyond the L3 this process uses, its rounds fe
   CHECK(app::first_use_bytes(32 * MiB) == 48 * MiB);
   CHECK(app::first_use_bytes(0) == 48 * MiB);
   CHECK(app::first_use_rounds(48 * MiB) == 9);
-  // An L3 of 300 MiB (the Intel VM): discount and cv three times it, 3 rounds.
+  // An L3 of 300 MiB (the Intel VM): discount 1.5 times it, 4 rounds (the
+  // fewest the busy check's quartiles take).
   CHECK(app::first_use_bytes(300 * MiB) == 450 * MiB);
-  CHECK(app::first_use_rounds(450 * MiB) == 3);
+  CHECK(app::first_use_rounds(450 * MiB) == 4);
   CHECK(app::first_use_rounds(96 * MiB) == 5);  // 4.5, rounded
+  CHECK(app::first_use_rounds(0) == 9);
+  CHECK(app::first_use_bytes_here() >= 48 * MiB);
   // Past 512 MiB of discount the measurement would take many seconds: capped.
   CHECK(app::first_use_bytes(std::size_t(2) << 30) == 512 * MiB);
   // Whole pages whatever the L3 says.

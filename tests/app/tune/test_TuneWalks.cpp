@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include <cstdint>
 #include <cstdlib>
 #include <sstream>
@@ -164,6 +166,37 @@ TEST_CASE("the ids at which every count walks as said", "[app][tune]") {
   const Index adjacent = app::ids_walking_as_said(app::Walk::right_dates, 100, 12576, 8, at, at);
   CHECK(adjacent < 12576);
   CHECK(adjacent > 12576 - 512);  // a row's place in a page comes round every 512 ids
+  // Where no ids within reach walk adjacent dates (few ids: 64 of double or
+  // 128 of float at 8 dates), the most that walk as said: each `most`
+  // against a search of its own.
+  const auto walks_all = [&](Index T, Index N, std::size_t size, bool adjacent_only) {
+    bool all = true;
+    for (const int count : {1, 2, 4}) {
+      policy::set_flat_dates_trial(count);
+      const policy::FlatDates together = policy::FlatWalk(T, N * 5, size, at, at).together;
+      all = all && together.dates == count && (!adjacent_only || together.step == 1);
+    }
+    policy::set_flat_dates_trial(0);
+    return all;
+  };
+  int fell_back = 0;
+  for (const auto& [T, size, small] : {std::tuple{Index(8), std::size_t(8), Index(64)},
+                                       std::tuple{Index(8), std::size_t(4), Index(128)},
+                                       std::tuple{Index(8), std::size_t(8), Index(300)},
+                                       std::tuple{Index(100), std::size_t(8), Index(700)}}) {
+    Index expected = 0;
+    for (const bool adjacent_only : {true, false}) {
+      for (Index N = small; N > 0 && expected == 0; --N)
+        if (walks_all(T, N, size, adjacent_only)) expected = N;
+      if (expected > 0) {
+        fell_back += !adjacent_only;
+        break;
+      }
+    }
+    CHECK(expected > 0);
+    CHECK(app::ids_walking_as_said(app::Walk::right_dates, T, small, size, at, at) == expected);
+  }
+  CHECK(fell_back == 2);  // the second search ran where no adjacent dates were within reach
   // Nothing left set: the stated defaults.
   CHECK(policy::flat_dates_most() == 2);
   CHECK(policy::flat_streams_most() == 4);

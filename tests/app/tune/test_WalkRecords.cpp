@@ -45,6 +45,13 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(first.best() == 4);
   first.seconds = {{{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}};
   CHECK(first.best() == 1);
+  // Its store kinds keep the 2%: streaming ahead by 1%, regular.
+  WalkRecord kinds = first;
+  kinds.walk = Walk::stores, kinds.streams = {0, 1}, kinds.seconds = {{{1.01}, {1.0}}};
+  kinds.shapes = {"8 x 25000 x 5 double"};
+  CHECK(kinds.best() == 0);
+  kinds.seconds = {{{1.05}, {1.0}}};
+  CHECK(kinds.best() == 1);
   // Each side of core's flat_many_dates on its own: at 100 dates one stream
   // leads, at 8 two by more than 2%: 1 from 28 dates, 2 below.
   const WalkRecord split = record("k", {{1.0}, {1.15}, {1.3}}, {{1.1}, {1.0}, {1.01}});
