@@ -85,9 +85,9 @@ void fill(const Kokkos::View<Scalar*, Mem>& m, const Kokkos::View<Scalar*, Mem>&
 
 // multBy, discount and cv of `elements`, seen at either shape and in either
 // layout: one allocation for all (arrays allocated and filled per shape, as
-// the bench does, took over half a second of the measurement; a pass of one
-// layout after the other's finds no more of them in cache than a pass after
-// its own: each walks the arrays from the start, the cache holding their end).
+// the bench does, took over half a second of the measurement; each timed
+// pass follows an untimed one of its own setting on them, so the layout
+// that ran before it leaves nothing of its own in the cache).
 template <class Scalar>
 struct Buffers {
   Kokkos::View<Scalar*, Mem> m, d, cv;
