@@ -461,9 +461,12 @@ TEST_CASE("zero-length cubes are a no-op for every strategy", "[multiply]") {
 TEMPLATE_TEST_CASE("device launches over a cube are cut into slabs whose grids fit", "[multiply]", Kokkos::LayoutRight,
                    Kokkos::LayoutLeft) {
   const auto blocks = [](Index extent, Index tile) { return (extent + tile - 1) / tile; };
-  for (const auto& [T, N, K] : {std::tuple<Index, Index, Index>{100, 4000, 5}, {100, 1000000, 5}, {200, 10000000, 5},
-                                {8, 10000000, 5}, {1, 1, 1}, {1, 600000, 1}, {3, 7, 40}, {100000, 3, 2},
-                                {5, 200000000, 1}, {2, 3, 100000}, {1, 1, 2000000}}) {
+  for (const auto& shape : {std::tuple<Index, Index, Index>{100, 4000, 5}, {100, 1000000, 5}, {200, 10000000, 5},
+                             {8, 10000000, 5}, {1, 1, 1}, {1, 600000, 1}, {3, 7, 40}, {100000, 3, 2},
+                             {5, 200000000, 1}, {2, 3, 100000}, {1, 1, 2000000}}) {
+    // Plain variables, not structured bindings: the lambda below captures K
+    // (capturing a structured binding is C++20; nvcc warned).
+    const Index T = std::get<0>(shape), N = std::get<1>(shape), K = std::get<2>(shape);
     CAPTURE(T, N, K);
     const policy::DeviceSlabs s = policy::device_slabs<TestType>(T, K);
     CHECK(s.tile[0] * s.tile[1] * s.tile[2] <= 1024);  // threads a block
