@@ -56,8 +56,8 @@ Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_si
   constexpr Index K = 5;
   const policy::FlatTrialsUndone undo;
   policy::set_flat_stores_trial(policy::StoreKind::streaming);  // the path whose streams and dates are counted
-  bool adjacent = false;  // dates at once must be adjacent ones too
-  const auto walks = [&](int count, Index N) {
+  // `adjacent`: flat/right's dates at once must be adjacent dates too.
+  const auto walks = [&](int count, Index N, bool adjacent) {
     if (walk == Walk::left_streams) {
       policy::set_flat_streams_trial(count);
       return count == 1 || !CVEST_HAVE_STREAMING_STORES ||  // without them flat/left walks one stream
@@ -67,20 +67,18 @@ Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_si
     const policy::FlatDates together = policy::FlatWalk(T, N * K, element_size, d, cv).together;
     return together.dates == count && (!adjacent || together.step == 1);
   };
+  const auto most_walking = [&](bool adjacent) {
+    for (Index N = most; N > 0 && N > most - 4096; --N)  // a row's place in a page moves by K elements an id
+      if (walks(1, N, adjacent) && walks(2, N, adjacent) && walks(4, N, adjacent)) return N;
+    return Index(0);
+  };
   // flat/right's dates at once adjacent ones first, as the walk takes them
   // where rows lie far enough apart in a page (at 400,000 and 10,000,000
   // ids of double, 1 KiB past a page multiple): rows 4 dates apart, as at
   // first use's 100 x 12,576 ids of double, walk memory another way.
-  const auto first = [&] {
-    for (Index N = most; N > 0 && N > most - 4096; --N)  // a row's place in a page moves by K elements an id
-      if (walks(1, N) && walks(2, N) && walks(4, N)) return N;
-    return Index(0);
-  };
-  adjacent = walk == Walk::right_dates;
-  const Index N = first();
-  if (N > 0 || !adjacent) return N;
-  adjacent = false;
-  return first();
+  if (walk == Walk::right_dates)
+    if (const Index N = most_walking(true); N > 0) return N;
+  return most_walking(false);
 }
 
 WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repeats, double warm_seconds,
