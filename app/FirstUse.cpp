@@ -285,15 +285,15 @@ std::string measure(Precision precision, std::ostream& progress) {
   const std::vector<WalkRecord> records = records_of(precision, shapes, at);
   std::string problem;
   const auto here = walk_records_here(policy::host_threads(), problem);
+  const double widest = spread(records);
   for (const auto& r : records) {
     const bool kept = std::any_of(here.begin(), here.end(), [&](const WalkRecord& h) {
       return h.walk == r.walk && h.precision == precision;
     });
     if (kept) continue;  // cvest tune's, or another process's just now: its own measurement stands
-    if (spread(records) <= busy_spread) save_walk_record(r);
+    if (widest <= busy_spread) save_walk_record(r);
     apply_walk_record(r);
   }
-  const double widest = spread(records);
   const std::string text = fmt::format(
       "flat measured in {:.2f} s ({}: {}), {}", timer.seconds(), to_string(precision), said(records),
       widest <= busy_spread ? "recorded in " + walk_records_path()
