@@ -117,6 +117,12 @@ struct Buffers {
     };
     return s.layout == LayoutKind::right ? run(Kokkos::LayoutRight{}) : run(Kokkos::LayoutLeft{});
   }
+  // What setting `s` walks at shape (T, N, K) on these arrays (a count whose
+  // spacing does not fit walks fewer).
+  int walked(const Setting& s, Index T, Index N) const {
+    Trials::set(s);
+    return policy::flat_walked(s.layout == LayoutKind::right, T, N * K, sizeof(Scalar), d.data(), cv.data());
+  }
 };
 
 // Every setting's output checked on small arrays at both shapes (cv cleared
@@ -145,8 +151,8 @@ void check_settings() {
 
 // The most ids, `most` at most, at which flat/right walks every count as
 // said (app/tune/TuneWalks.hpp ids_walking_as_said); `most` where none does
-// within 4096 ids (a count then walks as a fewer one and measures alike,
-// and the least of them is recorded; a row's place in a page comes round
+// within 4096 ids (a count then walks as a fewer one, is recorded so and
+// stands aside: WalkRecord::best; a row's place in a page comes round
 // every 1024 ids at most, so first use's shapes always find one).
 // flat/left's streams do not hang on the ids.
 template <class Scalar>
@@ -156,7 +162,7 @@ Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem>& d, cons
 }
 
 // seconds[shape][setting][round] at T = 8 and T = 100 (shapes[s] names
-// each): first_use_rounds rounds of all settings, the order rotated each
+// each, walked[s][setting] says what each walked there): first_use_rounds rounds of all settings, the order rotated each
 // round, each timed pass right after an untimed one of its own setting, as a
 // run walks one setting over and over. Timed after another setting's pass
 // (and the fewest within 2% taken), 42 first uses on the EPYC VM took one
@@ -165,7 +171,8 @@ Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem>& d, cons
 // bench finds at 400,000 ids (one stream at 1.00-1.04 of the roof, two at
 // 0.84-0.94; four dates at 0.85-0.99, two at 0.78-0.95, one at 0.72-0.89).
 template <class Scalar>
-std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& shapes) {
+std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& shapes,
+                                                    std::vector<std::vector<int>>& walked) {
   check_settings<Scalar>();
   const std::size_t bytes = first_use_bytes_here();
   const Index ids100 = Index(double(bytes) / double(100 * K * Index(sizeof(Scalar)))) / 2 * 2;
@@ -177,6 +184,8 @@ std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& sh
     const Index N = walking_ids<Scalar>(T, elements / (T * K), b.d, b.cv);
     shapes.push_back(fmt::format("{} x {} x {} {}", T, N, K, sizeof(Scalar) == 8 ? "double" : "float"));
     const std::size_t n = settings().size();
+    walked.emplace_back();
+    for (const Setting& s : settings()) walked.back().push_back(b.walked(s, T, N));
     std::vector<std::vector<double>> seconds(n);
     for (int r = 0; r < rounds; ++r)
       for (std::size_t k = 0; k < n; ++k) {
@@ -196,27 +205,33 @@ WalkRecord record_of(Walk walk, Precision precision, std::vector<int> counts) {
   return r;
 }
 
+// What first use timed: each shape's name, its settings' passes and what each walked.
+struct Timed {
+  std::vector<std::string> shapes;
+  std::vector<std::vector<std::vector<double>>> at;  // [shape][setting][round]
+  std::vector<std::vector<int>> walked;              // [shape][setting]
+};
+
 // Settings [from, from + 3) of each shape as a record of counts 1, 2, 4.
-WalkRecord widths(Walk walk, Precision precision, const std::vector<std::string>& shapes,
-                      const std::vector<std::vector<std::vector<double>>>& at, std::size_t from) {
+WalkRecord widths(Walk walk, Precision precision, const Timed& t, std::size_t from) {
   WalkRecord r = record_of(walk, precision, {1, 2, 4});
-  r.shapes = shapes;
-  for (const auto& shape : at) r.seconds.push_back({shape[from], shape[from + 1], shape[from + 2]});
+  r.shapes = t.shapes;
+  for (const auto& shape : t.at) r.seconds.push_back({shape[from], shape[from + 1], shape[from + 2]});
+  for (const auto& shape : t.walked) r.walked.push_back({shape[from], shape[from + 1], shape[from + 2]});
   return r;
 }
 
 // The three records: flat/left's streams (streaming passes), the store kind
 // (each kind at its best width, both layouts' passes summed round by
 // round), and flat/right's dates at once under the kind chosen.
-std::vector<WalkRecord> records_of(Precision precision, const std::vector<std::string>& shapes,
-                                       const std::vector<std::vector<std::vector<double>>>& at) {
-  const WalkRecord left = widths(Walk::left_streams, precision, shapes, at, 0);
-  const WalkRecord right_s = widths(Walk::right_dates, precision, shapes, at, right_streaming);
-  const WalkRecord right_r = widths(Walk::right_dates, precision, shapes, at, right_regular);
+std::vector<WalkRecord> records_of(Precision precision, const Timed& t) {
+  const WalkRecord left = widths(Walk::left_streams, precision, t, 0);
+  const WalkRecord right_s = widths(Walk::right_dates, precision, t, right_streaming);
+  const WalkRecord right_r = widths(Walk::right_dates, precision, t, right_regular);
   const auto index = [](int count) { return std::size_t(count == 4 ? 2 : count - 1); };
   WalkRecord stores = record_of(Walk::stores, precision, {0, 1});
-  stores.shapes = shapes;
-  for (const auto& shape : at) {
+  stores.shapes = t.shapes;
+  for (const auto& shape : t.at) {
     std::vector<double> regular, streaming;
     for (std::size_t r = 0; r < shape[left_regular].size(); ++r) {
       regular.push_back(shape[left_regular][r] + shape[right_regular + index(right_r.best())][r]);
@@ -280,9 +295,9 @@ bool missing_here(Precision precision) {
 std::string measure(Precision precision, std::ostream& progress) {
   Kokkos::Timer timer;
   const Trials undo;
-  std::vector<std::string> shapes;
-  const auto at = precision == Precision::f64 ? timed<double>(shapes) : timed<float>(shapes);
-  const std::vector<WalkRecord> records = records_of(precision, shapes, at);
+  Timed t;
+  t.at = precision == Precision::f64 ? timed<double>(t.shapes, t.walked) : timed<float>(t.shapes, t.walked);
+  const std::vector<WalkRecord> records = records_of(precision, t);
   std::string problem;
   const auto here = walk_records_here(policy::host_threads(), problem);
   const double widest = spread(records);

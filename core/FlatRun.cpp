@@ -299,6 +299,11 @@ std::string flat_dates_text(const FlatDates& dates, std::size_t element_size, In
   return fmt::format("{} at once, {} apart{}", dates.dates, dates.step, cap_note(element_size));
 }
 
+int flat_walked(bool right, Index T, Index per_date, std::size_t element_size, const void* d, const void* cv) {
+  return right ? FlatWalk(T, per_date, element_size, d, cv).together.dates
+               : flat_left_streams(d, cv, T, element_size).streams;
+}
+
 std::string flat_walk_dates_text(const FlatWalk& walk) {
   std::string text = flat_dates_text(walk.together, walk.element, walk.full * walk.span + walk.over);
   if (walk.together.dates == 1 || walk.over == 0) return text;

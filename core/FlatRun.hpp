@@ -275,6 +275,13 @@ struct FlatWalk {
 // once, 2 apart": the walk's groups of dates.
 std::string flat_walk_dates_text(const FlatWalk& walk);
 
+// What flat's host walk takes at once on these arrays with the counts and
+// stores now in force (a trial, a record, CVEST_FLAT_DATES): flat/left's
+// streams (right = false; one with regular stores) or flat/right's dates
+// (T dates of `per_date` elements). A count whose spacing does not fit
+// walks fewer: measurements record what each walked (app/tune).
+int flat_walked(bool right, Index T, Index per_date, std::size_t element_size, const void* d, const void* cv);
+
 // "16384 elements of double (128 KiB: an eighth of a thread's 1024 KiB of L2,
 // sysfs); LayoutRight: tiles of multBy of up to 256 KiB (a third of a
 // thread's 1024 KiB share of the L2 in whole runs, one at least, beside the

@@ -68,10 +68,9 @@ Variant make_variant(Space const& space, Index T, Index N, Index K) {
   v.walked = [ops, T, N, K] {
     if constexpr (!policy::on_host<Space> || !streaming::used_on<Space>())  // the plain Flat kernel: one of each
       return 1;
-    else if constexpr (std::is_same_v<Layout, Kokkos::LayoutLeft>)
-      return policy::flat_left_streams(ops->d.data(), ops->cv.data(), T, sizeof(Scalar)).streams;
     else
-      return policy::FlatWalk(T, N * K, sizeof(Scalar), ops->d.data(), ops->cv.data()).together.dates;
+      return policy::flat_walked(std::is_same_v<Layout, Kokkos::LayoutRight>, T, N * K, sizeof(Scalar), ops->d.data(),
+                                 ops->cv.data());
   };
   v.streaming = [layout = v.layout, T, N, K](Strategy s) {
     return writes_streaming<Space>(s, layout, T, N, K, sizeof(Scalar));

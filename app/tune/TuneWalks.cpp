@@ -100,8 +100,8 @@ WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repea
     bench::Arrays a = bench::arrays(config, layout, precision);
     // Where a count would walk fewer on these arrays (or flat/right's dates
     // at once not adjacent), the most ids below at which each walks as
-    // said, allocated anew (twice at most: new arrays
-    // may lie elsewhere in a page; the progress line says what each walked).
+    // said, allocated anew (twice at most: new arrays may lie elsewhere in a
+    // page; the record and the progress line say what each walked).
     for (int tries = 0; tries < 2; ++tries) {
       const Index walking = ids_walking_as_said(walk, T, config.ids, size, a.d, a.cv);
       if (walking == 0 || walking == config.ids) break;
@@ -113,10 +113,14 @@ WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repea
     const std::vector<int> walked = checked_counts(a, walk, record.streams, shape);
     Kokkos::Timer warm;
     for (std::size_t i = 0; warm.seconds() < warm_seconds; ++i) timed(a, walk, record.streams[i % record.streams.size()]);
+    // Each timed pass right after an untimed one of its own count, as a run
+    // walks one count over and over (first use's way, app/FirstUse.cpp): a
+    // pass timed after another count's meets that one's leavings.
     std::vector<std::vector<double>> seconds(record.streams.size());
     for (int r = 0; r < repeats; ++r)
       for (std::size_t k = 0; k < record.streams.size(); ++k) {
         const std::size_t i = (k + std::size_t(r)) % record.streams.size();
+        timed(a, walk, record.streams[i]);
         seconds[i].push_back(timed(a, walk, record.streams[i]));
       }
     std::string line =
@@ -129,6 +133,7 @@ WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repea
     fmt::print(progress, "{}\n", line);
     record.shapes.push_back(shape);
     record.seconds.push_back(std::move(seconds));
+    record.walked.push_back(walked);  // a count that walked fewer stands aside (WalkRecord::best)
   }
   return record;
 }

@@ -31,6 +31,9 @@ void check(const WalkRecord& r) {
   for (const int s : r.streams)
     if (r.walk == Walk::stores ? s != 0 && s != 1 : s != 1 && s != 2 && s != 4)
       throw std::invalid_argument("a count of " + std::to_string(s));
+  if (!r.walked.empty() && r.walked.size() != r.seconds.size()) throw std::invalid_argument("a record without what each shape walked");
+  for (const auto& counts : r.walked)
+    if (counts.size() != r.streams.size()) throw std::invalid_argument("a shape without what each count walked");
   for (const auto& shape : r.seconds) {
     if (shape.size() != r.streams.size()) throw std::invalid_argument("a shape without every count's passes");
     for (const auto& passes : shape)
@@ -87,19 +90,26 @@ int best_over(const WalkRecord& r, Take take) {
       lags[i] = std::max(lags[i], median(shape[i]) / fastest);
     }
   if (lags.empty()) return 0;
-  // Within 2% of the least lag is alike (a count whose spacing does not fit
-  // its shape walks as the next fewer does, in cvest tune's records): the
-  // fewest of those. First use's shapes walk every count as said, and its
-  // passes of the counts lie closer: there the fewest within 2% took fewer
-  // than four dates at once at 100 dates in 8 of 31 first uses (the least,
-  // four, in 28 of 31), where the bench at 400,000 ids ran four at
-  // 0.85-0.99 of the roof and two at 0.78-0.95: the least, the fewest where
-  // tied. Its store kinds keep the 2% (nothing measured says otherwise).
-  const double alike = r.by == by_first_use && r.walk != Walk::stores ? 1.0 : 1.02;
-  const double least = *std::min_element(lags.begin(), lags.end());
+  // A count that walked as a fewer one measured that one's walk again: not a
+  // contender. Of the rest the least lag, the fewest where tied: with each
+  // timed pass after an untimed one of its own, the fewest within 2% took
+  // fewer than four dates at once at 100 dates in 8 of 31 first uses (the
+  // least, four, in 28 of 31), where the bench at 400,000 ids ran four at
+  // 0.85-0.99 of the roof and two at 0.78-0.95. The store kinds keep the
+  // 2% (nothing measured says otherwise), as do records without what each
+  // count walked (cvest tune's before 12-06: a count could walk as a fewer
+  // one, and its passes followed another count's).
+  const bool band = r.walk == Walk::stores || (r.walked.empty() && r.by != by_first_use);
+  const double alike = band ? 1.02 : 1.0;
+  double least = 0;
+  bool any = false;
+  for (std::size_t i = 0; i < streams.size(); ++i)
+    if (r.walked_as_said(i, take) && (!any || lags[i] < least)) least = lags[i], any = true;
   std::size_t best = streams.size();  // none yet (a store kind's counts start at 0)
   for (std::size_t i = 0; i < streams.size(); ++i)
-    if (lags[i] <= least * alike && (best == streams.size() || streams[i] < streams[best])) best = i;
+    if (r.walked_as_said(i, take) && lags[i] <= least * alike && (best == streams.size() || streams[i] < streams[best]))
+      best = i;
+  if (best == streams.size()) return *std::min_element(streams.begin(), streams.end());  // none walked as said
   return streams[best];
 }
 
@@ -138,7 +148,10 @@ std::string WalkRecord::text() const {
   for (std::size_t s = 0; s < shapes.size(); ++s) {
     shapes_text += fmt::format("{}{}:", s ? "; " : "", shapes[s]);
     for (std::size_t i = 0; i < streams.size(); ++i)
-      shapes_text += fmt::format("{} {} {:.3g} ms", i ? "," : "", streams[i], median(seconds[s][i]) * 1e3);
+      shapes_text += fmt::format("{} {}{} {:.3g} ms", i ? "," : "", streams[i],
+                                 s < walked.size() && walked[s][i] != streams[i]
+                                     ? fmt::format(" (walked {})", walked[s][i]) : std::string(),
+                                 median(seconds[s][i]) * 1e3);
   }
   const std::size_t passes = seconds.empty() || seconds[0].empty() ? 0 : seconds[0][0].size();
   if (walk == Walk::stores)
@@ -170,7 +183,8 @@ std::vector<WalkRecord> read_walk_records(std::string& problem) {
                    r.at("streams").get<std::vector<int>>(),
                    r.at("seconds").get<std::vector<std::vector<std::vector<double>>>>(),
                    precision_from_name(r.value("precision", std::string("double"))),
-                   r.value("by", std::string("cvest tune"))};
+                   r.value("by", std::string("cvest tune")),
+                   r.value("walked", std::vector<std::vector<int>>{})};
     if (rec.by != "cvest tune" && rec.by != by_first_use) throw std::invalid_argument("measured by '" + rec.by.substr(0, 40) + "'");
     check(rec);
     return rec;
@@ -199,10 +213,12 @@ void save_walk_record(const WalkRecord& record) {
     const auto same = [](const WalkRecord& a, const WalkRecord& b) {
       return a.key == b.key && a.walk == b.walk && a.precision == b.precision;
     };
-    for (const auto& r : with_record(read_walk_records(problem), record, same))
+    for (const auto& r : with_record(read_walk_records(problem), record, same)) {
       j.push_back({{"key", r.key}, {"walk", walk_name(r.walk)}, {"precision", std::string(to_string(r.precision))},
                    {"by", r.by}, {"date", r.date}, {"shapes", r.shapes}, {"streams", r.streams},
                    {"seconds", r.seconds}, {"best", r.best()}});
+      if (!r.walked.empty()) j.back()["walked"] = r.walked;
+    }
     write_records(walk_records_path(), j, "flat walk record");
   });
 }

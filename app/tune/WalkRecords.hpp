@@ -40,9 +40,21 @@ struct WalkRecord {
   std::vector<std::vector<std::vector<double>>> seconds;
   Precision precision = Precision::f64;  // the elements measured (a record without one: double)
   std::string by = "cvest tune";         // or by_first_use (app/FirstUse.hpp)
+  // walked[s][i]: what streams[i] walked at shape s (core/FlatRun.hpp
+  // flat_walked; a spacing that does not fit walks fewer); none: a record
+  // from before they were kept (12-06), or the store kinds'.
+  std::vector<std::vector<int>> walked{};
+  // Whether streams[i] walked as said at every shape `take` keeps (none kept: as said).
+  template <class Take>
+  bool walked_as_said(std::size_t i, Take take) const {
+    for (std::size_t s = 0; s < walked.size(); ++s)
+      if (take(s) && i < walked[s].size() && walked[s][i] != streams[i]) return false;
+    return true;
+  }
   // The count whose slowest shape, against that shape's fastest count
-  // (medians), lags least; the fewest of those within 2% of it, but for
-  // first use's streams and dates: the least (the fewest where tied).
+  // (medians), lags least, of those that walked as said (the fewest where
+  // tied); the store kinds, and records without what each count walked:
+  // the fewest within 2% of the least.
   int best() const;
   // The same over the shapes of fewer dates than core's flat_many_dates
   // (many = false) or of as many or more (true): the count flat takes at

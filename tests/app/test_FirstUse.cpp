@@ -87,6 +87,14 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
       CHECK(r.shapes.size() == 2);
       for (const auto& shape : r.seconds)
         for (const auto& passes : shape) CHECK(passes.size() == rounds);
+      if (r.walk == app::Walk::stores) continue;
+      // What each count walked at each shape, one at least, as many as said at most.
+      REQUIRE(r.walked.size() == 2);
+      for (const auto& shape : r.walked) {
+        REQUIRE(shape.size() == r.streams.size());
+        for (std::size_t i = 0; i < shape.size(); ++i) CHECK((shape[i] >= 1 && shape[i] <= r.streams[i]));
+        CHECK(shape[0] == 1);
+      }
     }
     const auto right = app::walk_record_for(app::Walk::right_dates, policy::host_threads(), problem, Precision::f32);
     REQUIRE(right);

@@ -71,15 +71,19 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
     check(len(rec) == 4 and sorted((r["walk"], r["precision"]) for r in rec)
           == [("left streams", "double"), ("left streams", "float"), ("right dates", "double"), ("right dates", "float")]
           and all(r["best"] in (1, 2, 4) and len(r["seconds"]) == 2
-                  and all(len(p) == 5 for shape in r["seconds"] for p in shape) for r in rec),
-          f"four records (each walk in each precision), each two shapes, three counts, five passes each ({rec})")
+                  and all(len(p) == 5 for shape in r["seconds"] for p in shape)
+                  and len(r["walked"]) == 2 and all(len(w) == 3 and w[0] == 1 for w in r["walked"]) for r in rec),
+          f"four records (each walk in each precision), each two shapes, three counts, five passes each, and what "
+          f"each count walked ({rec})")
     def best_at(r, many):
-        """The record's count on one side of 28 dates (core/FlatRun.hpp flat_many_dates): the fewest
-        within 2% of the least lag behind the fastest count, over the shapes on that side."""
+        """The record's count on one side of 28 dates (core/FlatRun.hpp flat_many_dates): of the counts
+        that walked as said at every shape on that side (the record's "walked"), the least lag behind the
+        fastest count over those shapes, the fewest where tied."""
         shapes = [s for s, name in enumerate(r["shapes"]) if (int(name.split()[0]) >= 28) == many]
         lags = [max(statistics.median(r["seconds"][s][i]) / min(statistics.median(p) for p in r["seconds"][s])
                     for s in shapes) for i in range(len(r["streams"]))]
-        return min(c for c, lag in zip(r["streams"], lags) if lag <= min(lags) * 1.02)
+        said = [i for i, c in enumerate(r["streams"]) if all(r["walked"][s][i] == c for s in shapes)]
+        return min(r["streams"][i] for i in said if lags[i] <= min(lags[j] for j in said))
 
     def counts(r):
         few, many = best_at(r, False), best_at(r, True)

@@ -52,6 +52,21 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(kinds.best() == 0);
   kinds.seconds = {{{1.05}, {1.0}}};
   CHECK(kinds.best() == 1);
+  // A record that says what each count walked (cvest tune's from 12-06, and
+  // first use's): the least of the counts that walked as said, however
+  // close; a count that walked as a fewer one stands aside, however fast.
+  WalkRecord tuned = record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}});
+  tuned.walked = {{1, 2, 4}, {1, 2, 4}};
+  CHECK(tuned.best() == 4);
+  tuned.walked = {{1, 2, 2}, {1, 2, 4}};  // 4 walked as 2 at 100 dates
+  CHECK(tuned.best() == 1);
+  CHECK(tuned.best_for(true) == 1);
+  CHECK(tuned.best_for(false) == 1);  // at 8 dates all tie: the fewest
+  tuned.seconds = {{{1.2}, {1.1}, {1.0}}, {{1.2}, {1.1}, {1.0}}};
+  CHECK(tuned.best_for(true) == 2);   // 4 aside at 100 dates
+  CHECK(tuned.best_for(false) == 4);  // it walked as said at 8
+  CHECK_THAT(tuned.text(), Catch::Contains("100 x 2000 x 5 double: 1 1.2e+03 ms, 2 1.1e+03 ms, 4 (walked 2) 1e+03 ms; "
+                                           "8 x 25000 x 5 double: 1 1.2e+03 ms, 2 1.1e+03 ms, 4 1e+03 ms"));
   // Each side of core's flat_many_dates on its own: at 100 dates one stream
   // leads, at 8 two by more than 2%: 1 from 28 dates, 2 below.
   const WalkRecord split = record("k", {{1.0}, {1.15}, {1.3}}, {{1.1}, {1.0}, {1.01}});
@@ -133,6 +148,15 @@ TEST_CASE("walk records are kept per CPU, thread count and walk, a damaged file 
   REQUIRE(found);
   CHECK(found->best() == 1);
   CHECK(walk_record_for(right, 2, problem));
+  // What each count walked: written and read back.
+  WalkRecord walked = record(key, {{1}, {2}, {3}}, {{3}, {2}, {1}});
+  walked.walked = {{1, 2, 4}, {1, 2, 2}};
+  save_walk_record(walked);
+  found = walk_record_for(left, 2, problem);
+  REQUIRE(found);
+  CHECK(found->walked == walked.walked);
+  CHECK(found->best_for(false) == 2);  // 4 walked as 2 at 8 dates
+  CHECK(found->best_for(true) == 1);
   // A record of the first version (no walk named) is flat/left's.
   std::ofstream(walk_records_path()) << R"({"records": [{"key": ")" << key
                                       << R"(", "date": "d", "shapes": ["a"], "streams": [1, 2], "seconds": [[[2], [1]]]}]})";
@@ -153,6 +177,8 @@ TEST_CASE("walk records are kept per CPU, thread count and walk, a damaged file 
   damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a"], "streams": [1, 2], "seconds": [[[1], []]]}]})");
   damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a", "b"], "streams": [1], "seconds": [[[1]]]}]})");
   damaged(R"({"records": [{"key": "x", "walk": "up", "date": "d", "shapes": ["a"], "streams": [1], "seconds": [[[1]]]}]})");
+  damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a"], "streams": [1, 2], "seconds": [[[1], [1]]], "walked": [[1]]}]})");
+  damaged(R"({"records": [{"key": "x", "date": "d", "shapes": ["a"], "streams": [1], "seconds": [[[1]]], "walked": [[1], [1]]}]})");
   CHECK_FALSE(walk_record_for(left, 2, problem));
 
   // A link where the file goes (another user's plant) is not followed.
