@@ -236,6 +236,21 @@ CVEST_WIDE inline std::uint64_t lanes_sum(__m256i v) {
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
 
+// One vector of each of U rows at `at` (rows' step): scaled by m, or copied
+// (reading m beside where `reads`). A function of its own, not a lambda: a
+// lambda would not carry the AVX2 target and its vectors would not inline.
+template <int U, bool scaled, bool reads, class Scalar, class MFn>
+CVEST_WIDE inline void row_step(Scalar* out, const Scalar* d, std::size_t at, std::ptrdiff_t stride, const MFn& m_at,
+                                __m256i& summed) {
+  if constexpr (scaled) {
+    const auto mv = m_at.wide_vector(at);
+    for (int u = 0; u < U; ++u) stream(out + u * stride + at, mul(mv, load(d + u * stride + at)));
+  } else {
+    if constexpr (reads) summed = add_bits(summed, m_at.m + at);
+    for (int u = 0; u < U; ++u) stream(out + u * stride + at, load(d + u * stride + at));
+  }
+}
+
 template <int U, class Scalar, class MFn>
 CVEST_WIDE inline std::size_t rows(Scalar* out, const Scalar* d, std::size_t j, std::size_t n, std::ptrdiff_t stride,
                                    const MFn& m_at, std::uint64_t& bits) {
@@ -243,15 +258,14 @@ CVEST_WIDE inline std::size_t rows(Scalar* out, const Scalar* d, std::size_t j, 
   constexpr bool reads = reads_along<MFn>;
   constexpr bool scaled = !std::is_same_v<MFn, Unit> && !reads;
   __m256i summed = _mm256_setzero_si256();
-  for (; j + width <= n; j += width) {
-    if constexpr (scaled) {
-      const auto mv = m_at.wide_vector(j);
-      for (int u = 0; u < U; ++u) stream(out + u * stride + j, mul(mv, load(d + u * stride + j)));
-    } else {
-      if constexpr (reads) summed = add_bits(summed, m_at.m + j);
-      for (int u = 0; u < U; ++u) stream(out + u * stride + j, load(d + u * stride + j));
-    }
+  // Two vectors (a 64-byte line of each row) to an iteration: a loop of one
+  // goes at the pace the front end fetches it, and that pace hangs on where
+  // the loop lies in the code (scaled_runs).
+  for (; j + 2 * width <= n; j += 2 * width) {
+    row_step<U, scaled, reads>(out, d, j, stride, m_at, summed);
+    row_step<U, scaled, reads>(out, d, j + width, stride, m_at, summed);
   }
+  for (; j + width <= n; j += width) row_step<U, scaled, reads>(out, d, j, stride, m_at, summed);
   if constexpr (reads) bits += lanes_sum(summed);
   return j;
 }
@@ -292,13 +306,13 @@ inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrd
 #if CVEST_HAVE_WIDE_VECTORS
     if (use_wide) j = wide::rows<U>(out, d, j, n, stride, m_at, wide_summed);
 #endif
-    for (; j + width <= n; j += width) {
+    const auto step = [&](std::size_t at) {
       if constexpr (scaled) {
-        const auto mv = m_at.vector(j);
-        for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::mul(mv, detail::load(d + u * stride + j)));
+        const auto mv = m_at.vector(at);
+        for (int u = 0; u < U; ++u) detail::stream(out + u * stride + at, detail::mul(mv, detail::load(d + u * stride + at)));
       } else {
         if constexpr (reads) {
-          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_at.m + j));
+          const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_at.m + at));
           if constexpr (sizeof(Scalar) == 8) {
             vsummed = _mm_add_epi64(vsummed, v);
           } else {  // each float's 32 bits widened to 64 first
@@ -306,9 +320,12 @@ inline void streamed_rows(Scalar* out, const Scalar* d, std::size_t n, std::ptrd
             vsummed = _mm_add_epi64(vsummed, _mm_add_epi64(low, _mm_srli_epi64(v, 32)));
           }
         }
-        for (int u = 0; u < U; ++u) detail::stream(out + u * stride + j, detail::load(d + u * stride + j));
+        for (int u = 0; u < U; ++u) detail::stream(out + u * stride + at, detail::load(d + u * stride + at));
       }
-    }
+    };
+    // Four vectors (a 64-byte line of each row) to an iteration, as wide::rows takes two.
+    for (; j + 4 * width <= n; j += 4 * width) step(j), step(j + width), step(j + 2 * width), step(j + 3 * width);
+    for (; j + width <= n; j += width) step(j);
     for (; j < n; ++j) {
       read(j);
       for (int u = 0; u < U; ++u) store(out + u * stride + j, value(j, d[u * stride + j]));
