@@ -284,11 +284,16 @@ double spread(const std::vector<WalkRecord>& records) {
 constexpr double busy_spread = 0.25;
 
 // Whether a choice this build measures lacks its record in `precision` here.
+// A record that stands: cvest tune's, a store kind's, or first use's that
+// says what each count walked (one from before 12-06 may name four streams
+// where two walked: measured again, and replaced).
+bool standing(const WalkRecord& r) { return r.by != by_first_use || r.walk == Walk::stores || !r.walked.empty(); }
+
 bool missing_here(Precision precision) {
   std::string problem;
   int found = 0;
   for (const auto& r : walk_records_here(policy::host_threads(), problem))
-    found += r.precision == precision && (CVEST_HAVE_STREAMING_STORES || r.walk == Walk::right_dates);
+    found += r.precision == precision && standing(r) && (CVEST_HAVE_STREAMING_STORES || r.walk == Walk::right_dates);
   return found < (CVEST_HAVE_STREAMING_STORES ? 3 : 1);
 }
 
@@ -303,7 +308,7 @@ std::string measure(Precision precision, std::ostream& progress) {
   const double widest = spread(records);
   for (const auto& r : records) {
     const bool kept = std::any_of(here.begin(), here.end(), [&](const WalkRecord& h) {
-      return h.walk == r.walk && h.precision == precision;
+      return h.walk == r.walk && h.precision == precision && standing(h);
     });
     if (kept) continue;  // cvest tune's, or another process's just now: its own measurement stands
     if (widest <= busy_spread) save_walk_record(r);

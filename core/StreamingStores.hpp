@@ -435,7 +435,7 @@ struct RunWalk {
     constexpr std::size_t width = 16 / sizeof(Scalar);
     const std::size_t V = Vectors == 0 ? T / width : Vectors;
     // A run's V vectors four to an iteration where V is not known: a loop
-    // of one vector (six instructions, 31 bytes) ran flat/left at 0.85-0.95
+    // of one vector (six instructions, 31 bytes) ran flat/left at 0.85-0.98
     // of its roof where it straddled a 64-byte line of code and at 1.00-1.06
     // where it did not, two builds of the same kernel taking turns (100 x
     // 12,416 double, two streams, EPYC VM with Zen 3): a loop that small

@@ -55,7 +55,7 @@ std::array<double, 2> quartiles(std::vector<double> v);
 // fastest pass of every copy by more than best_above (flat/left double at
 // 100 x 400,000 read 1.14, best-of 1.13, at 85.5 GB/s against copies of
 // 74.9, issue 59; a lead: a loop of one vector, kernel's and copy's alike,
-// ran at the pace of where it lay in the code, 0.87-0.98 against 1.00-1.06
+// ran at the pace of where it lay in the code, 0.85-0.98 against 1.00-1.06
 // between two builds, docs/benchmarks.md). No kernel can (it is that copy
 // plus a multiply): the bench reports it as a fault of the measurement.
 inline constexpr double best_above = 1.05;

@@ -33,9 +33,10 @@ Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_si
 // flat/right's dates at once not adjacent), each
 // shape's arrays warmed for `warm_seconds` (memory just touched is slow for
 // seconds on a VM), then `repeats` rounds taking every count in turn, the
-// order rotated each round. Before that, each count's output is checked on
-// its own (cv cleared first); the progress line says where a count walks
-// fewer (its spacing does not fit the shape).
+// order rotated each round, each timed pass right after an untimed one of
+// its own count. Before that, each count's output is checked on its own (cv
+// cleared first); the record (`walked`) and the progress line say where a
+// count walks fewer (its spacing does not fit the shape).
 WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repeats, double warm_seconds,
                          std::ostream& progress);
 

@@ -31,9 +31,15 @@ void check(const WalkRecord& r) {
   for (const int s : r.streams)
     if (r.walk == Walk::stores ? s != 0 && s != 1 : s != 1 && s != 2 && s != 4)
       throw std::invalid_argument("a count of " + std::to_string(s));
-  if (!r.walked.empty() && r.walked.size() != r.seconds.size()) throw std::invalid_argument("a record without what each shape walked");
-  for (const auto& counts : r.walked)
+  if (!r.walked.empty() && (r.walk == Walk::stores || r.walked.size() != r.seconds.size()))
+    throw std::invalid_argument("a record without what each shape walked");
+  for (const auto& counts : r.walked) {
     if (counts.size() != r.streams.size()) throw std::invalid_argument("a shape without what each count walked");
+    for (std::size_t i = 0; i < counts.size(); ++i)
+      if (counts[i] < 1 || counts[i] > r.streams[i])
+        throw std::invalid_argument("a count of " + std::to_string(r.streams[i]) + " that walked " +
+                                    std::to_string(counts[i]));
+  }
   for (const auto& shape : r.seconds) {
     if (shape.size() != r.streams.size()) throw std::invalid_argument("a shape without every count's passes");
     for (const auto& passes : shape)
@@ -109,7 +115,8 @@ int best_over(const WalkRecord& r, Take take) {
   for (std::size_t i = 0; i < streams.size(); ++i)
     if (r.walked_as_said(i, take) && lags[i] <= least * alike && (best == streams.size() || streams[i] < streams[best]))
       best = i;
-  if (best == streams.size()) return *std::min_element(streams.begin(), streams.end());  // none walked as said
+  // None walked as said (one stream or date always does: not in practice): the fewest.
+  if (best == streams.size()) return *std::min_element(streams.begin(), streams.end());
   return streams[best];
 }
 
@@ -149,7 +156,7 @@ std::string WalkRecord::text() const {
     shapes_text += fmt::format("{}{}:", s ? "; " : "", shapes[s]);
     for (std::size_t i = 0; i < streams.size(); ++i)
       shapes_text += fmt::format("{} {}{} {:.3g} ms", i ? "," : "", streams[i],
-                                 s < walked.size() && walked[s][i] != streams[i]
+                                 s < walked.size() && i < walked[s].size() && walked[s][i] != streams[i]
                                      ? fmt::format(" (walked {})", walked[s][i]) : std::string(),
                                  median(seconds[s][i]) * 1e3);
   }

@@ -53,8 +53,9 @@ struct WalkRecord {
   }
   // The count whose slowest shape, against that shape's fastest count
   // (medians), lags least, of those that walked as said (the fewest where
-  // tied); the store kinds, and records without what each count walked:
-  // the fewest within 2% of the least.
+  // tied); the store kinds, and cvest tune's records without what each
+  // count walked (before 12-06): the fewest within 2% of the least. First
+  // use's records without it are measured again (app/FirstUse.cpp).
   int best() const;
   // The same over the shapes of fewer dates than core's flat_many_dates
   // (many = false) or of as many or more (true): the count flat takes at

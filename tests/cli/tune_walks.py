@@ -82,6 +82,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
         shapes = [s for s, name in enumerate(r["shapes"]) if (int(name.split()[0]) >= 28) == many]
         lags = [max(statistics.median(r["seconds"][s][i]) / min(statistics.median(p) for p in r["seconds"][s])
                     for s in shapes) for i in range(len(r["streams"]))]
+        if "walked" not in r:  # a record from before 12-06: the fewest within 2% of the least
+            return min(c for c, lag in zip(r["streams"], lags) if lag <= min(lags) * 1.02)
         said = [i for i, c in enumerate(r["streams"]) if all(r["walked"][s][i] == c for s in shapes)]
         return min(r["streams"][i] for i in said if lags[i] <= min(lags[j] for j in said))
 

@@ -78,7 +78,7 @@ void check_runs(std::size_t T, std::size_t t0, std::size_t n, std::size_t offset
 
 template <class Scalar>
 void check_all() {
-  for (std::size_t T : {1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 40, 100})
+  for (std::size_t T : {1, 2, 3, 4, 5, 6, 8, 10, 12, 14, 16, 28, 40, 100})
     for (std::size_t t0 : {std::size_t(0), std::size_t(1), T - 1})
       for (std::size_t n : {std::size_t(0), std::size_t(1), T - t0, 3 * T + 1, std::size_t(1000)})
         for (std::size_t offset = 0; offset < 32 / sizeof(Scalar); ++offset) {

@@ -166,6 +166,7 @@ TEST_CASE("the ids at which every count walks as said", "[app][tune]") {
         }
       }
       CHECK(app::ids_walking_as_said(app::Walk::left_streams, T, N, size, at, at) == (every ? N : 0));
+      CHECK((every || T >= 28));  // runs of 8 dates: four streams 1 KiB apart fit any chunk
     }
   // 100 dates of float in 48 MiB: no four rows 1 KiB apart in a page, so fewer ids.
   const Index most = Index(double(std::size_t(48) << 20) / (100 * 5 * 4));
