@@ -162,9 +162,10 @@ Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem>& d, cons
 }
 
 // seconds[shape][setting][round] at T = 8 and T = 100 (shapes[s] names
-// each, walked[s][setting] says what each walked there): first_use_rounds rounds of all settings, the order rotated each
-// round, each timed pass right after an untimed one of its own setting, as a
-// run walks one setting over and over. Timed after another setting's pass
+// each, walked[s][setting] says what each walked there): first_use_rounds
+// rounds of all settings, the order rotated each round, each timed pass
+// right after an untimed one of its own setting, as a run walks one
+// setting over and over. Timed after another setting's pass
 // (and the fewest within 2% taken), 42 first uses on the EPYC VM took one
 // stream at 100 dates in 34 and four dates in 33; timed after their own
 // (the least taken), 71 took one stream in 67 and four dates in 64, as the
@@ -283,12 +284,12 @@ double spread(const std::vector<WalkRecord>& records) {
 // machine was busy: what they chose holds for this process, unrecorded.
 constexpr double busy_spread = 0.25;
 
-// Whether a choice this build measures lacks its record in `precision` here.
 // A record that stands: cvest tune's, a store kind's, or first use's that
 // says what each count walked (one from before 12-06 may name four streams
 // where two walked: measured again, and replaced).
 bool standing(const WalkRecord& r) { return r.by != by_first_use || r.walk == Walk::stores || !r.walked.empty(); }
 
+// Whether a choice this build measures lacks its standing record in `precision` here.
 bool missing_here(Precision precision) {
   std::string problem;
   int found = 0;
