@@ -82,6 +82,15 @@ namespace {
 // A shape's dates: "100 x 12582 x 5 double" -> 100 (0 where unreadable).
 Index shape_dates(const std::string& shape) { return Index(std::strtoll(shape.c_str(), nullptr, 10)); }
 
+// Whether r.streams[i] walked as said at every shape `take` keeps (a record
+// without `walked`: as said).
+template <class Take>
+bool walked_as_said(const WalkRecord& r, std::size_t i, Take take) {
+  for (std::size_t s = 0; s < r.walked.size(); ++s)
+    if (take(s) && i < r.walked[s].size() && r.walked[s][i] != r.streams[i]) return false;
+  return true;
+}
+
 // best()'s rule over the shapes `take` keeps.
 template <class Take>
 int best_over(const WalkRecord& r, Take take) {
@@ -110,10 +119,10 @@ int best_over(const WalkRecord& r, Take take) {
   double least = 0;
   bool any = false;
   for (std::size_t i = 0; i < streams.size(); ++i)
-    if (r.walked_as_said(i, take) && (!any || lags[i] < least)) least = lags[i], any = true;
+    if (walked_as_said(r, i, take) && (!any || lags[i] < least)) least = lags[i], any = true;
   std::size_t best = streams.size();  // none yet (a store kind's counts start at 0)
   for (std::size_t i = 0; i < streams.size(); ++i)
-    if (r.walked_as_said(i, take) && lags[i] <= least * alike && (best == streams.size() || streams[i] < streams[best]))
+    if (walked_as_said(r, i, take) && lags[i] <= least * alike && (best == streams.size() || streams[i] < streams[best]))
       best = i;
   // None walked as said (one stream or date always does: not in practice): the fewest.
   if (best == streams.size()) return *std::min_element(streams.begin(), streams.end());

@@ -44,13 +44,6 @@ struct WalkRecord {
   // flat_walked; a spacing that does not fit walks fewer); none: a record
   // from before they were kept (12-06), or the store kinds'.
   std::vector<std::vector<int>> walked{};
-  // Whether streams[i] walked as said at every shape `take` keeps (none kept: as said).
-  template <class Take>
-  bool walked_as_said(std::size_t i, Take take) const {
-    for (std::size_t s = 0; s < walked.size(); ++s)
-      if (take(s) && i < walked[s].size() && walked[s][i] != streams[i]) return false;
-    return true;
-  }
   // The count whose slowest shape, against that shape's fastest count
   // (medians), lags least, of those that walked as said (the fewest where
   // tied); the store kinds, and cvest tune's records without what each
