@@ -281,7 +281,8 @@ double spread(const std::vector<WalkRecord>& records) {
 }
 
 // Passes this far apart (in the middle half, over the median) say the
-// machine was busy: what they chose holds for this process, unrecorded.
+// machine was busy: measured again, and what the calmer batch chose holds
+// for this process, recorded only where it is not busy.
 constexpr double busy_spread = 0.25;
 
 // A record that stands: cvest tune's, a store kind's, or first use's that
@@ -298,28 +299,49 @@ bool missing_here(Precision precision) {
   return found < (CVEST_HAVE_STREAMING_STORES ? 3 : 1);
 }
 
+// One batch of timed passes, the records they make and their widest spread.
+struct Batch {
+  Timed t;
+  std::vector<WalkRecord> records;
+  double widest = 0;
+};
+Batch measured(Precision precision) {
+  Batch b;
+  b.t.at = precision == Precision::f64 ? timed<double>(b.t.shapes, b.t.walked) : timed<float>(b.t.shapes, b.t.walked);
+  b.records = records_of(precision, b.t);
+  b.widest = spread(b.records);
+  return b;
+}
+
 std::string measure(Precision precision, std::ostream& progress) {
   Kokkos::Timer timer;
   const Trials undo;
-  Timed t;
-  t.at = precision == Precision::f64 ? timed<double>(t.shapes, t.walked) : timed<float>(t.shapes, t.walked);
-  const std::vector<WalkRecord> records = records_of(precision, t);
+  // A busy batch is measured once more and the calmer one taken: on a Zen 4
+  // VM a busy batch's choice took one date at once at 100 dates in 3 of 14
+  // first uses, a calm one's in none of 26, and it held for the process
+  // (the bench at 100 x 400,000: one date 0.84 of the roof, four 0.91-0.97).
+  Batch b = measured(precision);
+  std::string again;
+  if (b.widest > busy_spread) {
+    again = fmt::format("; measured twice, the first batch's passes spread {:.0f}%", b.widest * 100);
+    Batch second = measured(precision);
+    if (second.widest < b.widest) b = std::move(second);
+  }
   std::string problem;
   const auto here = walk_records_here(policy::host_threads(), problem);
-  const double widest = spread(records);
-  for (const auto& r : records) {
+  for (const auto& r : b.records) {
     const bool kept = std::any_of(here.begin(), here.end(), [&](const WalkRecord& h) {
       return h.walk == r.walk && h.precision == precision && standing(h);
     });
     if (kept) continue;  // cvest tune's, or another process's just now: its own measurement stands
-    if (widest <= busy_spread) save_walk_record(r);
+    if (b.widest <= busy_spread) save_walk_record(r);
     apply_walk_record(r);
   }
   const std::string text = fmt::format(
-      "flat measured in {:.2f} s ({}: {}), {}", timer.seconds(), to_string(precision), said(records),
-      widest <= busy_spread ? "recorded in " + walk_records_path()
-                            : fmt::format("not recorded: its passes spread {:.0f}% (the machine busy), measured again "
-                                          "next time", widest * 100));
+      "flat measured in {:.2f} s ({}: {}{}), {}", timer.seconds(), to_string(precision), said(b.records), again,
+      b.widest <= busy_spread ? "recorded in " + walk_records_path()
+                              : fmt::format("not recorded: its passes spread {:.0f}% (the machine busy), measured "
+                                            "again next time", b.widest * 100));
   fmt::print(progress, "cvest: {}\n", text);
   return text;
 }

@@ -78,10 +78,15 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
     def best_at(r, many):
         """The record's count on one side of 28 dates (core/FlatRun.hpp flat_many_dates): of the counts
         that walked as said at every shape on that side (the record's "walked"), the least lag behind the
-        fastest count over those shapes, the fewest where tied."""
+        fastest count over those shapes (each round's passes paired where every count has one a round), the
+        fewest where tied."""
         shapes = [s for s, name in enumerate(r["shapes"]) if (int(name.split()[0]) >= 28) == many]
-        lags = [max(statistics.median(r["seconds"][s][i]) / min(statistics.median(p) for p in r["seconds"][s])
-                    for s in shapes) for i in range(len(r["streams"]))]
+
+        def lag(passes, i):
+            if len({len(p) for p in passes}) == 1:
+                return statistics.median(passes[i][k] / min(p[k] for p in passes) for k in range(len(passes[i])))
+            return statistics.median(passes[i]) / min(statistics.median(p) for p in passes)
+        lags = [max(lag(r["seconds"][s], i) for s in shapes) for i in range(len(r["streams"]))]
         if "walked" not in r:  # a record from before 12-06: the fewest within 2% of the least
             return min(c for c, lag in zip(r["streams"], lags) if lag <= min(lags) * 1.02)
         said = [i for i, c in enumerate(r["streams"]) if all(r["walked"][s][i] == c for s in shapes)]

@@ -45,6 +45,15 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(first.best() == 4);
   first.seconds = {{{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}};
   CHECK(first.best() == 1);
+  // Passes a round each: each round's ratios, not each count's median. The
+  // machine slowed 2x after round 2, and 1 ran round 3 before it did: by
+  // its median 1 (1.1 against 2.0), round by round 4 (1 lags 1.1x in 4 of 5).
+  first.seconds = {{{1.1, 1.1, 1.1, 2.2, 2.2}, {1.2, 1.2, 2.4, 2.4, 2.4}, {1.0, 1.0, 2.0, 2.0, 2.0}},
+                   {{1.0, 1.0, 1.0, 1.0, 1.0}, {1.0, 1.0, 1.0, 1.0, 1.0}, {1.0, 1.0, 1.0, 1.0, 1.0}}};
+  CHECK(first.best() == 4);
+  first.seconds[0][2].pop_back();  // 4 a pass short: unpaired, the medians (4's 1.5)
+  CHECK(first.best() == 1);
+  first.seconds = {{{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}};
   // Its store kinds keep the 2%: streaming ahead by 1%, regular.
   WalkRecord kinds = first;
   kinds.walk = Walk::stores, kinds.streams = {0, 1}, kinds.seconds = {{{1.01}, {1.0}}};
