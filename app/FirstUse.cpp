@@ -25,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 namespace cvest::app {
@@ -299,16 +300,17 @@ bool missing_here(Precision precision) {
   return found < (CVEST_HAVE_STREAMING_STORES ? 3 : 1);
 }
 
-// One batch of timed passes, the records they make and their widest spread.
+// One batch of timed passes: the records they make and their widest spread.
 struct Batch {
-  Timed t;
   std::vector<WalkRecord> records;
   double widest = 0;
 };
+
 Batch measured(Precision precision) {
+  Timed t;
+  t.at = precision == Precision::f64 ? timed<double>(t.shapes, t.walked) : timed<float>(t.shapes, t.walked);
   Batch b;
-  b.t.at = precision == Precision::f64 ? timed<double>(b.t.shapes, b.t.walked) : timed<float>(b.t.shapes, b.t.walked);
-  b.records = records_of(precision, b.t);
+  b.records = records_of(precision, t);
   b.widest = spread(b.records);
   return b;
 }
@@ -316,10 +318,11 @@ Batch measured(Precision precision) {
 std::string measure(Precision precision, std::ostream& progress) {
   Kokkos::Timer timer;
   const Trials undo;
-  // A busy batch is measured once more and the calmer one taken: on a Zen 4
-  // VM a busy batch's choice took one date at once at 100 dates in 3 of 14
-  // first uses, a calm one's in none of 26, and it held for the process
-  // (the bench at 100 x 400,000: one date 0.84 of the roof, four 0.91-0.97).
+  // A busy batch is measured once more and the calmer one taken: of 40
+  // first uses on a Zen 4 VM (the lag round by round), a busy batch took
+  // one date at once at 100 dates in 3 of 14, a calm one in none of 26, and
+  // it held for the process (the bench at 100 x 400,000: one date 0.84 of
+  // the roof, four 0.91-0.97).
   Batch b = measured(precision);
   std::string again;
   if (b.widest > busy_spread) {

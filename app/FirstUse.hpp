@@ -3,7 +3,7 @@
 // measures: where this CPU, thread count and precision have no record of
 // flat/left's streams, flat/right's dates at once or flat's store kind, the
 // first flat command (a run, a bench, cvest.multiply) measures them in about
-// a second and records them as `cvest tune` does (app/tune/WalkRecords.hpp); a
+// a second (two where the machine is busy) and records them as `cvest tune` does (app/tune/WalkRecords.hpp); a
 // record already there (cvest tune's longer measurement) is kept. Without
 // this, a new user got the stated defaults, measured on one Intel host:
 // flat/left float at 0.71-0.72 of its roof at 400,000-1,000,000 ids on

@@ -163,11 +163,14 @@ void print_run_summary(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\n{}\n{}\n{}\n", header(rep), input_line(rep), output_line(rep));
   if (!rep.first_use.empty()) {  // said once: in the run that measured; where long, without the path or the why
     const std::string& u = rep.first_use;
-    const std::size_t choices = u.find("), ") == std::string::npos ? u.size() : u.find("), ") + 1;
+    // The choices end at their parenthesis, or where "; measured twice, ..." begins inside it.
+    const std::size_t close = u.find("), ") == std::string::npos ? u.size() : u.find("), ") + 1;
+    const std::size_t twice = u.find("; measured twice");
+    const std::string choices = twice < close ? u.substr(0, twice) + ")" : u.substr(0, close);
     const bool kept = u.find("), recorded in ") != std::string::npos;
     const std::size_t ranks = u.rfind(" ranks measured)");  // " (2 ranks measured)": kept in the short form
     const std::string many = ranks == std::string::npos ? std::string() : u.substr(u.rfind(" (", ranks));
-    fmt::print(out, "{}\n", fitted({"first use: " + u, "first use: " + u.substr(0, choices) +
+    fmt::print(out, "{}\n", fitted({"first use: " + u, "first use: " + choices +
                                                            (kept ? ", recorded" : ", not recorded (the machine busy)") +
                                                            many}));
   }

@@ -99,16 +99,19 @@ bool walked_as_said(const WalkRecord& r, std::size_t i, Take take) {
 // a Zen 4 VM, the medians took fewer than four dates at once at 100 dates
 // in 14 (one date in 2), the rounds' ratios in 5 (one in none), where the
 // bench at 100 x 400,000 ran four at 0.91-0.97 of the roof and one at 0.84.
+bool in_rounds(const std::vector<std::vector<double>>& shape) {
+  return std::all_of(shape.begin(), shape.end(),
+                     [&](const std::vector<double>& p) { return p.size() == shape.front().size(); });
+}
 double lag_at(const std::vector<std::vector<double>>& shape, std::size_t i) {
   const std::size_t rounds = shape[i].size();
-  const bool paired =
-      std::all_of(shape.begin(), shape.end(), [&](const std::vector<double>& p) { return p.size() == rounds; });
-  if (!paired) {
+  if (!in_rounds(shape)) {
     double fastest = median(shape[0]);
     for (const auto& passes : shape) fastest = std::min(fastest, median(passes));
     return median(shape[i]) / fastest;
   }
   std::vector<double> ratios;
+  ratios.reserve(rounds);
   for (std::size_t k = 0; k < rounds; ++k) {
     double fastest = shape[0][k];
     for (const auto& passes : shape) fastest = std::min(fastest, passes[k]);
@@ -191,11 +194,14 @@ std::string WalkRecord::text() const {
                                  median(seconds[s][i]) * 1e3);
   }
   const std::size_t passes = seconds.empty() || seconds[0].empty() ? 0 : seconds[0][0].size();
+  // The times are medians; the choice is the rounds' where they pair (lag_at).
+  const bool rounds = std::all_of(seconds.begin(), seconds.end(), in_rounds);
+  const std::string of = fmt::format("medians of {} passes{}", passes, rounds ? ", chosen round by round" : "");
   if (walk == Walk::stores)
-    return fmt::format("measured {} on {}: {} (medians of {} passes; stores (0 regular, 1 streaming), time: {})",
-                       how(by), date, counted(walk, best()), passes, shapes_text);
-  return fmt::format("measured {} on {}: at most {} (medians of {} passes; {}, time: {})", how(by), date, counts(),
-                     passes, walk == Walk::right_dates ? "dates at once" : "streams", shapes_text);
+    return fmt::format("measured {} on {}: {} ({}; stores (0 regular, 1 streaming), time: {})", how(by), date,
+                       counted(walk, best()), of, shapes_text);
+  return fmt::format("measured {} on {}: at most {} ({}; {}, time: {})", how(by), date, counts(), of,
+                     walk == Walk::right_dates ? "dates at once" : "streams", shapes_text);
 }
 
 std::string WalkRecord::source() const { return "measured here " + how(by) + " on " + date; }

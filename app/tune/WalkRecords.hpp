@@ -44,11 +44,14 @@ struct WalkRecord {
   // flat_walked; a spacing that does not fit walks fewer); none: a record
   // from before they were kept (12-06), or the store kinds'.
   std::vector<std::vector<int>> walked{};
-  // The count whose slowest shape, against that shape's fastest count
-  // (medians), lags least, of those that walked as said (the fewest where
-  // tied); the store kinds, and cvest tune's records without what each
-  // count walked (before 12-06): the fewest within 2% of the least. First
-  // use's records without it are measured again (app/FirstUse.cpp).
+  // The count whose slowest shape, against that shape's fastest count,
+  // lags least, of those that walked as said (the fewest where tied): at a
+  // shape where every count has a pass each round, each pass over its
+  // round's fastest, the median over the rounds; else each count's median
+  // over the fastest median. The store kinds, and cvest tune's records
+  // without what each count walked (before 12-06): the fewest within 2% of
+  // the least. First use's records without it are measured again
+  // (app/FirstUse.cpp). Records saved before 12-07 are judged so too.
   int best() const;
   // The same over the shapes of fewer dates than core's flat_many_dates
   // (many = false) or of as many or more (true): the count flat takes at

@@ -82,11 +82,11 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
         fewest where tied."""
         shapes = [s for s, name in enumerate(r["shapes"]) if (int(name.split()[0]) >= 28) == many]
 
-        def lag(passes, i):
+        def lag_at(passes, i):
             if len({len(p) for p in passes}) == 1:
                 return statistics.median(passes[i][k] / min(p[k] for p in passes) for k in range(len(passes[i])))
             return statistics.median(passes[i]) / min(statistics.median(p) for p in passes)
-        lags = [max(lag(r["seconds"][s], i) for s in shapes) for i in range(len(r["streams"]))]
+        lags = [max(lag_at(r["seconds"][s], i) for s in shapes) for i in range(len(r["streams"]))]
         if "walked" not in r:  # a record from before 12-06: the fewest within 2% of the least
             return min(c for c, lag in zip(r["streams"], lags) if lag <= min(lags) * 1.02)
         said = [i for i, c in enumerate(r["streams"]) if all(r["walked"][s][i] == c for s in shapes)]

@@ -130,6 +130,21 @@ TEST_CASE("a text's choice is what it says before its reasons", "[summary]") {
   CHECK(choice_of("") == "");
 }
 
+TEST_CASE("first use's line: its choices in the short form, without the path or a second batch's why", "[summary]") {
+  RunReport rep = made_up_report("OpenMP");
+  const std::string choices = "flat measured in 2.31 s (double: left 1 stream, right 4 dates at once, streaming stores";
+  for (const std::string& end : {"), recorded in /home/" + std::string(80, 'u') + "/.cache/cvest/flat-walks.json",
+                                 std::string("; measured twice, the first batch's passes spread 38%), recorded in "
+                                             "/home/u/.cache/cvest/flat-walks.json")}) {
+    rep.first_use = choices + end;
+    std::ostringstream text;
+    print_run_summary(rep, text);
+    CAPTURE(text.str());
+    const auto lines = lines_of(text.str());
+    CHECK(std::count(lines.begin(), lines.end(), "first use: " + choices + "), recorded") == 1);
+  }
+}
+
 TEST_CASE("the default summary fits a 120-column terminal and says what a user compares", "[summary]") {
   const std::string backend = GENERATE(std::string("OpenMP"), std::string("Cuda"));
   RunReport rep = made_up_report(backend);
