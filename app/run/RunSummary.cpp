@@ -129,6 +129,31 @@ void print_ranks(const RunReport& rep, std::ostream& out) {
                  j.load_balance());
 }
 
+// First use's line (app/FirstUse.cpp), said once, in the run that
+// measured: whole where it fits; else its choices without the path or the
+// why, wrapped after a comma where still too long (each walk's count per
+// side of 28 dates: 143 columns).
+void print_first_use(const std::string& u, std::ostream& out) {
+  const std::string head = "first use: ";
+  if (head.size() + u.size() <= summary_width) {
+    fmt::print(out, "{}{}\n", head, u);
+    return;
+  }
+  // The choices end at their parenthesis, or where "; measured twice, ..." begins inside it.
+  const std::size_t close = u.find("), ") == std::string::npos ? u.size() : u.find("), ") + 1;
+  const std::size_t twice = u.find("; measured twice");
+  const std::string choices = twice < close ? u.substr(0, twice) + ")" : u.substr(0, close);
+  const bool kept = u.find("), recorded in ") != std::string::npos;
+  const std::size_t ranks = u.rfind(" ranks measured)");  // " (2 ranks measured)": kept in the short form
+  const std::string many = ranks == std::string::npos ? std::string() : u.substr(u.rfind(" (", ranks));
+  const std::string line = head + choices + (kept ? ", recorded" : ", not recorded (the machine busy)") + many;
+  const std::size_t cut = line.rfind(", ", summary_width - 1);
+  if (line.size() <= summary_width || cut == std::string::npos || cut < head.size())
+    fmt::print(out, "{}\n", fitted({line}));
+  else
+    fmt::print(out, "{},\n{}\n", line.substr(0, cut), fitted({"  " + line.substr(cut + 2)}));
+}
+
 }  // namespace
 
 std::string choice_of(const std::string& text, const std::string& stops) {
@@ -161,19 +186,7 @@ std::string verdict_text(const RunReport& rep) {
 
 void print_run_summary(const RunReport& rep, std::ostream& out) {
   fmt::print(out, "\n{}\n{}\n{}\n", header(rep), input_line(rep), output_line(rep));
-  if (!rep.first_use.empty()) {  // said once: in the run that measured; where long, without the path or the why
-    const std::string& u = rep.first_use;
-    // The choices end at their parenthesis, or where "; measured twice, ..." begins inside it.
-    const std::size_t close = u.find("), ") == std::string::npos ? u.size() : u.find("), ") + 1;
-    const std::size_t twice = u.find("; measured twice");
-    const std::string choices = twice < close ? u.substr(0, twice) + ")" : u.substr(0, close);
-    const bool kept = u.find("), recorded in ") != std::string::npos;
-    const std::size_t ranks = u.rfind(" ranks measured)");  // " (2 ranks measured)": kept in the short form
-    const std::string many = ranks == std::string::npos ? std::string() : u.substr(u.rfind(" (", ranks));
-    fmt::print(out, "{}\n", fitted({"first use: " + u, "first use: " + choices +
-                                                           (kept ? ", recorded" : ", not recorded (the machine busy)") +
-                                                           many}));
-  }
+  if (!rep.first_use.empty()) print_first_use(rep.first_use, out);
   print_jobs(rep, out);
   if (rep.ranks > 1) print_ranks(rep, out);
   fmt::print(out, "\n");

@@ -11,6 +11,20 @@ def check(ok, what):
     return bool(ok)
 
 
+def first_use_lines(text):
+    """The lines of `text` that say first use, each with the lines it wraps onto (those indented two
+    spaces right after it: the run summary wraps one past 120 columns after a comma) joined back."""
+    said, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("first use: "):
+            for more in lines[i + 1:]:
+                if not more.startswith("  "):
+                    break
+                line += " " + more[2:]
+            said.append(line)
+    return said
+
+
 def host_kernels_only(cvest, why):
     """Exits 77 (ctest: not run) where the kernels of the build at `cvest` run on a device: `why` says what does not apply."""
     import subprocess

@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from checks import check, failures, host_kernels_only
+from checks import check, failures, first_use_lines, host_kernels_only
 
 cvest = sys.argv[1]
 
@@ -106,7 +106,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as 
           f"[run] measure_first_use = false: nothing measured ({r.returncode}: {r.stderr.strip()[-300:]})")
     r = subprocess.run([cvest, "run", deck, "--set", "run.measure_first_use=true"], env=deck_env, capture_output=True,
                        text=True, timeout=300)
-    said = [l for l in r.stdout.splitlines() if l.startswith("first use: flat measured in ")]
+    said = [l for l in first_use_lines(r.stdout) if l.startswith("first use: flat measured in ")]
     check(r.returncode == 0 and len(said) == 1 and (len(records("deck")) == len(walks)) == recorded(said[0]),
           f"the same deck with it on: measured, said once in the run's text ({r.returncode}: {r.stdout[:600]})")
 

@@ -28,7 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from checks import check, failures
+from checks import check, failures, first_use_lines
 
 cvest, case = sys.argv[1], sys.argv[2]
 mpiexec = shutil.which("mpiexec")
@@ -180,7 +180,7 @@ with tempfile.TemporaryDirectory() as tmp:
         cache = os.path.join(tmp, "cache")
         extra = {"CVEST_FIRST_USE": "on", "CVEST_CACHE_DIR": cache}
         p = run(["run", path], ranks=2, extra_env=extra)
-        said = [l for l in (p.stdout.splitlines() if p else []) if l.startswith("first use: ")]
+        said = first_use_lines(p.stdout) if p else []
         check(p is not None and p.returncode == 0 and len(said) == 1 and "flat measured in " in said[0],
               f"first use: mpiexec -n 2 measures and rank 0 says it once ({said})")
         # In turns, the second rank finds the first's records (where they were
