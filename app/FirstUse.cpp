@@ -126,8 +126,9 @@ struct Buffers {
   }
 };
 
-// Every setting's output checked on small arrays at both shapes (cv cleared
-// first: each setting's own output judged): a wrong walk is never recorded.
+// Every setting's output checked on small arrays at 8 and 100 dates (cv
+// cleared first: each setting's own output judged): a wrong walk is never
+// recorded.
 template <class Scalar>
 void check_settings() {
   for (const Index T : {Index(8), Index(100)}) {
@@ -162,7 +163,7 @@ Index walking_ids(Index T, Index most, const Kokkos::View<Scalar*, Mem>& d, cons
   return N > 0 ? N : most;
 }
 
-// seconds[shape][setting][round] at T = 8 and T = 100 (shapes[s] names
+// seconds[shape][setting][round] at each of walk_dates (shapes[s] names
 // each, walked[s][setting] says what each walked there): first_use_rounds
 // rounds of all settings, the order rotated each round, each timed pass
 // right after an untimed one of its own setting, as a run walks one
@@ -182,7 +183,7 @@ std::vector<std::vector<std::vector<double>>> timed(std::vector<std::string>& sh
   const Buffers<Scalar> b(elements, elements / (8 * K));
   const int rounds = first_use_rounds(bytes);
   std::vector<std::vector<std::vector<double>>> at;
-  for (const Index T : {Index(8), Index(100)}) {
+  for (const Index T : walk_dates) {
     const Index N = walking_ids<Scalar>(T, elements / (T * K), b.d, b.cv);
     shapes.push_back(fmt::format("{} x {} x {} {}", T, N, K, sizeof(Scalar) == 8 ? "double" : "float"));
     const std::size_t n = settings().size();
@@ -357,8 +358,8 @@ std::size_t first_use_bytes(std::size_t l3_bytes) {
 }
 
 int first_use_rounds(std::size_t bytes) {
-  const double rounds = 9.0 * double(std::size_t(48) << 20) / double(std::max<std::size_t>(bytes, 1));
-  return rounds >= 9 ? 9 : std::max(4, int(rounds + 0.5));
+  const double rounds = 6.0 * double(std::size_t(48) << 20) / double(std::max<std::size_t>(bytes, 1));
+  return rounds >= 6 ? 6 : std::max(3, int(rounds + 0.5));
 }
 
 std::size_t first_use_bytes_here() {

@@ -34,7 +34,7 @@ bool first_use_allowed();
 // variable's InputError. Progress lines on `progress`.
 std::string measure_on_first_use(Precision precision, std::ostream& progress);
 
-// The discount bytes of each of its two shapes (and of cv beside each; the
+// The discount bytes of each of its shapes (and of cv beside each; the
 // layouts take the same two arrays in turn): one and a half times the L3
 // caches this process's CPUs use (`l3_bytes`, their sum; 0 where unknown;
 // cv, written with streaming stores, takes no room there), and 48 MiB at
@@ -46,10 +46,10 @@ std::size_t first_use_bytes(std::size_t l3_bytes);
 // first_use_bytes of this process's L3 as sysfs gives it (none where only
 // sysconf does: inside a VM it can name the host's whole L3).
 std::size_t first_use_bytes_here();
-// Its rounds over arrays of `bytes`: 9 at 48 MiB, fewer where the arrays
-// are larger (each pass longer), 4 at least (the busy check's quartiles
-// need them): about a second where the L3 is 32 MiB, about four where it
-// is 300 MiB.
+// Its rounds over arrays of `bytes`: 6 at 48 MiB, fewer where the arrays
+// are larger (each pass longer), 3 at least: about a second where the L3
+// is 32 MiB, about four where it is 300 MiB.
 int first_use_rounds(std::size_t bytes);
+
 
 }  // namespace cvest::app

@@ -93,7 +93,7 @@ WalkRecord measure_walks(Walk walk, Precision precision, double bytes, int repea
   const policy::FlatTrialsUndone undo;
   const LayoutKind layout = walk == Walk::right_dates ? LayoutKind::right : LayoutKind::left;
   const std::size_t size = element_size(precision);
-  for (const Index T : {Index(100), Index(8)}) {
+  for (const Index T : walk_dates) {
     bench::Config config;
     config.dates = T, config.cols = 5;
     config.ids = std::max<Index>(1, Index(bytes / double(T * config.cols * Index(size))));

@@ -26,9 +26,18 @@ namespace cvest::app {
 // 4 dates apart walk memory another way). Leaves no trial set.
 Index ids_walking_as_said(Walk walk, Index T, Index most, std::size_t element_size, const void* d, const void* cv);
 
+// The dates of the shapes flat's walks are measured at (cvest tune, first
+// use): the counts below core's flat_many_dates (28) are those that lag
+// least at both 8 and 20 dates. Measured at 8 alone, flat/left's counts
+// tied there within the noise on a Zen 4 VM, and first use took four
+// streams below 28 dates in 21 of 95 first uses (two in 32), where the
+// bench at 20 dates ran four at 0.73-0.99 of a copy of its bytes and one at
+// 0.92-1.07 (docs/benchmarks.md).
+inline constexpr Index walk_dates[] = {100, 20, 8};
+
 // flat in `precision` on `walk`'s layout with at most 1, 2 and 4 of its count
-// (flat/left's streams, flat/right's dates at once) at two shapes of about
-// `bytes` of discount each (100 dates, whose runs are long, and 8; fewer ids
+// (flat/left's streams, flat/right's dates at once) at each of walk_dates, about
+// `bytes` of discount each (100 dates, whose runs are long, 20 and 8; fewer ids
 // where ids_walking_as_said finds a count walking fewer on the arrays, or
 // flat/right's dates at once not adjacent), each
 // shape's arrays warmed for `warm_seconds` (memory just touched is slow for

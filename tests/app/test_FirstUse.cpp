@@ -4,6 +4,7 @@
 // once a process and record file; records already there kept; the switch
 // off measures nothing; a bad value of the switch is an error.
 #include "app/FirstUse.hpp"
+#include "app/tune/TuneWalks.hpp"
 #include "core/Errors.hpp"
 #include "core/FlatRun.hpp"
 #include "core/Policies.hpp"
@@ -16,6 +17,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -84,12 +86,12 @@ TEST_CASE("first use measures flat's three choices in float on their own, record
     for (const auto& r : records) {
       CHECK(r.precision == Precision::f32);
       CHECK(r.by == "first use");
-      CHECK(r.shapes.size() == 2);
+      CHECK(r.shapes.size() == std::size(app::walk_dates));
       for (const auto& shape : r.seconds)
         for (const auto& passes : shape) CHECK(passes.size() == rounds);
       if (r.walk == app::Walk::stores) continue;
       // What each count walked at each shape, one at least, as many as said at most.
-      REQUIRE(r.walked.size() == 2);
+      REQUIRE(r.walked.size() == std::size(app::walk_dates));
       for (const auto& shape : r.walked) {
         REQUIRE(shape.size() == r.streams.size());
         for (std::size_t i = 0; i < shape.size(); ++i) CHECK((shape[i] >= 1 && shape[i] <= r.streams[i]));
@@ -173,23 +175,23 @@ TEST_CASE("first use keeps the records there, and measures nothing when switched
     if (said.find("recorded in") != std::string::npos) {  // not where the machine was busy
       std::string problem;
       for (const auto& r : app::walk_records_here(policy::host_threads(), problem))
-        if (r.walk != app::Walk::stores) CHECK((r.date != "2026-12-01" && r.walked.size() == 2));
+        if (r.walk != app::Walk::stores)
+          CHECK((r.date != "2026-12-01" && r.walked.size() == std::size(app::walk_dates)));
     }
   }
 }
 
 TEST_CASE("first use's arrays lie beyond the L3 this process uses, its rounds fewer as they grow", "[app][first_use]") {
   constexpr std::size_t MiB = std::size_t(1) << 20;
-  // An L3 of 32 MiB (the AMD VM) or none known: 48 MiB, 9 rounds.
+  // An L3 of 32 MiB (the AMD VM) or none known: 48 MiB, 6 rounds.
   CHECK(app::first_use_bytes(32 * MiB) == 48 * MiB);
   CHECK(app::first_use_bytes(0) == 48 * MiB);
-  CHECK(app::first_use_rounds(48 * MiB) == 9);
-  // An L3 of 300 MiB (the Intel VM): discount 1.5 times it, 4 rounds (the
-  // fewest the busy check's quartiles take).
+  CHECK(app::first_use_rounds(48 * MiB) == 6);
+  // An L3 of 300 MiB (the Intel VM): discount 1.5 times it, 3 rounds.
   CHECK(app::first_use_bytes(300 * MiB) == 450 * MiB);
-  CHECK(app::first_use_rounds(450 * MiB) == 4);
-  CHECK(app::first_use_rounds(96 * MiB) == 5);  // 4.5, rounded
-  CHECK(app::first_use_rounds(0) == 9);
+  CHECK(app::first_use_rounds(450 * MiB) == 3);
+  CHECK(app::first_use_rounds(80 * MiB) == 4);  // 3.6, rounded
+  CHECK(app::first_use_rounds(0) == 6);
   CHECK(app::first_use_bytes_here() >= 48 * MiB);
   // Past 512 MiB of discount the measurement would take many seconds: capped.
   CHECK(app::first_use_bytes(std::size_t(2) << 30) == 512 * MiB);

@@ -69,7 +69,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as 
         check(not rec, f"a busy machine's measurement is not recorded ({said[0]})")
     else:
         check(sorted(r["walk"] for r in rec) == walks
-              and all(r["precision"] == "float" and r["by"] == "first use" and len(r["shapes"]) == 2 for r in rec),
+              and all(r["precision"] == "float" and r["by"] == "first use" and len(r["shapes"]) == 3 for r in rec),
               f"the records of {walks}, float's, by first use, two shapes each "
               f"({[(r['walk'], r['precision'], r['by']) for r in rec]})")
         b = bench(env)

@@ -60,20 +60,20 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
           and os.path.exists(path),
           f"cvest tune --walks-only: measured and recorded ({t.returncode}: {t.stderr.strip()[-300:]})")
     progress = [l for l in t.stderr.splitlines() if "flat/left at " in l]
-    check(len(progress) == 4 and all("1 stream" in l and "2 streams" in l and "4 streams" in l for l in progress)
-          and sum(" double, " in l for l in progress) == 2 and sum(" float, " in l for l in progress) == 2,
-          f"flat/left: both shapes, every count, each precision ({progress})")
+    check(len(progress) == 6 and all("1 stream" in l and "2 streams" in l and "4 streams" in l for l in progress)
+          and sum(" double, " in l for l in progress) == 3 and sum(" float, " in l for l in progress) == 3,
+          f"flat/left: all three shapes, every count, each precision ({progress})")
     progress = [l for l in t.stderr.splitlines() if "flat/right at " in l]
-    check(len(progress) == 4 and all("1 date" in l and "2 dates" in l and "4 dates" in l for l in progress),
-          f"flat/right: both shapes, every count, each precision ({progress})")
+    check(len(progress) == 6 and all("1 date" in l and "2 dates" in l and "4 dates" in l for l in progress),
+          f"flat/right: all three shapes, every count, each precision ({progress})")
     with open(path) as f:
         rec = json.load(f)["records"]
     check(len(rec) == 4 and sorted((r["walk"], r["precision"]) for r in rec)
           == [("left streams", "double"), ("left streams", "float"), ("right dates", "double"), ("right dates", "float")]
-          and all(r["best"] in (1, 2, 4) and len(r["seconds"]) == 2
+          and all(r["best"] in (1, 2, 4) and len(r["seconds"]) == 3
                   and all(len(p) == 5 for shape in r["seconds"] for p in shape)
-                  and len(r["walked"]) == 2 and all(len(w) == 3 and w[0] == 1 for w in r["walked"]) for r in rec),
-          f"four records (each walk in each precision), each two shapes, three counts, five passes each, and what "
+                  and len(r["walked"]) == 3 and all(len(w) == 3 and w[0] == 1 for w in r["walked"]) for r in rec),
+          f"four records (each walk in each precision), each three shapes, three counts, five passes each, and what "
           f"each count walked ({rec})")
     def best_at(r, many):
         """The record's count on one side of 28 dates (core/FlatRun.hpp flat_many_dates): of the counts
@@ -112,12 +112,12 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
           and (best_at(left, False) == 1) == ("one stream" in line),
           f"the bench takes the record at its dates and says so ({line})")
     def force(walk, best):
-        """The record of `walk` made to say `best` (1, 2 or 4) is fastest at both shapes."""
+        """The record of `walk` made to say `best` (1, 2 or 4) is fastest at every shape."""
         with open(path) as f:
             doc = json.load(f)
         for r in doc["records"]:
             if r["walk"] == walk:
-                r["seconds"] = [[[1.0 if n == best else 2.0 + n] for n in r["streams"]]] * 2
+                r["seconds"] = [[[1.0 if n == best else 2.0 + n] for n in r["streams"]]] * len(r["shapes"])
         with open(path, "w") as f:
             json.dump(doc, f)
         return f"(measured here by cvest tune on {next(r['date'] for r in rec if r['walk'] == walk)})"

@@ -1,4 +1,4 @@
-// cvest tune's walks (app/tune/TuneWalks.hpp): every count timed at both shapes
+// cvest tune's walks (app/tune/TuneWalks.hpp): every count timed at each shape
 // as often as asked, its output right, the trials undone after; the records
 // then set flat/left's streams and flat/right's dates at once, as the command
 // line and Python read them.
@@ -34,11 +34,14 @@ void check_double_record(const app::WalkRecord& r, app::Walk walk, const std::st
   CHECK(r.walk == walk);
   CHECK(r.precision == Precision::f64);
   CHECK(r.streams == std::vector<int>{1, 2, 4});
-  REQUIRE(r.shapes.size() == 2);
-  const Index ids100 = std::stoll(r.shapes[0].substr(6)), ids8 = std::stoll(r.shapes[1].substr(4));
+  REQUIRE(r.shapes.size() == 3);
+  const Index ids100 = std::stoll(r.shapes[0].substr(6)), ids20 = std::stoll(r.shapes[1].substr(5)),
+              ids8 = std::stoll(r.shapes[2].substr(4));
   CHECK(r.shapes[0] == "100 x " + std::to_string(ids100) + " x 5 double");
-  CHECK(r.shapes[1] == "8 x " + std::to_string(ids8) + " x 5 double");
+  CHECK(r.shapes[1] == "20 x " + std::to_string(ids20) + " x 5 double");
+  CHECK(r.shapes[2] == "8 x " + std::to_string(ids8) + " x 5 double");
   CHECK((ids100 <= 262 && ids100 > 0));
+  CHECK((ids20 <= 1310 && ids20 > 0));
   CHECK((ids8 <= 3276 && ids8 > 0));
   for (const auto& shape : r.seconds) {
     REQUIRE(shape.size() == 3);
@@ -54,7 +57,7 @@ void check_double_record(const app::WalkRecord& r, app::Walk walk, const std::st
 
 }  // namespace
 
-TEST_CASE("cvest tune's walks: each count at both shapes, the records applied", "[app][tune]") {
+TEST_CASE("cvest tune's walks: each count at each shape, the records applied", "[app][tune]") {
   if (std::getenv("CVEST_FLAT_DATES")) return test::skip_part("CVEST_FLAT_DATES sets the streams and dates");
   if (!policy::on_host<Kokkos::DefaultExecutionSpace>) return test::skip_part("flat walks streams on the host only");
   const test::CacheDirHere cache("tune-walks");
@@ -142,7 +145,7 @@ TEST_CASE("the ids at which every count walks as said", "[app][tune]") {
   // discount and cv at one place in a page, as large arrays lie
   const void* const at = reinterpret_cast<const void*>(std::uintptr_t(1) << 21);
   for (const std::size_t size : {std::size_t(8), std::size_t(4)})
-    for (const Index T : {Index(8), Index(100)}) {
+    for (const Index T : app::walk_dates) {
       const Index most = Index(double(std::size_t(48) << 20) / double(T * 5 * Index(size)));
       const Index N = app::ids_walking_as_said(app::Walk::right_dates, T, most, size, at, at);
       REQUIRE(N > 0);
