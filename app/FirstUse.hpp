@@ -47,9 +47,9 @@ std::size_t first_use_bytes(std::size_t l3_bytes);
 // sysconf does: inside a VM it can name the host's whole L3).
 std::size_t first_use_bytes_here();
 // Its rounds over arrays of `bytes`: 6 at 48 MiB, fewer where the arrays
-// are larger (each pass longer), 3 at least: about a second where the L3
-// is 32 MiB, about four where it is 300 MiB.
+// are larger (each pass longer), 4 at least (the busy check's quartiles
+// need them: of 3 passes they are the whole range): about a second where
+// the L3 is 32 MiB, about six where it is 300 MiB (three shapes).
 int first_use_rounds(std::size_t bytes);
-
 
 }  // namespace cvest::app

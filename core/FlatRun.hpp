@@ -61,7 +61,8 @@ inline Index flat_run_elements(std::size_t element_size) {
 std::size_t flat_tile_bytes(std::size_t slice_bytes, std::size_t element_size, int dates);
 
 // Dates (T) from which flat takes the count measured at many dates (a
-// shape of 100), below them the count measured at few (8): between the two
+// shape of 100), below them the count measured at few (shapes of 8 and 20,
+// the worse lag of the two; 8 alone before 12-07): between 8 and 100
 // (their geometric middle, 28.3). The best count hangs on T: on a 2-CPU AMD
 // EPYC VM (Zen 4) flat/left at 100 x 400,000 double ran at 0.95-0.98 of its
 // roof with one stream and 0.76-0.86 with two, while at 8 dates the counts

@@ -132,7 +132,8 @@ void print_ranks(const RunReport& rep, std::ostream& out) {
 // First use's line (app/FirstUse.cpp), said once, in the run that
 // measured: whole where it fits; else its choices without the path or the
 // why, wrapped after a comma where still too long (each walk's count per
-// side of 28 dates: 143 columns).
+// side of 28 dates: 143 columns), onto lines indented two spaces. The
+// summary's next line is blank (print_jobs), which ends it for readers.
 void print_first_use(const std::string& u, std::ostream& out) {
   const std::string head = "first use: ";
   if (head.size() + u.size() <= summary_width) {
@@ -146,12 +147,14 @@ void print_first_use(const std::string& u, std::ostream& out) {
   const bool kept = u.find("), recorded in ") != std::string::npos;
   const std::size_t ranks = u.rfind(" ranks measured)");  // " (2 ranks measured)": kept in the short form
   const std::string many = ranks == std::string::npos ? std::string() : u.substr(u.rfind(" (", ranks));
-  const std::string line = head + choices + (kept ? ", recorded" : ", not recorded (the machine busy)") + many;
-  const std::size_t cut = line.rfind(", ", summary_width - 1);
-  if (line.size() <= summary_width || cut == std::string::npos || cut < head.size())
-    fmt::print(out, "{}\n", fitted({line}));
-  else
-    fmt::print(out, "{},\n{}\n", line.substr(0, cut), fitted({"  " + line.substr(cut + 2)}));
+  std::string rest = head + choices + (kept ? ", recorded" : ", not recorded (the machine busy)") + many, indent;
+  for (std::size_t cut; indent.size() + rest.size() > summary_width &&
+                        (cut = rest.rfind(", ", summary_width - indent.size() - 1)) != std::string::npos && cut > 0;
+       indent = "  ") {
+    fmt::print(out, "{}{},\n", indent, rest.substr(0, cut));
+    rest = rest.substr(cut + 2);
+  }
+  fmt::print(out, "{}\n", fitted({indent + rest}));
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-first-use-", dir=os.getcwd()) as 
     else:
         check(sorted(r["walk"] for r in rec) == walks
               and all(r["precision"] == "float" and r["by"] == "first use" and len(r["shapes"]) == 3 for r in rec),
-              f"the records of {walks}, float's, by first use, two shapes each "
+              f"the records of {walks}, float's, by first use, three shapes each "
               f"({[(r['walk'], r['precision'], r['by']) for r in rec]})")
         b = bench(env)
         check(b.returncode == 0 and "first use" not in b.stdout and len(records("new-user")) == len(walks),

@@ -106,7 +106,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
           f"cvest info lists the records and what they set, each precision, each count at its dates "
           f"({i.stdout[-800:]})")
 
-    b, line = bench()  # 16 dates of double: below 28, the count measured at 8
+    b, line = bench()  # 16 dates of double: below 28, the count measured at 8 and 20
     left = next(r for r in rec if r["walk"] == "left streams" and r["precision"] == "double")
     check(b.returncode == 0 and "measured here by cvest tune on" in line
           and (best_at(left, False) == 1) == ("one stream" in line),

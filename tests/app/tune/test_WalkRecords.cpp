@@ -90,6 +90,19 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(split.counts() == "2 below 28 dates, 1 from 28");
   CHECK(split.counts(true) == "2 streams below 28 dates, 1 stream from 28");
   CHECK_THAT(split.text(), Catch::StartsWith("measured by cvest tune on 2026-12-05: at most 2 below 28 dates, 1 from 28 ("));
+  // Three shapes, as measured since 12-07 (app/tune/TuneWalks.hpp
+  // walk_dates): below 28 dates the count whose worse lag of 8 and 20 dates
+  // is least. Four leads at 8 by 1% and lags 15% at 20, one lags 3% at 8:
+  // one below 28, where 8 alone took four.
+  WalkRecord three = record("k", {{1.0}, {1.1}, {1.2}}, {{1.03}, {1.02}, {1.0}});
+  three.by = "first use";
+  three.shapes = {"100 x 2000 x 5 double", "20 x 10000 x 5 double", "8 x 25000 x 5 double"};
+  three.seconds = {{{1.0}, {1.1}, {1.2}}, {{1.0}, {1.05}, {1.15}}, {{1.03}, {1.02}, {1.0}}};
+  CHECK(three.best_for(false) == 1);
+  CHECK(three.best_for(true) == 1);
+  three.shapes.erase(three.shapes.begin() + 1), three.seconds.erase(three.seconds.begin() + 1);
+  CHECK(three.best_for(false) == 4);
+  CHECK(three.counts() == "4 below 28 dates, 1 from 28");
   // Both sides choose 2 while best() over both names 1 (1 lags 1.03 at
   // both, 2 at most 1.02: within 2% of each other): the text says 2, the
   // count put in force.
