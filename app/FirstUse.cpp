@@ -295,10 +295,8 @@ constexpr double busy_spread = 0.25;
 // first uses): measured again, and replaced.
 bool standing(const WalkRecord& r) {
   if (r.by != by_first_use || r.walk == Walk::stores) return true;
-  std::vector<Index> dates;
-  for (const auto& shape : r.shapes) dates.push_back(Index(std::strtoll(shape.c_str(), nullptr, 10)));
   return !r.walked.empty() && std::all_of(std::begin(walk_dates), std::end(walk_dates), [&](Index T) {
-    return std::find(dates.begin(), dates.end(), T) != dates.end();
+    return std::any_of(r.shapes.begin(), r.shapes.end(), [&](const std::string& s) { return shape_dates(s) == T; });
   });
 }
 

@@ -77,10 +77,9 @@ std::string counted(Walk walk, int count) {
   return fmt::format("{} {}{}", count, walk == Walk::right_dates ? "date" : "stream", count == 1 ? "" : "s");
 }
 
-namespace {
-
-// A shape's dates: "100 x 12582 x 5 double" -> 100 (0 where unreadable).
 Index shape_dates(const std::string& shape) { return Index(std::strtoll(shape.c_str(), nullptr, 10)); }
+
+namespace {
 
 // Whether r.streams[i] walked as said at every shape `take` keeps (a record
 // without `walked`: as said).
@@ -91,6 +90,12 @@ bool walked_as_said(const WalkRecord& r, std::size_t i, Take take) {
   return true;
 }
 
+// Whether every count at a shape has as many passes: one a round.
+bool in_rounds(const std::vector<std::vector<double>>& shape) {
+  return std::all_of(shape.begin(), shape.end(),
+                     [&](const std::vector<double>& p) { return p.size() == shape.front().size(); });
+}
+
 // How far count i lags at one shape's passes ([count][round]): where
 // every count has one pass a round (first use's and cvest tune's, a
 // round's passes milliseconds apart on a machine whose bandwidth swings
@@ -99,10 +104,6 @@ bool walked_as_said(const WalkRecord& r, std::size_t i, Take take) {
 // a Zen 4 VM, the medians took fewer than four dates at once at 100 dates
 // in 14 (one date in 2), the rounds' ratios in 5 (one in none), where the
 // bench at 100 x 400,000 ran four at 0.91-0.97 of the roof and one at 0.84.
-bool in_rounds(const std::vector<std::vector<double>>& shape) {
-  return std::all_of(shape.begin(), shape.end(),
-                     [&](const std::vector<double>& p) { return p.size() == shape.front().size(); });
-}
 double lag_at(const std::vector<std::vector<double>>& shape, std::size_t i) {
   const std::size_t rounds = shape[i].size();
   if (!in_rounds(shape)) {

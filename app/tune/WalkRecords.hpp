@@ -26,6 +26,8 @@ std::string to_string(Walk walk);
 const char* flat_name(Walk walk);
 // "1 stream", "4 streams"; "1 date", "4 dates"; "regular stores", "streaming stores"
 std::string counted(Walk walk, int count);
+// A record's shape's dates: "100 x 12582 x 5 double" -> 100 (0 where unreadable).
+Index shape_dates(const std::string& shape);
 
 // A record's `by` where first use measured it.
 inline constexpr const char* by_first_use = "first use";
