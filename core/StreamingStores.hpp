@@ -440,29 +440,43 @@ struct RunWalk {
     // where it did not, two builds of the same kernel taking turns (100 x
     // 12,416 double, two streams, EPYC VM with Zen 3): a loop that small
     // goes at the pace the front end fetches it.
-    const auto vectors = [&](std::size_t at, auto f) {
+    // The walk's fields in locals: GCC takes a streaming store's builtin as
+    // one that may write any memory, so members would be loaded again after
+    // every store (out and d twice a vector, j, r and the sum stored every
+    // run) where this function is not inlined, as the roof's copy was not
+    // while the kernel's was: the kernel outran that copy of its own walk,
+    // 1.09-1.14 at 20 x 2,000,000 float and 1.00-1.08 at 4 x 10,000,000
+    // (one stream; 0.99-1.02 and 1.00-1.02 with locals; docs/benchmarks.md).
+    Scalar* const o = out;
+    const Scalar* const s = d;
+    const Rows rows = m;
+    const std::size_t len = T, total = n;
+    std::size_t at = j, ra = r;
+    std::uint64_t sum = summed;
+    const auto vectors = [&](std::size_t e0, auto f) {
       std::size_t v = 0;
       if constexpr (Vectors == 0)
         for (; v + 4 <= V; v += 4)
-          for (std::size_t u = 0; u < 4; ++u) f(at + (v + u) * width);
-      for (; v < V; ++v) f(at + v * width);
+          for (std::size_t u = 0; u < 4; ++u) f(e0 + (v + u) * width);
+      for (; v < V; ++v) f(e0 + v * width);
     };
-    const auto one = [&](std::size_t at, std::size_t ra) {
+    const auto one = [&](std::size_t e0, std::size_t run) {
       if constexpr (scaled) {
-        const auto mv = splat(m[ra]);
-        vectors(at, [&](std::size_t e) { stream(out + e, mul(mv, load(d + e))); });
+        const auto mv = splat(rows[run]);
+        vectors(e0, [&](std::size_t e) { stream(o + e, mul(mv, load(s + e))); });
       } else {
-        if constexpr (reads) summed += bits_of(m.m[ra]);
-        vectors(at, [&](std::size_t e) { stream(out + e, load(d + e)); });
+        if constexpr (reads) sum += bits_of(rows.m[run]);
+        vectors(e0, [&](std::size_t e) { stream(o + e, load(s + e)); });
       }
     };
     if constexpr (U > 1) {
-      const std::size_t apart = runs_apart * T;
-      for (; j + U * apart <= n; j += (U - 1) * apart, r += (U - 1) * runs_apart)
-        for (const std::size_t stop = j + apart; j < stop; j += T, ++r)
-          for (std::size_t u = 0; u < U; ++u) one(j + u * apart, r + u * runs_apart);
+      const std::size_t apart = runs_apart * len;
+      for (; at + U * apart <= total; at += (U - 1) * apart, ra += (U - 1) * runs_apart)
+        for (const std::size_t stop = at + apart; at < stop; at += len, ++ra)
+          for (std::size_t u = 0; u < U; ++u) one(at + u * apart, ra + u * runs_apart);
     }
-    for (; j + T <= n; j += T, ++r) one(j, r);
+    for (; at + len <= total; at += len, ++ra) one(at, ra);
+    j = at, r = ra, summed = sum;
   }
   template <std::size_t Vectors>
   void streamed_whole_runs(int streams, std::size_t runs_apart) {
@@ -484,18 +498,25 @@ struct RunWalk {
   // Regular stores: whole runs in one loop, T known to the compiler where
   // short. A call per run (runs_left) ran flat/left at 0.22-0.66 of its
   // roof in a build without streaming stores (runs of 4-20 values).
+  // In locals, as streamed_whole_runs.
   template <std::size_t L>
   void regular_whole_runs() {
-    const std::size_t len = L ? L : T;
-    for (; j + len <= n; j += len, ++r) {
+    Scalar* const o = out;
+    const Scalar* const s = d;
+    const Rows rows = m;
+    const std::size_t len = L ? L : T, total = n;
+    std::size_t at = j, ra = r;
+    std::uint64_t sum = summed;
+    for (; at + len <= total; at += len, ++ra) {
       if constexpr (scaled) {
-        const Scalar f = m[r];
-        for (std::size_t t = 0; t < len; ++t) out[j + t] = f * d[j + t];
+        const Scalar f = rows[ra];
+        for (std::size_t t = 0; t < len; ++t) o[at + t] = f * s[at + t];
       } else {
-        if constexpr (reads) summed += bits_of(m.m[r]);
-        for (std::size_t t = 0; t < len; ++t) out[j + t] = d[j + t];
+        if constexpr (reads) sum += bits_of(rows.m[ra]);
+        for (std::size_t t = 0; t < len; ++t) o[at + t] = s[at + t];
       }
     }
+    j = at, r = ra, summed = sum;
   }
   void regular_whole_runs() {
     switch (T) {
