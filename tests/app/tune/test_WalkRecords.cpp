@@ -38,9 +38,9 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}}).best() == 1);
   // All alike: the fewest.
   CHECK(record("k", {{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}).best() == 1);
-  // First use's records (every count walked as said): the least, however
-  // close; the fewest where tied.
-  WalkRecord first = record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}});
+  // First use's records of flat/right's dates (every count walked as
+  // said): the least, however close; the fewest where tied.
+  WalkRecord first = record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}}, Walk::right_dates);
   first.by = "first use";
   CHECK(first.best() == 4);
   first.seconds = {{{1.0}, {1.0}, {1.0}}, {{2.0}, {2.0}, {2.0}}};
@@ -66,10 +66,18 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   CHECK(kinds.best() == 0);
   kinds.seconds = {{{1.05}, {1.0}}};
   CHECK(kinds.best() == 1);
-  // A record that says what each count walked (cvest tune's from 12-06, and
-  // first use's): the least of the counts that walked as said, however
-  // close; a count that walked as a fewer one stands aside, however fast.
-  WalkRecord tuned = record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}});
+  // flat/left's streams keep the 2% too, first use's and those that say
+  // what each count walked included: four ahead by 1%, one; by 5%, four.
+  WalkRecord left = record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}});
+  left.by = "first use", left.walked = {{1, 2, 4}, {1, 2, 4}};
+  CHECK(left.best() == 1);
+  left.seconds = {{{1.05}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}}};
+  CHECK(left.best() == 4);
+  // A record of flat/right's dates that says what each count walked (cvest
+  // tune's from 12-06, and first use's): the least of the counts that
+  // walked as said, however close; a count that walked as a fewer one
+  // stands aside, however fast.
+  WalkRecord tuned = record("k", {{1.01}, {1.2}, {1.0}}, {{1.0}, {1.0}, {1.0}}, Walk::right_dates);
   tuned.walked = {{1, 2, 4}, {1, 2, 4}};
   CHECK(tuned.best() == 4);
   tuned.walked = {{1, 2, 2}, {1, 2, 4}};  // 4 walked as 2 at 100 dates
@@ -94,7 +102,7 @@ TEST_CASE("the best streams lag least at their slowest shape, the fewer where al
   // walk_dates): below 28 dates the count whose worse lag of 8 and 20 dates
   // is least. Four leads at 8 by 1% and lags 15% at 20, one lags 3% at 8:
   // one below 28, where 8 alone took four.
-  WalkRecord three = record("k", {{1.0}, {1.1}, {1.2}}, {{1.03}, {1.02}, {1.0}});
+  WalkRecord three = record("k", {{1.0}, {1.1}, {1.2}}, {{1.03}, {1.02}, {1.0}}, Walk::right_dates);
   three.by = "first use";
   three.shapes = {"100 x 2000 x 5 double", "20 x 10000 x 5 double", "8 x 25000 x 5 double"};
   three.seconds = {{{1.0}, {1.1}, {1.2}}, {{1.0}, {1.05}, {1.15}}, {{1.03}, {1.02}, {1.0}}};
