@@ -437,6 +437,11 @@ bool ChunkedCube::held_into(const Block& b, const std::array<Index, 3>& cell, un
   return true;
 }
 
+void ChunkedCube::check_stored(const Block& b) const {
+  std::vector<unsigned char> scratch(chunk_bytes());
+  for (const auto& origin : chunk_origins(b, chunk_, K_)) decode_chunk(origin, scratch.data());
+}
+
 bool ChunkedCube::read(const Block& b, void* buffer) const {
   auto* out = static_cast<unsigned char*>(buffer);
   const auto chunks = chunk_origins(b, chunk_, K_);

@@ -71,6 +71,12 @@ class ChunkedCube {
   // False when a chunk the block needs is not in the file (HDF5 supplies
   // fill values then).
   bool read(const Block& block, void* buffer) const;
+  // Every chunk of `block` the file stores decoded (and dropped): a damaged
+  // one throws IoError as read() does. Before HDF5 reads a block read()
+  // declined, so that HDF5's filters (plugins that trust the sizes they
+  // read: Debian's bitshuffle overran a heap buffer on a fuzzed file) only
+  // see chunks cvest's decoders took.
+  void check_stored(const Block& block) const;
   // A cube read once (a multBy kept whole): the scratch a chunk's decoding
   // takes is let go after it instead of kept by each thread for the next
   // (a 400 MB chunk's stored bytes would stay for the whole run).

@@ -79,7 +79,7 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
         """The record's count on one side of 28 dates (core/FlatRun.hpp flat_many_dates): of the counts
         that walked as said at every shape on that side (the record's "walked"), the least lag behind the
         fastest count over those shapes (each round's passes paired where every count has one a round), the
-        fewest where tied."""
+        fewest where tied; flat/left's streams the fewest within 2% of the least (app/tune/WalkRecords.cpp)."""
         shapes = [s for s, name in enumerate(r["shapes"]) if (int(name.split()[0]) >= 28) == many]
 
         def lag_at(passes, i):
@@ -90,7 +90,8 @@ with tempfile.TemporaryDirectory(prefix="cvest-walks-", dir=os.getcwd()) as work
         if "walked" not in r:  # a record from before 12-06: the fewest within 2% of the least
             return min(c for c, lag in zip(r["streams"], lags) if lag <= min(lags) * 1.02)
         said = [i for i, c in enumerate(r["streams"]) if all(r["walked"][s][i] == c for s in shapes)]
-        return min(r["streams"][i] for i in said if lags[i] <= min(lags[j] for j in said))
+        alike = 1.02 if r["walk"] == "left streams" else 1.0
+        return min(r["streams"][i] for i in said if lags[i] <= min(lags[j] for j in said) * alike)
 
     def counts(r):
         few, many = best_at(r, False), best_at(r, True)
