@@ -440,11 +440,11 @@ struct RunWalk {
     // where it did not, two builds of the same kernel taking turns (100 x
     // 12,416 double, two streams, EPYC VM with Zen 3): a loop that small
     // goes at the pace the front end fetches it.
-    // The walk's fields in locals: GCC takes a streaming store's builtin as
-    // one that may write any memory, so members would be loaded again after
+    // The walk's fields in locals: GCC takes the streaming stores' builtins
+    // as stores that may write any memory, so members would be loaded again after
     // every store (out and d twice a vector, j, r and the sum stored every
     // run) where this function is not inlined, as the roof's copy was not
-    // while the kernel's was: the kernel outran that copy of its own walk,
+    // while the kernel's short runs were: the kernel outran that copy of its own walk,
     // 1.09-1.14 at 20 x 2,000,000 float and 1.00-1.08 at 4 x 10,000,000
     // (one stream; 0.99-1.02 and 1.00-1.02 with locals; docs/benchmarks.md).
     Scalar* const o = out;
@@ -460,12 +460,12 @@ struct RunWalk {
           for (std::size_t u = 0; u < 4; ++u) f(e0 + (v + u) * width);
       for (; v < V; ++v) f(e0 + v * width);
     };
-    const auto one = [&](std::size_t e0, std::size_t run) {
+    const auto one = [&](std::size_t e0, std::size_t at_run) {
       if constexpr (scaled) {
-        const auto mv = splat(rows[run]);
+        const auto mv = splat(rows[at_run]);
         vectors(e0, [&](std::size_t e) { stream(o + e, mul(mv, load(s + e))); });
       } else {
-        if constexpr (reads) sum += bits_of(rows.m[run]);
+        if constexpr (reads) sum += bits_of(rows.m[at_run]);
         vectors(e0, [&](std::size_t e) { stream(o + e, load(s + e)); });
       }
     };
@@ -498,7 +498,8 @@ struct RunWalk {
   // Regular stores: whole runs in one loop, T known to the compiler where
   // short. A call per run (runs_left) ran flat/left at 0.22-0.66 of its
   // roof in a build without streaming stores (runs of 4-20 values).
-  // In locals, as streamed_whole_runs.
+  // In locals as streamed_whole_runs, for symmetry (plain stores of Scalar
+  // cannot write the walk's size_t and pointer fields).
   template <std::size_t L>
   void regular_whole_runs() {
     Scalar* const o = out;

@@ -140,12 +140,12 @@ int best_over(const WalkRecord& r, Take take) {
   // count walked (cvest tune's before 12-06: a count could walk as a fewer
   // one, and its passes followed another count's), and flat/left's
   // streams: more streams must lead by more than 2%. With the runs walk
-  // compiled on locals (12-07) first use's 48 MiB arrays put its counts
-  // within 1-3% of each other on a Zen 4 VM (four streams below 28 dates in
-  // 5 of 47 first uses, at 100 dates in 4) where the bench at 4-100 dates
-  // ran four at 0.82-1.00 of the roof (0.88 or less in 7 of 12) and one at
-  // 0.91-1.02; within 2% the fewer: four below 28 in none of those 47, at
-  // 100 in one (the same passes). Where four streams won (an Intel Xeon VM)
+  // compiled on locals (12-07) first use's 48 MiB arrays put four streams
+  // only 1.5-3.6% behind the fastest on a Zen 4 VM (medians over 47 first
+  // uses; four taken below 28 dates in 5 of them, at 100 dates in 4) where
+  // the bench at 4-100 dates ran four at 0.82-1.00 of the roof (0.88 or
+  // less in 7 of 12) and one at 0.91-1.02; within 2% the fewer: four below
+  // 28 in none of those 47, at 100 in one (the same passes). Where four streams won (an Intel Xeon VM)
   // they led one by over 20%.
   const bool band = r.walk == Walk::stores || r.walk == Walk::left_streams || (r.walked.empty() && r.by != by_first_use);
   const double alike = band ? 1.02 : 1.0;

@@ -438,8 +438,14 @@ bool ChunkedCube::held_into(const Block& b, const std::array<Index, 3>& cell, un
 }
 
 void ChunkedCube::check_stored(const Block& b) const {
-  std::vector<unsigned char> scratch(chunk_bytes());
-  for (const auto& origin : chunk_origins(b, chunk_, K_)) decode_chunk(origin, scratch.data());
+  const std::lock_guard lock(checked_lock_);
+  std::vector<unsigned char> scratch;
+  for (const auto& origin : chunk_origins(b, chunk_, K_)) {
+    if (checked_.count(origin)) continue;
+    scratch.resize(chunk_bytes());
+    decode_chunk(origin, scratch.data());  // false: not stored (HDF5 fills it)
+    checked_.insert(origin);
+  }
 }
 
 bool ChunkedCube::read(const Block& b, void* buffer) const {

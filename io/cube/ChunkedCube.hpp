@@ -71,11 +71,11 @@ class ChunkedCube {
   // False when a chunk the block needs is not in the file (HDF5 supplies
   // fill values then).
   bool read(const Block& block, void* buffer) const;
-  // Every chunk of `block` the file stores decoded (and dropped): a damaged
-  // one throws IoError as read() does. Before HDF5 reads a block read()
-  // declined, so that HDF5's filters (plugins that trust the sizes they
-  // read: Debian's bitshuffle overran a heap buffer on a fuzzed file) only
-  // see chunks cvest's decoders took.
+  // Every chunk of `block` the file stores decoded (and dropped), each
+  // once: a damaged one throws IoError as read() does. Before HDF5 reads a
+  // block read() declined, so that HDF5's filters (plugins that trust the
+  // sizes they read: Debian's bitshuffle overran a heap buffer on a fuzzed
+  // file) only see chunks cvest's decoders took.
   void check_stored(const Block& block) const;
   // A cube read once (a multBy kept whole): the scratch a chunk's decoding
   // takes is let go after it instead of kept by each thread for the next
@@ -155,6 +155,10 @@ class ChunkedCube {
   mutable std::atomic<std::uint64_t> decodes_{0};
   mutable std::mutex seen_lock_;
   mutable std::set<std::array<Index, 3>> seen_;
+  // check_stored's: one call at a time (a whole chunk's scratch each, as
+  // the H5Dread after it takes), each chunk checked once.
+  mutable std::mutex checked_lock_;
+  mutable std::set<std::array<Index, 3>> checked_;
 };
 
 }  // namespace cvest::io

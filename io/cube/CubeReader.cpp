@@ -196,6 +196,7 @@ bool CubeReader::read_whole(Precision precision, void* buffer) const {
     if (const auto once = ChunkedCube::open(ds_, path_ + ": dataset '" + name_ + "'", native_type(precision), K_)) {
       once->read_once();
       if (once->read(whole, buffer)) return true;
+      once->check_stored(whole);  // as read() does before HDF5 reads
     }
   }
   read(whole, precision, buffer);
