@@ -31,6 +31,18 @@ using namespace cvest;
 using namespace cvest::io;
 using namespace cvest::test;
 
+namespace {
+// A deflated (T, N, 5) "discount" of doubles in (1, chunk_ids, 5) chunks, nothing written yet.
+Dataset deflated_discount(const File& f, hsize_t T, hsize_t N, hsize_t chunk_ids) {
+  const hsize_t dims[3] = {T, N, 5}, chunk[3] = {1, chunk_ids, 5};
+  Dataspace s(H5Screate_simple(3, dims, nullptr));
+  PropList create(H5Pcreate(H5P_DATASET_CREATE));
+  H5Pset_chunk(create.get(), 3, chunk);
+  H5Pset_deflate(create.get(), 4);
+  return Dataset(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+}
+}  // namespace
+
 TEST_CASE("chunked inputs are decoded by cvest, chunk by chunk, like HDF5 would", "[io][deflate]") {
   quiet_hdf5_errors();
   const Index T = 5, N = 2503, K = 3;  // every chunk shape below has partial chunks at the ends
@@ -320,12 +332,7 @@ TEST_CASE("a deflated chunk that does not inflate, or inflates short, is an I/O 
   std::vector<double> values(500, 0.25);
   {
     File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    const hsize_t dims[3] = {3, 100, 5}, chunk[3] = {1, 100, 5};
-    Dataspace s(H5Screate_simple(3, dims, nullptr));
-    PropList create(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(create.get(), 3, chunk);
-    H5Pset_deflate(create.get(), 4);
-    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    const Dataset d = deflated_discount(f, 3, 100, 100);
     const char garbage[] = "not a zlib stream at all";
     const hsize_t offset[3] = {1, 0, 0};
     REQUIRE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, offset, sizeof garbage, garbage) >= 0);
@@ -368,12 +375,7 @@ TEST_CASE("a block with a chunk never written goes to HDF5 only after cvest deco
   for (std::size_t j = 0; j < values.size(); ++j) values[j] = double(j) + 0.5;
   const auto write = [&](const std::filesystem::path& path, bool damaged) {
     File f(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    const hsize_t dims[3] = {1, 200, 5}, chunk[3] = {1, 100, 5};
-    Dataspace s(H5Screate_simple(3, dims, nullptr));
-    PropList create(H5Pcreate(H5P_DATASET_CREATE));
-    H5Pset_chunk(create.get(), 3, chunk);
-    H5Pset_deflate(create.get(), 4);
-    Dataset d(H5Dcreate2(f.get(), "discount", H5T_IEEE_F64LE, s.get(), H5P_DEFAULT, create.get(), H5P_DEFAULT));
+    const Dataset d = deflated_discount(f, 1, 200, 100);
     const char garbage[] = "not a zlib stream at all";
     const hsize_t second[3] = {0, 100, 0};
     if (damaged) REQUIRE(H5Dwrite_chunk(d.get(), H5P_DEFAULT, 0, second, sizeof garbage, garbage) >= 0);
