@@ -4,6 +4,7 @@
 // and STREAM's triad. Each call times one fenced pass over `n` elements.
 #include "core/FlatRun.hpp"
 #include "core/Median.hpp"
+#include "core/Multiply.hpp"
 #include "core/Policies.hpp"
 #include "core/Strategy.hpp"
 #include "core/StreamingStores.hpp"
@@ -29,13 +30,19 @@ using Flat = Kokkos::View<Scalar*, MemSpace>;
 
 enum class Stores { regular, streaming };
 
-// The stores a pipeline's kernel writes cv with, for its roof's copy: as
-// CvNext says (streaming where cv goes to memory, `to_memory`), but
-// regular for flat where regular ones were measured faster here
-// (policy::flat_streaming_stores, per precision).
-inline Stores kernel_stores(Strategy strategy, bool to_memory, std::size_t element_size) {
-  const bool flat_regular = strategy == Strategy::flat && !policy::flat_streaming_stores(element_size);
-  return to_memory && !flat_regular ? Stores::streaming : Stores::regular;
+// The stores a pipeline's kernel writes cv with on a (T, N, K) block, for
+// its roof's copy: the kernel's own choice (writes_streaming: streaming
+// only where cv goes to memory, `to_memory`, and the strategy streams at
+// that layout and run length; flat as measured here, per precision). Said
+// as CvNext alone, per_id, elementwise and the others on LayoutRight, which
+// write regular stores, had their roof copy with streaming ones.
+template <class ExecSpace>
+Stores kernel_stores(Strategy strategy, LayoutKind layout, Index T, Index N, Index K, std::size_t element_size,
+                     bool to_memory) {
+  return writes_streaming<ExecSpace>(strategy, layout, T, N, K, element_size,
+                                     to_memory ? CvNext::memory : CvNext::cache)
+             ? Stores::streaming
+             : Stores::regular;
 }
 
 // dst[0, n) = src[0, n) on the calling host thread: a copy roof's pass over

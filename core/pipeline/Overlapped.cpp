@@ -229,7 +229,8 @@ class Overlapped {
       const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(multby_of(b, *in), nb, K_),
                                               Cube<const Scalar, Layout, Mem>(discount_of(b, *in), tb, nb, K_),
                                               Cube<Scalar, Layout, Mem>(cv_of(b, *out), tb, nb, K_)};
-      const auto stores = roof::kernel_stores(options_.strategy, io_.cv_at != nullptr, sizeof(Scalar));
+      const auto stores = roof::kernel_stores<Space>(options_.strategy, layout_kind<Layout>(), tb, nb, K_,
+                                                     sizeof(Scalar), io_.cv_at != nullptr);
       // The roof (PipelineStats::roof): a sampled block's discount copied
       // into its cv in the kernel's place, paired with the block before's
       // kernel (not sampled); a one-block plan's after its kernel, its cv

@@ -273,7 +273,8 @@ class PerThread {
     const Block& blk = plan_.blocks[b];
     const Index tb = blk.dates.size(), nb = blk.ids.size();
     const double kernel_bytes = block_kernel_bytes(blk, K_, esize);
-    const auto stores = roof::kernel_stores(options_.strategy, io_.cv_at != nullptr, sizeof(Scalar));
+    const auto stores = roof::kernel_stores<Space>(options_.strategy, layout_kind<Layout>(), tb, nb, K_, sizeof(Scalar),
+                                                   io_.cv_at != nullptr);
     rec_.nothing(b, Phase::h2d);
     launch([&] {
       // The roof (PipelineStats::roof): after a fresh call, this block's

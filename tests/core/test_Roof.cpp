@@ -233,12 +233,22 @@ TEST_CASE("a pipeline's roof copies with its kernel's stores, flat's as measured
   struct Restore {
     ~Restore() { policy::set_flat_stores_measured(policy::StoreKind::unset, "", 8); }
   } restore;
-  const Stores flat_default = CVEST_HAVE_STREAMING_STORES ? Stores::streaming : Stores::regular;
-  CHECK(roof::kernel_stores(Strategy::per_date, true, 8) == Stores::streaming);  // cv to memory: as CvNext says
-  CHECK(roof::kernel_stores(Strategy::per_date, false, 8) == Stores::regular);   // cv read again from cache
-  CHECK(roof::kernel_stores(Strategy::flat, true, 8) == flat_default);
+  const Stores streaming = CVEST_HAVE_STREAMING_STORES ? Stores::streaming : Stores::regular;
+  const auto right = [](Strategy s, std::size_t element, bool to_memory) {  // a block of 13 x 4000 x 5
+    return roof::kernel_stores<Kokkos::DefaultHostExecutionSpace>(s, LayoutKind::right, 13, 4000, 5, element,
+                                                                  to_memory);
+  };
+  CHECK(right(Strategy::per_date, 8, true) == streaming);        // cv to memory: as CvNext says
+  CHECK(right(Strategy::per_date, 8, false) == Stores::regular);  // cv read again from cache
+  CHECK(right(Strategy::flat, 8, true) == streaming);
+  // per_id and elementwise write regular stores on LayoutRight whatever CvNext says: so does their roof.
+  CHECK(right(Strategy::per_id, 8, true) == Stores::regular);
+  CHECK(right(Strategy::elementwise, 8, true) == Stores::regular);
+  // per_date's rows under streaming::min_run_bytes (8 ids x 5 doubles): regular, as its kernel.
+  CHECK(roof::kernel_stores<Kokkos::DefaultHostExecutionSpace>(Strategy::per_date, LayoutKind::right, 13, 8, 5, 8,
+                                                               true) == Stores::regular);
   policy::set_flat_stores_measured(policy::StoreKind::regular, "measured", 8);
-  CHECK(roof::kernel_stores(Strategy::flat, true, 8) == Stores::regular);  // flat's kernel writes regular then
-  CHECK(roof::kernel_stores(Strategy::flat, true, 4) == flat_default);     // float's own kind
-  CHECK(roof::kernel_stores(Strategy::per_date, true, 8) == Stores::streaming);
+  CHECK(right(Strategy::flat, 8, true) == Stores::regular);  // flat's kernel writes regular then
+  CHECK(right(Strategy::flat, 4, true) == streaming);        // float's own kind
+  CHECK(right(Strategy::per_date, 8, true) == streaming);
 }
