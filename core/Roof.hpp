@@ -31,18 +31,17 @@ using Flat = Kokkos::View<Scalar*, MemSpace>;
 enum class Stores { regular, streaming };
 
 // The stores a pipeline's kernel writes cv with on a (T, N, K) block, for
-// its roof's copy: the kernel's own choice (writes_streaming: streaming
-// only where cv goes to memory, `to_memory`, and the strategy streams at
-// that layout and run length; flat as measured here, per precision). Said
-// as CvNext alone, per_id, elementwise and the others on LayoutRight, which
-// write regular stores, had their roof copy with streaming ones.
+// its roof's copy: the kernel's own choice, given the `next` it is called
+// with (writes_streaming: streaming only where cv goes to memory and the
+// strategy streams at that layout and run length; flat as measured here,
+// per precision). Said by CvNext alone, per_id, elementwise and the others
+// on LayoutRight, which write regular stores, had their roof copy with
+// streaming ones.
 template <class ExecSpace>
 Stores kernel_stores(Strategy strategy, LayoutKind layout, Index T, Index N, Index K, std::size_t element_size,
-                     bool to_memory) {
-  return writes_streaming<ExecSpace>(strategy, layout, T, N, K, element_size,
-                                     to_memory ? CvNext::memory : CvNext::cache)
-             ? Stores::streaming
-             : Stores::regular;
+                     CvNext next) {
+  return writes_streaming<ExecSpace>(strategy, layout, T, N, K, element_size, next) ? Stores::streaming
+                                                                                     : Stores::regular;
 }
 
 // dst[0, n) = src[0, n) on the calling host thread: a copy roof's pass over

@@ -441,12 +441,13 @@ struct RunWalk {
     // 12,416 double, two streams, EPYC VM with Zen 3): a loop that small
     // goes at the pace the front end fetches it.
     // The walk's fields in locals: GCC takes the streaming stores' builtins
-    // as stores that may write any memory, so members would be loaded again after
-    // every store (out and d twice a vector, j, r and the sum stored every
-    // run) where this function is not inlined, as the roof's copy was not
-    // while the kernel's short runs were: the kernel outran that copy of its own walk,
-    // 1.09-1.14 at 20 x 2,000,000 float and 1.00-1.08 at 4 x 10,000,000
-    // (one stream; 0.99-1.02 and 1.00-1.02 with locals; docs/benchmarks.md).
+    // as stores that may write any memory, so members would be loaded again
+    // after every store (out and d twice a vector, j, r and the sum stored
+    // every run) where this function is not inlined, as the roof's copy was
+    // not while the kernel's short runs were: the kernel outran that copy of
+    // its own walk, 1.09-1.14 at 20 x 2,000,000 float and 1.00-1.08 at 4 x
+    // 10,000,000 (one stream; 0.99-1.02 and 1.00-1.02 with locals;
+    // docs/benchmarks.md).
     Scalar* const o = out;
     const Scalar* const s = d;
     const Rows rows = m;

@@ -64,9 +64,9 @@ void tune_walks(double bytes, int repeats, std::ostream& progress, std::ostream&
     for (const Walk walk : {Walk::left_streams, Walk::right_dates}) {
       const bool right = walk == Walk::right_dates;
       const char* what = right ? "dates" : "streams";
-      fmt::print(progress, "cvest tune: {} in {} with at most 1, 2 and 4 {} at once, {:.2f} GB of discount at {}, {} "
-                           "and {} dates, {} threads, interleaved\n", flat_name(walk), to_string(precision), what,
-                 bytes / 1e9, walk_dates[0], walk_dates[1], walk_dates[2], policy::host_threads());
+      fmt::print(progress, "cvest tune: {} in {} with at most 1, 2 and 4 {} at once, {:.2f} GB of discount at {} "
+                           "dates, {} threads, interleaved\n", flat_name(walk), to_string(precision), what,
+                 bytes / 1e9, fmt::join(walk_dates, ", "), policy::host_threads());
       const WalkRecord record = measure_walks(walk, precision, bytes, repeats + 3, 2.0, progress);
       save_walk_record(record);
       apply_walk_record(record);

@@ -145,9 +145,10 @@ int best_over(const WalkRecord& r, Take take) {
   // uses; four taken below 28 dates in 5 of them, at 100 dates in 4) where
   // the bench at 4-100 dates ran four at 0.82-1.00 of the roof (0.88 or
   // less in 7 of 12) and one at 0.91-1.02; within 2% the fewer: four below
-  // 28 in none of those 47, at 100 in one (the same passes). Where four streams won (an Intel Xeon VM)
-  // they led one by over 20%.
-  const bool band = r.walk == Walk::stores || r.walk == Walk::left_streams || (r.walked.empty() && r.by != by_first_use);
+  // 28 in none of those 47, at 100 in one (the same passes). Where four
+  // streams won (an Intel Xeon VM) they led one by over 20%.
+  const bool band =
+      r.walk == Walk::stores || r.walk == Walk::left_streams || (r.walked.empty() && r.by != by_first_use);
   const double alike = band ? 1.02 : 1.0;
   double least = 0;
   bool any = false;

@@ -52,8 +52,8 @@ struct WalkRecord {
   // round's fastest, the median over the rounds; else each count's median
   // over the fastest median. The store kinds, flat/left's streams, and
   // cvest tune's records without what each count walked (before 12-06): the
-  // fewest within 2% of the least. First use's records without it are measured again
-  // (app/FirstUse.cpp). Records saved before 12-07 are judged so too.
+  // fewest within 2% of the least. First use's records without it are
+  // measured again (app/FirstUse.cpp). Records saved before 12-07 are judged so too.
   int best() const;
   // The same over the shapes of fewer dates than core's flat_many_dates
   // (many = false) or of as many or more (true): the count flat takes at

@@ -229,8 +229,10 @@ class Overlapped {
       const Operands<Scalar, Layout, Mem> ops{Table<const Scalar, Layout, Mem>(multby_of(b, *in), nb, K_),
                                               Cube<const Scalar, Layout, Mem>(discount_of(b, *in), tb, nb, K_),
                                               Cube<Scalar, Layout, Mem>(cv_of(b, *out), tb, nb, K_)};
+      // A slot is written to the file next, in-place memory is the result.
+      const CvNext next = io_.cv_at ? CvNext::memory : CvNext::cache;
       const auto stores = roof::kernel_stores<Space>(options_.strategy, layout_kind<Layout>(), tb, nb, K_,
-                                                     sizeof(Scalar), io_.cv_at != nullptr);
+                                                     sizeof(Scalar), next);
       // The roof (PipelineStats::roof): a sampled block's discount copied
       // into its cv in the kernel's place, paired with the block before's
       // kernel (not sampled); a one-block plan's after its kernel, its cv
@@ -240,8 +242,7 @@ class Overlapped {
         copy_roof(space, cv_of(b, *out), discount_of(b, *in), tb, nb, multby_of(b, *in), stores);
       });
       const double kernel_begin = rec_.now();
-      // A slot is written to the file next, in-place memory is the result.
-      multiply(options_.strategy, space, ops, io_.cv_at ? CvNext::memory : CvNext::cache);
+      multiply(options_.strategy, space, ops, next);
       space.fence();
       const double kernel_end = rec_.now();
       rec_.span(b, Phase::kernel, kernel_bytes(b), kernel_begin, kernel_end);

@@ -273,8 +273,9 @@ class PerThread {
     const Block& blk = plan_.blocks[b];
     const Index tb = blk.dates.size(), nb = blk.ids.size();
     const double kernel_bytes = block_kernel_bytes(blk, K_, esize);
-    const auto stores = roof::kernel_stores<Space>(options_.strategy, layout_kind<Layout>(), tb, nb, K_, sizeof(Scalar),
-                                                   io_.cv_at != nullptr);
+    const CvNext next = io_.cv_at ? CvNext::memory : CvNext::cache;  // else the block is written next
+    const auto stores =
+        roof::kernel_stores<Space>(options_.strategy, layout_kind<Layout>(), tb, nb, K_, sizeof(Scalar), next);
     rec_.nothing(b, Phase::h2d);
     launch([&] {
       // The roof (PipelineStats::roof): after a fresh call, this block's
@@ -290,7 +291,7 @@ class PerThread {
                Operands<Scalar, Layout, Mem>{Table<const Scalar, Layout, Mem>(m, nb, K_),
                                              Cube<const Scalar, Layout, Mem>(d, tb, nb, K_),
                                              Cube<Scalar, Layout, Mem>(cv, tb, nb, K_)},
-               io_.cv_at ? CvNext::memory : CvNext::cache);  // the block is written next
+               next);
       const double kernel_end = rec_.now();
       rec_.span(b, Phase::kernel, kernel_bytes, kernel_begin, kernel_end);
       if (in_place) rec_.after_roof(kernel_end - kernel_begin, kernel_bytes);

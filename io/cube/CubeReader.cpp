@@ -179,7 +179,8 @@ void CubeReader::read(const Block& b, Precision precision, void* buffer) const {
   const int k = precision == Precision::f64 ? 0 : 1;
   if (raw_[k] && raw_[k]->read(b, buffer)) return;
   if (chunked_[k] && chunked_[k]->read(b, buffer)) return;
-  if (chunked_[k]) chunked_[k]->check_stored(b);  // a chunk not stored: HDF5 fills it, after cvest checked the rest
+  // A chunk not stored: HDF5 fills it, once cvest has checked the others.
+  if (chunked_[k]) chunked_[k]->check_stored(b);
   check_chunk_records(b);
   const std::string what = path_ + ": dataset '" + name_ + "'";
   if (rank_ == 2) read_hyperslab(ds_, native_type(precision), {b.ids.begin, 0}, {b.ids.size(), K_}, buffer, what);

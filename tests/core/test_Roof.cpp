@@ -236,7 +236,7 @@ TEST_CASE("a pipeline's roof copies with its kernel's stores, flat's as measured
   const Stores streaming = CVEST_HAVE_STREAMING_STORES ? Stores::streaming : Stores::regular;
   const auto right = [](Strategy s, std::size_t element, bool to_memory) {  // a block of 13 x 4000 x 5
     return roof::kernel_stores<Kokkos::DefaultHostExecutionSpace>(s, LayoutKind::right, 13, 4000, 5, element,
-                                                                  to_memory);
+                                                                  to_memory ? CvNext::memory : CvNext::cache);
   };
   CHECK(right(Strategy::per_date, 8, true) == streaming);        // cv to memory: as CvNext says
   CHECK(right(Strategy::per_date, 8, false) == Stores::regular);  // cv read again from cache
@@ -246,7 +246,7 @@ TEST_CASE("a pipeline's roof copies with its kernel's stores, flat's as measured
   CHECK(right(Strategy::elementwise, 8, true) == Stores::regular);
   // per_date's rows under streaming::min_run_bytes (8 ids x 5 doubles): regular, as its kernel.
   CHECK(roof::kernel_stores<Kokkos::DefaultHostExecutionSpace>(Strategy::per_date, LayoutKind::right, 13, 8, 5, 8,
-                                                               true) == Stores::regular);
+                                                               CvNext::memory) == Stores::regular);
   policy::set_flat_stores_measured(policy::StoreKind::regular, "measured", 8);
   CHECK(right(Strategy::flat, 8, true) == Stores::regular);  // flat's kernel writes regular then
   CHECK(right(Strategy::flat, 4, true) == streaming);        // float's own kind
